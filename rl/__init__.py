@@ -1,0 +1,55 @@
+"""rl: PARL's Model / Algorithm / Agent abstractions on torch and gymnasium.
+
+- :class:`Model` (an ``nn.Module`` with numpy weight exchange and soft updates),
+- :class:`Algorithm` (losses and optimizer; never touches environments),
+- :class:`Agent` (numpy in/out, save/restore),
+- :class:`Collector` (vector-env rollouts), :class:`ReplayBuffer`, :class:`Rollout`,
+- :mod:`rl.ops` (``vtrace``, ``gae``), :mod:`rl.algorithms` (PolicyGradient, DQN, A2C, PPO, IMPALA).
+"""
+
+import os as _os
+
+import torch as _torch
+
+# One torch thread per process by default: tiny nets get slower with two threads on small
+# machines, and collectors run many processes side by side. Override with RL_TORCH_THREADS.
+_torch.set_num_threads(int(_os.environ.get("RL_TORCH_THREADS", "1")))
+
+from rl import ops  # noqa: E402
+from rl.agent import Agent, AgentStep  # noqa: E402
+from rl.algorithm import Algorithm, PolicyStep  # noqa: E402
+from rl.algorithms import A2C, DQN, IMPALA, PPO, PolicyGradient  # noqa: E402
+from rl.collector import Collector, CollectorConfig  # noqa: E402
+from rl.config import parse_config  # noqa: E402
+from rl.logger import TrainingLogger  # noqa: E402
+from rl.model import Model  # noqa: E402
+from rl.models import ActorCritic, QNetwork  # noqa: E402
+from rl.storage import ReplayBuffer, Rollout, Transition  # noqa: E402
+from rl.trainer import TrainResult, result_line, train_dqn, train_on_policy  # noqa: E402
+
+__all__ = [
+    "A2C",
+    "DQN",
+    "IMPALA",
+    "PPO",
+    "ActorCritic",
+    "Agent",
+    "AgentStep",
+    "Algorithm",
+    "Collector",
+    "CollectorConfig",
+    "Model",
+    "PolicyGradient",
+    "PolicyStep",
+    "QNetwork",
+    "ReplayBuffer",
+    "Rollout",
+    "TrainResult",
+    "TrainingLogger",
+    "Transition",
+    "ops",
+    "parse_config",
+    "result_line",
+    "train_dqn",
+    "train_on_policy",
+]

@@ -1,0 +1,78 @@
+"""`Algorithm`: models, losses and optimizer of one RL method. Never touches environments."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from rl.model import Model
+
+__all__ = ["Algorithm", "PolicyStep"]
+
+
+class PolicyStep(NamedTuple):
+    """What acting produces for a batch of observations ``[B, ...]``.
+
+    ``log_prob`` (behaviour log-probability of ``action``) and ``value`` (``V(obs)``) are ``None``
+    for methods that have none (DQN).
+    """
+
+    action: torch.Tensor
+    log_prob: torch.Tensor | None
+    value: torch.Tensor | None
+
+
+class Algorithm:
+    """Base class: owns ``self.model`` (and any target models), the losses and the optimizer.
+
+    Subclasses implement :meth:`sample`, :meth:`predict` and :meth:`learn`. All methods take and
+    return torch tensors on the caller's thread; :class:`rl.Agent` does the numpy conversion.
+    """
+
+    model: Model
+    optimizer: torch.optim.Optimizer
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    # -- acting -------------------------------------------------------------------------------
+    def sample(self, obs: torch.Tensor) -> PolicyStep:
+        """Exploratory action for a batch of observations (with log-prob and value when known)."""
+        raise NotImplementedError
+
+    def predict(self, obs: torch.Tensor) -> torch.Tensor:
+        """Greedy (evaluation) action for a batch of observations."""
+        raise NotImplementedError
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor | None:
+        """State value ``V(obs)`` used to bootstrap truncated episodes, or ``None`` if no critic."""
+        return None
+
+    # -- learning -----------------------------------------------------------------------------
+    def learn(self, batch: Any) -> dict[str, float]:
+        """One update from ``batch`` (tensors); returns scalar statistics for logging."""
+        raise NotImplementedError
+
+    # -- weights and state --------------------------------------------------------------------
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Weights of the acting model, as numpy arrays (what remote collectors need)."""
+        return self.model.get_weights()
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Load weights of the acting model (e.g. into a collector's CPU copy)."""
+        self.model.set_weights(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume training: every Model and optimizer attribute."""
+        state: dict[str, Any] = {}
+        for name, value in vars(self).items():
+            if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
+                state[name] = value.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        for name, value in state.items():
+            getattr(self, name).load_state_dict(value)

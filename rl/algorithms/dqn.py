@@ -1,0 +1,88 @@
+"""DQN (Mnih et al. 2015) with a target network and double Q-learning (van Hasselt et al. 2016).
+
+    a*  = argmax_a Q(s', a; theta)                         (online net picks, double DQN)
+    y   = r + gamma * (1 - terminated) * Q(s', a*; theta^-)  (target net evaluates)
+    loss = Huber(Q(s, a; theta) - y)
+
+``theta^-`` follows ``theta`` every ``target_update_interval`` updates, hard (``tau = 1``) or
+softly (``theta^- <- (1 - tau) theta^- + tau theta``). Acting is epsilon-greedy; the training
+loop sets :attr:`DQN.epsilon`.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from rl.algorithm import Algorithm, PolicyStep
+from rl.models import QNetwork
+from rl.storage import Transition
+
+__all__ = ["DQN"]
+
+
+class DQN(Algorithm):
+    """Double DQN with a target network and epsilon-greedy exploration."""
+
+    model: QNetwork
+
+    def __init__(
+        self,
+        model: QNetwork,
+        lr: float = 1e-3,
+        gamma: float = 0.99,
+        target_update_interval: int = 10,
+        tau: float = 1.0,
+        double_q: bool = True,
+        max_grad_norm: float | None = 10.0,
+        epsilon: float = 1.0,
+    ) -> None:
+        super().__init__(model)
+        self.target_model = copy.deepcopy(model)
+        self.target_model.requires_grad_(False)
+        self.gamma = gamma
+        self.target_update_interval = target_update_interval
+        self.tau = tau
+        self.double_q = double_q
+        self.max_grad_norm = max_grad_norm
+        self.epsilon = epsilon
+        """Probability of a uniformly random action in :meth:`sample`."""
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self._updates = 0
+
+    def sample(self, obs: torch.Tensor) -> PolicyStep:
+        """Epsilon-greedy actions (no log-prob, no value)."""
+        greedy = self.model(obs).argmax(-1)
+        explore = torch.rand(greedy.shape) < self.epsilon
+        random = torch.randint(self.model.num_actions, greedy.shape)
+        return PolicyStep(torch.where(explore, random, greedy), None, None)
+
+    def predict(self, obs: torch.Tensor) -> torch.Tensor:
+        """Greedy actions."""
+        return self.model(obs).argmax(-1)
+
+    def learn(self, batch: Transition) -> dict[str, float]:
+        """One TD update on a batch of transitions (tensors)."""
+        q = self.model(batch.obs).gather(1, batch.actions.long().unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            next_q_target = self.target_model(batch.next_obs)
+            if self.double_q:
+                next_action = self.model(batch.next_obs).argmax(-1, keepdim=True)
+            else:
+                next_action = next_q_target.argmax(-1, keepdim=True)
+            next_q = next_q_target.gather(1, next_action).squeeze(1)
+            target = batch.rewards + self.gamma * (~batch.terminated).float() * next_q
+        loss = F.smooth_l1_loss(q, target)
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+
+        self._updates += 1
+        if self._updates % self.target_update_interval == 0:
+            self.model.sync_weights_to(self.target_model, decay=1.0 - self.tau)
+        return {"td_loss": loss.item(), "q_mean": float(q.detach().mean())}

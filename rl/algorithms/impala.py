@@ -1,0 +1,81 @@
+"""IMPALA's learner loss (Espeholt et al. 2018, §4.2): V-trace actor-critic.
+
+Rollouts come from behaviour policies ``mu`` that may lag the learner's ``pi``. With
+``rho_t = pi(a_t|x_t) / mu(a_t|x_t)`` and V-trace targets ``v_s``:
+
+    policy loss   = -E[ rho_s^pg (r_s + gamma v_{s+1} - V(x_s)) log pi(a_s|x_s) ]
+    baseline loss =  baseline_coef * E[ (v_s - V(x_s))^2 / 2 ]
+    entropy loss  = -ent_coef * E[ H[pi(.|x_s)] ]
+
+Truncated steps are bootstrapped with the behaviour critic's ``V(final_obs)`` (recorded by the
+collector), since the learner does not see the final observation's successor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
+from rl.models import ActorCritic
+from rl.ops import vtrace
+from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
+
+__all__ = ["IMPALA"]
+
+
+class IMPALA(ActorCriticAlgorithm):
+    """V-trace policy gradient + value + entropy loss; one gradient step per rollout."""
+
+    def __init__(
+        self,
+        model: ActorCritic,
+        lr: float = 6e-4,
+        gamma: float = 0.99,
+        baseline_coef: float = 0.5,
+        ent_coef: float = 0.0,
+        clip_rho_threshold: float = 1.0,
+        clip_pg_rho_threshold: float = 1.0,
+        max_grad_norm: float | None = 40.0,
+        optimizer: str = "rmsprop",
+    ) -> None:
+        super().__init__(model)
+        self.gamma = gamma
+        self.baseline_coef = baseline_coef
+        self.ent_coef = ent_coef
+        self.clip_rho_threshold = clip_rho_threshold
+        self.clip_pg_rho_threshold = clip_pg_rho_threshold
+        self.max_grad_norm = max_grad_norm
+        self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
+
+    def learn(self, batch: Rollout) -> dict[str, float]:
+        """One V-trace update on a rollout of tensors (behaviour ``log_probs`` required)."""
+        # Learner's view of the rollout: log pi(a|x), entropy, V(x), and V(x_T).
+        target_log_prob, entropy, values = self.model.evaluate(batch.obs, batch.actions)
+        with torch.no_grad():
+            bootstrap_value = self.model.value(batch.bootstrap_obs)
+
+        discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
+        rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)
+        log_rhos = target_log_prob.detach() - batch.log_probs
+        vs, pg_advantages = vtrace(
+            log_rhos,
+            discounts,
+            rewards,
+            values.detach(),
+            bootstrap_value,
+            clip_rho_threshold=self.clip_rho_threshold,
+            clip_pg_rho_threshold=self.clip_pg_rho_threshold,
+        )
+
+        policy_loss = -(target_log_prob * pg_advantages).mean()
+        baseline_loss = 0.5 * (vs - values).pow(2).mean()
+        entropy_mean = entropy.mean()
+        loss = policy_loss + self.baseline_coef * baseline_loss - self.ent_coef * entropy_mean
+        grad_norm = self._step(loss, self.max_grad_norm)
+        return {
+            "policy_loss": policy_loss.item(),
+            "baseline_loss": baseline_loss.item(),
+            "entropy": entropy_mean.item(),
+            "mean_rho": float(log_rhos.exp().mean()),
+            "grad_norm": grad_norm,
+        }

@@ -1,0 +1,106 @@
+"""PPO with the clipped surrogate objective and GAE (Schulman et al. 2017, Algorithm 1).
+
+    r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t)
+    L^CLIP     = E[ min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t) ]
+    loss       = -L^CLIP + vf_coef * E[ (V(s_t) - R_t)^2 / 2 ] - ent_coef * H[pi]
+
+``A_t`` is GAE(lambda) computed once per rollout with the behaviour values; then ``num_epochs``
+passes of ``num_minibatches`` minibatches over the flattened ``T x B`` samples.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
+from rl.models import ActorCritic
+from rl.ops import gae
+from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
+
+__all__ = ["PPO"]
+
+
+class PPO(ActorCriticAlgorithm):
+    """Proximal policy optimisation (clip variant)."""
+
+    def __init__(
+        self,
+        model: ActorCritic,
+        lr: float = 3e-4,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float = 0.2,
+        num_epochs: int = 10,
+        num_minibatches: int = 4,
+        vf_coef: float = 0.5,
+        ent_coef: float = 0.0,
+        max_grad_norm: float | None = 0.5,
+        normalize_advantages: bool = True,
+        target_kl: float | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(model)
+        self.gamma = gamma
+        self.gae_lambda = gae_lambda
+        self.clip_range = clip_range
+        self.num_epochs = num_epochs
+        self.num_minibatches = num_minibatches
+        self.vf_coef = vf_coef
+        self.ent_coef = ent_coef
+        self.max_grad_norm = max_grad_norm
+        self.normalize_advantages = normalize_advantages
+        self.target_kl = target_kl
+        self.optimizer = make_optimizer("adam", model.parameters(), lr)
+        self._generator = torch.Generator().manual_seed(seed)
+
+    def learn(self, batch: Rollout) -> dict[str, float]:
+        """``num_epochs`` of minibatch updates on one rollout of tensors."""
+        # 1. Advantages and value targets, once, with the behaviour values.
+        discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
+        rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)
+        advantages, returns = gae(rewards, batch.values, batch.bootstrap_value, discounts, self.gae_lambda)
+
+        # 2. Flatten [T, B] into N samples.
+        n = batch.rewards.numel()
+        obs = batch.obs.reshape(n, *batch.obs.shape[2:])
+        actions = batch.actions.reshape(n, *batch.actions.shape[2:])
+        old_log_prob = batch.log_probs.reshape(n)
+        advantages, returns = advantages.reshape(n), returns.reshape(n)
+        mb_size = max(1, n // self.num_minibatches)
+
+        # 3. Optimise the clipped surrogate for a few epochs.
+        stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0}
+        updates = 0
+        for _ in range(self.num_epochs):
+            perm = torch.randperm(n, generator=self._generator)
+            epoch_kl = 0.0
+            for start in range(0, n - mb_size + 1, mb_size):
+                idx = perm[start : start + mb_size]
+                log_prob, entropy, value = self.model.evaluate(obs[idx], actions[idx])
+                adv = advantages[idx]
+                if self.normalize_advantages and len(idx) > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+
+                log_ratio = log_prob - old_log_prob[idx]
+                ratio = log_ratio.exp()
+                surrogate = torch.min(
+                    ratio * adv, ratio.clamp(1.0 - self.clip_range, 1.0 + self.clip_range) * adv
+                )
+                policy_loss = -surrogate.mean()
+                value_loss = 0.5 * (returns[idx] - value).pow(2).mean()
+                entropy_mean = entropy.mean()
+                loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
+                self._step(loss, self.max_grad_norm)
+
+                with torch.no_grad():
+                    approx_kl = float(((ratio - 1) - log_ratio).mean())  # Schulman's k3 estimator
+                    stats["clip_fraction"] += float(((ratio - 1).abs() > self.clip_range).float().mean())
+                stats["policy_loss"] += policy_loss.item()
+                stats["value_loss"] += value_loss.item()
+                stats["entropy"] += entropy_mean.item()
+                stats["approx_kl"] += approx_kl
+                epoch_kl = max(epoch_kl, approx_kl)
+                updates += 1
+            if self.target_kl is not None and epoch_kl > self.target_kl:
+                break
+        return {k: v / max(updates, 1) for k, v in stats.items()}

@@ -1,0 +1,152 @@
+"""Training loops: wire a Collector, an Agent (and a ReplayBuffer) together.
+
+The loops own no maths: the Algorithm learns, the Collector acts. They stop at ``total_steps`` or,
+with ``stop_when_solved``, once the mean of the last ``window`` training-episode returns reaches
+``solved_return``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from rl.agent import Agent
+from rl.algorithms.dqn import DQN
+from rl.collector import Collector
+from rl.logger import TrainingLogger
+from rl.storage import ReplayBuffer
+
+__all__ = ["TrainResult", "train_on_policy", "train_dqn", "linear_schedule", "result_line"]
+
+
+@dataclass
+class TrainResult:
+    """Outcome of a training run (what the examples print as their final JSON line)."""
+
+    solved: bool
+    env_steps: int
+    wall_s: float
+    mean_return: float
+    episodes: int
+
+
+class _Progress:
+    """Running mean of the last ``window`` returns, and the solved test."""
+
+    def __init__(self, window: int, solved_return: float | None) -> None:
+        self.recent: deque[float] = deque(maxlen=window)
+        self.episodes = 0
+        self.solved_return = solved_return
+
+    def add(self, returns: np.ndarray) -> None:
+        self.recent.extend(returns.tolist())
+        self.episodes += len(returns)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.recent)) if self.recent else float("nan")
+
+    @property
+    def solved(self) -> bool:
+        return (
+            self.solved_return is not None
+            and len(self.recent) == self.recent.maxlen
+            and self.mean >= self.solved_return
+        )
+
+
+def train_on_policy(
+    agent: Agent,
+    collector: Collector,
+    total_steps: int,
+    solved_return: float | None = None,
+    stop_when_solved: bool = True,
+    window: int = 20,
+    logger: TrainingLogger | None = None,
+) -> TrainResult:
+    """Collect a rollout, learn from it, repeat (PolicyGradient, A2C, PPO, IMPALA)."""
+    start = time.perf_counter()
+    progress = _Progress(window, solved_return)
+    ever_solved = False
+    while collector.total_steps < total_steps:
+        rollout = collector.collect()
+        stats = agent.learn(rollout)
+        progress.add(rollout.episode_returns)
+        if logger is not None:
+            logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
+            logger.log_update(collector.total_steps, stats)
+        ever_solved = ever_solved or progress.solved
+        if stop_when_solved and ever_solved:
+            break
+    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
+
+
+def linear_schedule(start: float, end: float, fraction: float, progress: float) -> float:
+    """Linear interpolation from ``start`` to ``end`` over the first ``fraction`` of training."""
+    if fraction <= 0:
+        return end
+    return start + (end - start) * min(1.0, progress / fraction)
+
+
+def train_dqn(
+    agent: Agent,
+    collector: Collector,
+    buffer: ReplayBuffer,
+    total_steps: int,
+    learning_starts: int = 1000,
+    batch_size: int = 64,
+    gradient_steps: int = 1,
+    epsilon_start: float = 1.0,
+    epsilon_end: float = 0.05,
+    exploration_fraction: float = 0.1,
+    solved_return: float | None = None,
+    stop_when_solved: bool = True,
+    window: int = 20,
+    logger: TrainingLogger | None = None,
+) -> TrainResult:
+    """Off-policy loop: collect ``num_steps x num_envs`` steps into the buffer, then
+    ``gradient_steps`` updates on sampled batches. The collector's agent must wrap a :class:`DQN`.
+    """
+    algo = agent.algorithm
+    if not isinstance(algo, DQN):
+        raise TypeError("train_dqn needs an agent around a DQN algorithm")
+    start = time.perf_counter()
+    progress = _Progress(window, solved_return)
+    ever_solved = False
+    while collector.total_steps < total_steps:
+        algo.epsilon = linear_schedule(
+            epsilon_start, epsilon_end, exploration_fraction, collector.total_steps / total_steps
+        )
+        rollout = collector.collect()
+        buffer.add_rollout(rollout)
+        progress.add(rollout.episode_returns)
+        stats: dict[str, float] = {"td_loss": float("nan"), "q_mean": float("nan")}
+        if collector.total_steps >= learning_starts:
+            for _ in range(gradient_steps):
+                stats = agent.learn(buffer.sample(batch_size))
+        if logger is not None:
+            logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
+            logger.log_update(collector.total_steps, {**stats, "epsilon": algo.epsilon})
+        ever_solved = ever_solved or progress.solved
+        if stop_when_solved and ever_solved:
+            break
+    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
+
+
+def result_line(env_id: str, algo: str, result: TrainResult) -> str:
+    """The examples' final stdout line: ``{"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}``."""
+    import json
+
+    return json.dumps(
+        {
+            "env": env_id,
+            "algo": algo,
+            "solved": result.solved,
+            "env_steps": result.env_steps,
+            "wall_s": round(result.wall_s, 3),
+            "mean_return": round(result.mean_return, 2),
+        }
+    )

@@ -1,0 +1,143 @@
+"""The Collector keeps terminated and truncated apart and bootstraps on truncation."""
+
+from __future__ import annotations
+
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import rl
+from rl.algorithm import PolicyStep
+from rl.ops import gae
+from rl.storage import bootstrapped_rewards, episode_discounts
+
+GAMMA = 0.9
+EPISODE_LEN = 3
+
+
+class Chain(gym.Env):
+    """Observation = steps taken so far; reward 1 per step; terminates after 3 steps if ``terminal``."""
+
+    observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):  # type: ignore[no-untyped-def]
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        self.t += 1
+        return np.array([self.t], np.float32), 1.0, self.terminal and self.t == EPISODE_LEN, False, {}
+
+
+def _make(terminal: bool):  # type: ignore[no-untyped-def]
+    if terminal:
+        return lambda: Chain(terminal=True)
+    return lambda: gym.wrappers.TimeLimit(Chain(terminal=False), max_episode_steps=EPISODE_LEN)
+
+
+class ConstantPolicy(rl.Algorithm):
+    """Always action 0; V(s) = 10 + s, so the final observation's value is recognisable."""
+
+    def __init__(self) -> None:
+        super().__init__(rl.Model())
+
+    def sample(self, obs: torch.Tensor) -> PolicyStep:
+        n = obs.shape[0]
+        return PolicyStep(torch.zeros(n, dtype=torch.int64), torch.full((n,), -0.5), self.value(obs))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return 10.0 + obs[:, 0]
+
+
+def _collect(terminal: bool, num_steps: int = 5) -> rl.Rollout:
+    config = rl.CollectorConfig(env_id="unused", num_envs=2, num_steps=num_steps)
+    collector = rl.Collector(config, rl.Agent(ConstantPolicy()), env_fn=_make(terminal))
+    try:
+        return collector.collect()
+    finally:
+        collector.close()
+
+
+def test_truncation_is_not_termination() -> None:
+    r = _collect(terminal=False)
+    assert r.obs.shape == (5, 2, 1) and r.actions.shape == (5, 2)
+    assert not r.terminated.any()
+    assert r.truncated[:, 0].tolist() == [False, False, True, False, False]
+    np.testing.assert_array_equal(r.final_obs[2, :, 0], [3.0, 3.0])  # the true last observation
+    np.testing.assert_array_equal(r.obs[3, :, 0], [0.0, 0.0])  # already reset
+    np.testing.assert_array_equal(r.final_values[2], [13.0, 13.0])  # V(final_obs), bootstrapped
+    assert r.final_values[[0, 1, 3, 4]].sum() == 0
+    np.testing.assert_array_equal(r.next_obs()[:, 0, 0], [1, 2, 3, 1, 2])
+    np.testing.assert_array_equal(r.bootstrap_obs[:, 0], [2.0, 2.0])
+    np.testing.assert_array_equal(r.bootstrap_value, [12.0, 12.0])
+    np.testing.assert_array_equal(r.log_probs, -0.5)
+    np.testing.assert_array_equal(r.episode_returns, [3.0, 3.0])
+    np.testing.assert_array_equal(r.episode_lengths, [3, 3])
+    pickle.loads(pickle.dumps(r))  # plain numpy: can travel between processes
+
+
+def test_termination_does_not_bootstrap() -> None:
+    r = _collect(terminal=True)
+    assert r.terminated[:, 0].tolist() == [False, False, True, False, False]
+    assert not r.truncated.any()
+    assert r.final_values.sum() == 0
+    np.testing.assert_array_equal(r.final_obs[2, :, 0], [3.0, 3.0])
+
+
+def test_bootstrapping_changes_the_value_targets() -> None:
+    """Same rewards and observations; only truncated-vs-terminated differs, and so do the targets."""
+    targets = {}
+    for terminal in (True, False):
+        r = rl.agent.to_torch(_collect(terminal))
+        discounts = episode_discounts(r.terminated, r.truncated, GAMMA)
+        rewards = bootstrapped_rewards(r.rewards, r.truncated, r.final_values, GAMMA)
+        targets[terminal] = gae(rewards, r.values, r.bootstrap_value, discounts, 1.0).returns[:, 0]
+    # step 2 ends the episode: terminal -> r = 1; truncated -> r + gamma * V(s_3) = 1 + 0.9 * 13
+    assert targets[True][2].item() == 1.0
+    assert abs(targets[False][2].item() - (1.0 + GAMMA * 13.0)) < 1e-5
+    # the trace never crosses the boundary: steps 3, 4 are identical in both cases
+    torch.testing.assert_close(targets[True][3:], targets[False][3:])
+    # earlier steps inherit the difference through the discounted sum
+    assert abs((targets[False][0] - targets[True][0]).item() - GAMMA**3 * 13.0) < 1e-4
+
+
+def test_replay_buffer_stores_final_obs_and_only_terminated() -> None:
+    r = _collect(terminal=False)
+    buf = rl.ReplayBuffer(100, obs_shape=(1,), seed=0)
+    buf.add_rollout(r)
+    assert len(buf) == 10
+    np.testing.assert_array_equal(buf.next_obs[:10, 0], r.next_obs()[:, :, 0].reshape(-1))
+    assert not buf.terminated[:10].any()  # truncation: bootstrap from next_obs = final obs
+    batch = buf.sample(4)
+    assert batch.obs.shape == (4, 1) and batch.actions.dtype == np.int64
+
+
+def test_collector_continues_episodes_across_calls_and_counts_steps() -> None:
+    config = rl.CollectorConfig(env_id="unused", num_envs=2, num_steps=2)
+    collector = rl.Collector(config, rl.Agent(ConstantPolicy()), env_fn=_make(False))
+    first, second = collector.collect(), collector.collect()
+    collector.close()
+    assert collector.total_steps == 8
+    np.testing.assert_array_equal(first.obs[:, 0, 0], [0, 1])
+    np.testing.assert_array_equal(second.obs[:, 0, 0], [2, 0])
+    assert second.truncated[0].all() and len(second.episode_returns) == 2
+
+
+def test_continuous_actions_are_clipped_for_the_env_but_stored_raw() -> None:
+    torch.manual_seed(0)
+    config = rl.CollectorConfig(env_id="Pendulum-v1", num_envs=2, num_steps=50)
+    obs_space, act_space = rl.collector.env_spaces(config)
+    model = rl.ActorCritic(obs_space, act_space, log_std_init=1.5)  # std 4.5 >> bound 2
+    collector = rl.Collector(config, rl.Agent(rl.PPO(model)))
+    r = collector.collect()
+    collector.close()
+    assert r.actions.shape == (50, 2, 1) and np.abs(r.actions).max() > 2.0
+    assert r.actions.dtype == np.float32
