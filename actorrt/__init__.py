@@ -1,0 +1,76 @@
+"""actorrt: an asyncio actor runtime over gRPC.
+
+    @actorrt.remote_class
+    class Counter: ...
+
+    async with actorrt.connect() as cluster:      # no address: an embedded local cluster
+        c = await Counter.remote(5)
+        print(await c.add(1))
+"""
+
+from __future__ import annotations
+
+import os as _os
+
+# Actor hosts are started with subprocess while gRPC threads run; gRPC's fork handlers have
+# nothing to do there and only print noise. Must be set before grpc is imported.
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+import asyncio
+import logging
+from typing import Any, Coroutine, TypeVar
+
+from actorrt._client import Cluster, ClusterStatus, connect, current_cluster, kill
+from actorrt._errors import (
+    ActorDiedError,
+    ActorRTError,
+    AuthenticationError,
+    ClusterConnectionError,
+    MasterUnreachableError,
+    PlacementError,
+    ProtocolVersionError,
+    RemoteError,
+    SerializationError,
+)
+from actorrt._future import CallFuture, get
+from actorrt._handle import ActorHandle
+from actorrt._remote import ActorOptions, RemoteClass, remote_class
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActorDiedError",
+    "ActorHandle",
+    "ActorOptions",
+    "ActorRTError",
+    "AuthenticationError",
+    "CallFuture",
+    "Cluster",
+    "ClusterConnectionError",
+    "ClusterStatus",
+    "MasterUnreachableError",
+    "PlacementError",
+    "ProtocolVersionError",
+    "RemoteClass",
+    "RemoteError",
+    "SerializationError",
+    "connect",
+    "current_cluster",
+    "get",
+    "kill",
+    "remote_class",
+    "run",
+]
+
+T = TypeVar("T")
+
+logging.getLogger("actorrt").addHandler(logging.NullHandler())
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``, on uvloop when it is installed."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)

@@ -1,0 +1,367 @@
+"""``actorrt start | connect | status | stop``: bring up and inspect nodes.
+
+Every failure the user can cause (bad flags, unreachable address, busy port, missing token)
+prints one line to stderr and exits non-zero, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from actorrt import _rpc
+from actorrt._errors import ActorRTError
+
+DEFAULT_PORT = 8010
+log = logging.getLogger("actorrt")
+
+
+class CLIError(Exception):
+    """One line for the user; exit status 1."""
+
+
+# ---- process records ------------------------------------------------------------------------
+
+
+def _records_dir() -> Path:
+    return _rpc.state_dir() / "processes"
+
+
+def _write_record(**fields: Any) -> Path:
+    path = _records_dir() / f"{os.getpid()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), **fields}))
+    tmp.replace(path)
+    return path
+
+
+def _read_records() -> list[dict[str, Any]]:
+    records = []
+    for path in sorted(_records_dir().glob("*.json")):
+        try:
+            records.append({**json.loads(path.read_text()), "_path": str(path)})
+        except (OSError, ValueError):
+            continue
+    return records
+
+
+def _alive(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"actorrt" in cmdline  # never signal a recycled PID that is not ours
+
+
+# ---- start / connect ------------------------------------------------------------------------
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _background(argv: list[str], kind: str, timeout_s: float) -> dict[str, Any]:
+    """Re-run this command with --block as a detached process; return its record once ready."""
+    logs = _rpc.state_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log_path = logs / f"{kind}-{int(time.time() * 1000)}.log"
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "actorrt", *argv, "--block"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    record_path = _records_dir() / f"{proc.pid}.json"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+            raise CLIError(lines[-1] if lines else f"{kind} exited with code {proc.returncode}")
+        try:
+            record = json.loads(record_path.read_text())
+            if record.get("ready"):
+                return {**record, "log": str(log_path)}
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    raise CLIError(f"{kind} did not become ready within {timeout_s:g}s (log: {log_path})")
+
+
+async def _serve_until_signal(*services: Any) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for service in reversed(services):
+            await service.close()
+
+
+async def _run_start(args: argparse.Namespace) -> None:
+    from actorrt._master import Master
+    from actorrt._worker import WorkerDaemon
+
+    token = _rpc.load_token(args.token) if args.token or os.environ.get("ACTORRT_TOKEN") else _rpc.new_token()
+    assert token is not None
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("listening on %s: reachable from other machines; only token holders are served", args.host)
+    master = Master(args.host, args.port, token=token, worker_timeout_s=args.worker_timeout,
+                    client_grace_s=args.client_grace)
+    try:
+        await master.start()
+    except OSError as e:
+        raise CLIError(f"actorrt start: {e}") from e
+    token_file = _rpc.write_token(token)
+    node_ip = args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    services: list[Any] = [master]
+    if args.cpus != 0:  # --cpus 0: a head node that only schedules
+        worker = WorkerDaemon(
+            master.address, token=token, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True
+        )
+        try:
+            await worker.start()
+        except BaseException:
+            await master.close()
+            raise
+        services.append(worker)
+    (_rpc.state_dir() / "address").write_text(master.address + "\n")
+    record = _write_record(kind="master", address=master.address, token_file=str(token_file), ready=True)
+    cpus = services[1].cpus if len(services) > 1 else 0
+    print(f"actorrt master running at {master.address} with a local worker of {cpus} cpus", flush=True)
+    try:
+        await _serve_until_signal(*services)
+    finally:
+        record.unlink(missing_ok=True)
+
+
+async def _run_connect(args: argparse.Namespace) -> None:
+    from actorrt._worker import WorkerDaemon
+
+    token = _rpc.load_token(args.token)
+    if not token:
+        raise CLIError(
+            f"actorrt connect: no token: pass --token, set ACTORRT_TOKEN, or copy {_rpc.token_path()} from the master"
+        )
+    worker = WorkerDaemon(
+        args.address,
+        token=token,
+        cpus=args.cpus,
+        gpus=args.gpus,
+        node_ip=args.node_ip,
+        connect_timeout_s=args.timeout,
+        wait_ready=True,
+    )
+    try:
+        await worker.start()
+    except (ActorRTError, OSError) as e:
+        raise CLIError(f"actorrt connect: {e}") from e
+    record = _write_record(kind="worker", address=args.address, worker_id=worker.worker_id, ready=True)
+    print(f"actorrt worker {worker.worker_id} joined {args.address} with {worker.cpus} cpus", flush=True)
+    try:
+        await _serve_until_signal(worker)
+    finally:
+        record.unlink(missing_ok=True)
+
+
+def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.block:
+        _configure_logging(args.log_level)
+        _run(_run_start(args))
+        return 0
+    record = _background(argv, "master", timeout_s=60)
+    address = record["address"]
+    print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
+    print(f"token written to {record['token_file']} (mode 0600)")
+    print("connect from Python:   async with actorrt.connect(\"%s\") as cluster: ..." % address)
+    print(f"add a machine:         ACTORRT_TOKEN=<token> actorrt connect --address {address} --node-ip <its ip>")
+    print("see it:                actorrt status    stop it: actorrt stop")
+    return 0
+
+
+def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.block:
+        _configure_logging(args.log_level)
+        _run(_run_connect(args))
+        return 0
+    record = _background(argv, "worker", timeout_s=args.timeout + 30)
+    print(f"actorrt worker {record['worker_id']} joined {record['address']} (pid {record['pid']}, log {record['log']})")
+    return 0
+
+
+def _default_address() -> str:
+    if os.environ.get("ACTORRT_ADDRESS"):
+        return os.environ["ACTORRT_ADDRESS"]
+    try:
+        return (_rpc.state_dir() / "address").read_text().strip()
+    except OSError:
+        return f"127.0.0.1:{DEFAULT_PORT}"
+
+
+def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
+    import grpc
+
+    from actorrt._client import ClusterStatus
+    from actorrt.v1 import master_pb2, master_pb2_grpc
+
+    address = args.address or _default_address()
+    token = _rpc.load_token(args.token)
+
+    async def fetch() -> ClusterStatus:
+        async with grpc.aio.insecure_channel(address, options=_rpc.channel_options()) as channel:
+            stub = master_pb2_grpc.MasterStub(channel)
+            try:
+                msg = await stub.GetClusterStatus(
+                    master_pb2.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(token), timeout=args.timeout
+                )
+            except grpc.RpcError as e:
+                raise CLIError(f"actorrt status: {_rpc.translate(e, 'status', address)}") from e
+            return ClusterStatus.from_proto(msg)
+
+    status = _run(fetch())
+    print(json.dumps(status.to_dict(), indent=2) if args.json else status)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
+    records = _read_records()
+    targets = []
+    for record in records:
+        pid = int(record["pid"])
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            targets.append(record)
+        else:
+            Path(record["_path"]).unlink(missing_ok=True)
+    deadline = time.monotonic() + args.timeout
+    while any(_alive(int(r["pid"])) for r in targets) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for record in targets:
+        pid = int(record["pid"])
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        Path(record["_path"]).unlink(missing_ok=True)
+        print(f"stopped {record.get('kind', 'process')} pid {pid} ({record.get('address', '')})")
+    if not targets:
+        print("nothing to stop: no actorrt process started from this machine is running")
+    return 0
+
+
+def _run(coro: Any) -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def _cpus(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _nonneg(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
+    return value
+
+
+def _address(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """One line, not the usage block: 'actorrt connect: --address: expected HOST:PORT ...'."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="actorrt", description="Bring up and inspect actorrt clusters.")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{start,connect,status,stop}", parser_class=_Parser
+    )
+
+    start = sub.add_parser("start", help="start a master and a local worker")
+    start.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    start.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"master port (default {DEFAULT_PORT})")
+    start.add_argument(
+        "--cpus", type=_nonneg, default=None, help="slots of the local worker (default: all cores; 0: no local worker)"
+    )
+    start.add_argument("--gpus", type=_nonneg, default=0, help="GPUs of the local worker")
+    start.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or a new one)")
+    start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
+    start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
+    start.add_argument("--block", action="store_true", help="stay in the foreground")
+    start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    start.set_defaults(func=cmd_start)
+
+    conn = sub.add_parser("connect", help="join a machine's worker daemon to a cluster")
+    conn.add_argument("--address", type=_address, required=True, help="the master's HOST:PORT")
+    conn.add_argument("--cpus", type=_cpus, default=None, help="slots (default: all cores)")
+    conn.add_argument("--gpus", type=_nonneg, default=0, help="GPUs")
+    conn.add_argument("--node-ip", default="127.0.0.1", help="address actor hosts listen on and advertise")
+    conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
+    conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
+    conn.add_argument("--block", action="store_true", help="stay in the foreground")
+    conn.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    conn.set_defaults(func=cmd_connect)
+
+    status = sub.add_parser("status", help="show nodes, slots, actors and clients")
+    status.add_argument("--address", type=_address, default=None, help="master HOST:PORT (default: the last start)")
+    status.add_argument("--token", default=None)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--timeout", type=float, default=5.0)
+    status.set_defaults(func=cmd_status)
+
+    stop = sub.add_parser("stop", help="stop what start/connect started on this machine (by recorded PID)")
+    stop.add_argument("--timeout", type=float, default=10.0, help="seconds before SIGKILL")
+    stop.set_defaults(func=cmd_stop)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args, argv))
+    except CLIError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except (ActorRTError, OSError) as e:
+        print(f"actorrt {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

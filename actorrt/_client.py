@@ -1,0 +1,564 @@
+"""The client: ``actorrt.connect()`` and the ``Cluster`` it yields.
+
+``Cluster`` holds one ``ClientSession`` stream to the master (placements, deaths) and one data
+connection per actor. With no address it first starts an embedded cluster: a master and one
+worker daemon with all local cores, in this process, on the same loop.
+
+Used as ``async with connect()`` everything runs on the caller's loop. Used as ``with connect()``
+(a plain script) the cluster runs on a background loop thread, and ``CallFuture.result()``
+blocks the caller's thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import glob
+import itertools
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Iterable, Sequence
+
+import grpc
+
+from actorrt import _rpc
+from actorrt._errors import ClusterConnectionError, MasterUnreachableError, PlacementError
+from actorrt._future import CallFuture, spawn
+from actorrt._handle import ActorConnection, ActorHandle
+from actorrt._serialization import dumps, ship_local_modules
+from actorrt.v1 import actor_host_pb2
+from actorrt.v1 import common_pb2
+from actorrt.v1 import master_pb2 as pb
+from actorrt.v1 import master_pb2_grpc as pb_grpc
+
+__all__ = ["connect", "Cluster", "ClusterStatus", "current_cluster", "kill"]
+
+log = logging.getLogger("actorrt.client")
+
+_current: Cluster | None = None
+
+
+def current_cluster() -> Cluster:
+    """The cluster of the innermost open ``connect()``; raises if there is none."""
+    if _current is None or _current.closed:
+        raise ClusterConnectionError("not connected: open a cluster first with 'async with actorrt.connect():'")
+    return _current
+
+
+@dataclass
+class ClusterStatus:
+    """A snapshot of the cluster table. ``str()`` gives the table ``actorrt status`` prints."""
+
+    address: str
+    uptime_s: float
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    actors: list[dict[str, Any]] = field(default_factory=list)
+    clients: list[dict[str, Any]] = field(default_factory=list)
+    placements_waiting: int = 0
+
+    @property
+    def slots_total(self) -> int:
+        return sum(n["cpus"] for n in self.nodes)
+
+    @property
+    def slots_used(self) -> int:
+        return sum(n["cpus_used"] for n in self.nodes)
+
+    @property
+    def slots_free(self) -> int:
+        return self.slots_total - self.slots_used
+
+    @classmethod
+    def from_proto(cls, msg: pb.GetClusterStatusResponse) -> ClusterStatus:
+        from google.protobuf.json_format import MessageToDict
+
+        def rows(items: Iterable[Any]) -> list[dict[str, Any]]:
+            return [
+                MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+                for m in items
+            ]
+
+        return cls(
+            address=msg.address,
+            uptime_s=msg.uptime_s,
+            nodes=rows(msg.nodes),
+            actors=rows(msg.actors),
+            clients=rows(msg.clients),
+            placements_waiting=msg.placements_waiting,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "uptime_s": round(self.uptime_s, 1),
+            "slots": {"total": self.slots_total, "used": self.slots_used, "free": self.slots_free},
+            "placements_waiting": self.placements_waiting,
+            "nodes": self.nodes,
+            "actors": self.actors,
+            "clients": self.clients,
+        }
+
+    def __str__(self) -> str:
+        lines = [
+            f"cluster {self.address}  up {self.uptime_s:.0f}s  "
+            f"slots {self.slots_used}/{self.slots_total} used ({self.slots_free} free)  "
+            f"actors {len(self.actors)}  clients {len(self.clients)}  waiting {self.placements_waiting}",
+            "",
+            f"{'NODE':<20} {'WORKER':<14} {'ADDRESS':<16} {'CPUS':>9} {'GPUS':>7} {'READY':>5} {'LOAD':>5}",
+        ]
+        for n in self.nodes:
+            lines.append(
+                f"{n['node'][:20]:<20} {n['worker_id'][:14]:<14} {n['node_ip'][:16]:<16} "
+                f"{n['cpus_used']:>4}/{n['cpus']:<4} {n['gpus_used']:>3}/{n['gpus']:<3} "
+                f"{n['slots_ready']:>5} {n['load']:>5.2f}"
+            )
+        if self.actors:
+            by_class: dict[str, int] = {}
+            for a in self.actors:
+                by_class[a["class_name"]] = by_class.get(a["class_name"], 0) + 1
+            lines += ["", "ACTORS BY CLASS"] + [f"  {k:<30} {v}" for k, v in sorted(by_class.items())]
+        return "\n".join(lines)
+
+
+def _collect_files(patterns: Sequence[str]) -> list[actor_host_pb2.ShippedFile]:
+    shipped = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern, recursive=True))
+        if not matches:
+            raise FileNotFoundError(f"files=: {pattern!r} matches no file (relative to {os.getcwd()})")
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                continue
+            rel = path.name if path.is_absolute() or ".." in path.parts else path.as_posix()
+            shipped.append(
+                actor_host_pb2.ShippedFile(path=rel, data=path.read_bytes(), mode=path.stat().st_mode & 0o777)
+            )
+    return shipped
+
+
+class Cluster:
+    """A connection to an actorrt cluster. Get one from ``actorrt.connect()``."""
+
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        token: str | None,
+        files: Sequence[str],
+        timeout: float,
+        placement_timeout: float,
+        embedded_cpus: int | None,
+    ) -> None:
+        self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
+        self.token = _rpc.load_token(token) if self.address else (token or _rpc.new_token())
+        self.client_id = uuid.uuid4().hex[:16]
+        self.timeout = timeout
+        self.placement_timeout = placement_timeout
+        self.closed = False
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._files_patterns = tuple(files)
+        self._files: list[actor_host_pb2.ShippedFile] = []
+        self._embedded_cpus = embedded_cpus
+        self._embedded: list[Any] = []
+        self._channel: grpc.aio.Channel | None = None
+        self._session: grpc.aio.StreamStreamCall | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._requests = itertools.count(1)
+        self._placing: dict[int, asyncio.Future[pb.ActorPlaced]] = {}
+        self._place_msgs: dict[int, pb.ClientEvent] = {}
+        self._actors: dict[str, ActorConnection] = {}
+        self._deaths: dict[str, str] = {}
+        self._death_waiters: dict[str, list[asyncio.Future[str]]] = {}
+        self._thread: threading.Thread | None = None
+        self._previous: Cluster | None = None
+
+    @property
+    def embedded(self) -> bool:
+        return bool(self._embedded)
+
+    # ---- lifecycle (cluster loop) -------------------------------------------------------------
+
+    async def _start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._files = _collect_files(self._files_patterns)
+        if not self.address:
+            await self._start_embedded()
+        self._channel = grpc.aio.insecure_channel(self.address, options=_rpc.channel_options())
+        await self._open_session()
+        self._reader = asyncio.create_task(self._read_notices())
+
+    async def _start_embedded(self) -> None:
+        from actorrt._master import Master
+        from actorrt._worker import WorkerDaemon
+
+        master = Master("127.0.0.1", 0, token=self.token)
+        await master.start()
+        self._embedded.append(master)
+        self.address = master.address
+        worker = WorkerDaemon(self.address, token=self.token, cpus=self._embedded_cpus, reconnect=False)
+        self._embedded.append(worker)
+        await worker.start()
+
+    async def _open_session(self) -> None:
+        assert self._channel is not None
+        stub = pb_grpc.MasterStub(self._channel)
+        self._session = stub.ClientSession(metadata=_rpc.auth_metadata(self.token))
+        try:
+            await self._session.write(
+                pb.ClientEvent(
+                    open_session=pb.OpenSession(
+                        version=_rpc.PROTOCOL_VERSION,
+                        client_id=self.client_id,
+                        hostname=socket.gethostname(),
+                        pid=os.getpid(),
+                    )
+                )
+            )
+            first = await asyncio.wait_for(self._session.read(), self.timeout)
+        except grpc.RpcError as e:
+            # A write that races the server's refusal fails with INTERNAL; the call's own
+            # status says why it really ended.
+            if e.code() == grpc.StatusCode.INTERNAL:
+                try:
+                    await asyncio.wait_for(self._session.code(), 2)
+                    e = _FinalStatus(await self._session.code(), await self._session.details())
+                except (asyncio.TimeoutError, grpc.RpcError):
+                    pass
+            raise _rpc.translate(e, "connect", self.address) from e
+        except asyncio.TimeoutError as e:
+            self._session.cancel()
+            raise MasterUnreachableError(
+                f"connect: no actorrt master answered at {self.address} within {self.timeout:g}s"
+            ) from e
+        if first is grpc.aio.EOF or not first.HasField("session_opened"):
+            raise ClusterConnectionError(f"connect: the master at {self.address} closed the session")
+
+    async def _read_notices(self) -> None:
+        """Handle master notices; reopen the session with backoff if the master goes away."""
+        backoff = 0.1
+        while True:
+            assert self._session is not None
+            try:
+                while (notice := await self._session.read()) is not grpc.aio.EOF:
+                    backoff = 0.1
+                    self._on_notice(notice)
+                if self.closed:
+                    return
+                reason = "the master closed the session"
+            except grpc.RpcError as e:
+                if self.closed:
+                    return
+                reason = f"{e.code().name}: {e.details()}"
+            except asyncio.CancelledError:
+                return
+            log.warning("lost the master at %s (%s); reconnecting", self.address, reason)
+            while not self.closed:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                try:
+                    await self._open_session()
+                except (ClusterConnectionError, grpc.RpcError):
+                    continue
+                for msg in self._place_msgs.values():  # the new master never saw these
+                    await self._session.write(msg)
+                break
+
+    def _on_notice(self, notice: pb.ClientNotice) -> None:
+        kind = notice.WhichOneof("notice")
+        if kind == "actor_placed":
+            fut = self._placing.pop(notice.actor_placed.request_id, None)
+            self._place_msgs.pop(notice.actor_placed.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(notice.actor_placed)
+            elif fut is None or fut.done():  # nobody waits any more: give the slot back
+                self._send_release(notice.actor_placed.actor_id, "its placement was abandoned")
+        elif kind == "placement_failed":
+            fut = self._placing.pop(notice.placement_failed.request_id, None)
+            self._place_msgs.pop(notice.placement_failed.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(PlacementError(notice.placement_failed.reason))
+        elif kind == "actor_died":
+            died = notice.actor_died
+            self._deaths[died.actor_id] = died.cause
+            conn = self._actors.pop(died.actor_id, None)
+            if conn is not None:
+                conn.mark_dead(died.cause)
+                asyncio.ensure_future(conn.close(died.cause))
+            for waiter in self._death_waiters.pop(died.actor_id, []):
+                if not waiter.done():
+                    waiter.set_result(died.cause)
+
+    async def death_cause(self, actor_id: str, wait_s: float) -> str | None:
+        """Why the master says ``actor_id`` died, waiting up to ``wait_s`` for the notice."""
+        if actor_id in self._deaths:
+            return self._deaths[actor_id]
+        waiter: asyncio.Future[str] = self.loop.create_future()
+        self._death_waiters.setdefault(actor_id, []).append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, wait_s)
+        except asyncio.TimeoutError:
+            return None
+
+    async def _close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for conn in list(self._actors.values()):
+            await conn.close("its client closed the cluster connection")
+        for fut in self._placing.values():
+            if not fut.done():
+                fut.set_exception(ClusterConnectionError("the cluster connection was closed"))
+        if self._session is not None:
+            try:
+                await self._session.done_writing()
+                if self._reader is not None:
+                    await asyncio.wait_for(asyncio.shield(self._reader), 2.0)
+            except (grpc.RpcError, asyncio.TimeoutError, asyncio.InvalidStateError):
+                pass
+            self._session.cancel()
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+        for service in reversed(self._embedded):
+            await service.close()
+
+    # ---- placement and actors (cluster loop) ----------------------------------------------------
+
+    def _send_release(self, actor_id: str, reason: str) -> None:
+        if self._session is not None and not self.closed:
+            msg = pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason))
+            asyncio.ensure_future(self._write(msg))
+
+    async def _write(self, msg: pb.ClientEvent) -> None:
+        assert self._session is not None
+        try:
+            await self._session.write(msg)
+        except (grpc.RpcError, asyncio.InvalidStateError) as e:
+            log.debug("could not tell the master: %s", e)
+
+    async def create_actor(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
+        from actorrt._remote import options_of
+
+        opts = options_of(cls)
+        class_name = cls.__qualname__
+        ship_local_modules()
+        spec = _dump_spec(cls, args, kwargs)
+        if self.closed:
+            raise ClusterConnectionError("the cluster connection is closed")
+        request_id = next(self._requests)
+        timeout = opts.placement_timeout if opts.placement_timeout is not None else self.placement_timeout
+        msg = pb.ClientEvent(
+            place_actor=pb.PlaceActor(
+                request_id=request_id,
+                resources=common_pb2.Resources(
+                    num_cpus=opts.num_cpus, num_gpus=opts.num_gpus, max_memory_mb=opts.max_memory_mb or 0
+                ),
+                class_name=class_name,
+                timeout_s=timeout,
+            )
+        )
+        fut: asyncio.Future[pb.ActorPlaced] = self.loop.create_future()
+        self._placing[request_id] = fut
+        self._place_msgs[request_id] = msg
+        await self._write(msg)
+        try:
+            # The master enforces the timeout; the margin covers a master that went away.
+            placed = await asyncio.wait_for(fut, timeout + 10.0 if timeout > 0 else None)
+        except asyncio.TimeoutError as e:
+            raise PlacementError(f"no placement for {class_name} within {timeout:g}s (no answer)") from e
+        finally:
+            self._placing.pop(request_id, None)
+            self._place_msgs.pop(request_id, None)
+        conn = ActorConnection(self, placed.actor_id, placed.endpoint, cls, class_name)
+        self._actors[placed.actor_id] = conn
+        construct = actor_host_pb2.ConstructActor(
+            version=_rpc.PROTOCOL_VERSION,
+            actor_id=placed.actor_id,
+            class_name=class_name,
+            spec=spec,
+            max_concurrency=opts.max_concurrency,
+            gpu_ids=placed.gpu_ids,
+            files=self._files,
+        )
+        try:
+            await conn.open(construct, self.timeout)
+        except BaseException:
+            self._actors.pop(placed.actor_id, None)
+            self._send_release(placed.actor_id, "its constructor failed")
+            raise
+        return ActorHandle(conn)
+
+    async def kill_actor(self, handle: ActorHandle[Any], wait_s: float = 10.0) -> None:
+        conn = handle._conn
+        actor_id = conn.actor_id
+        if actor_id in self._deaths:
+            return
+        await conn.close("killed by actorrt.kill()")
+        self._send_release(actor_id, "killed by actorrt.kill()")
+        await self.death_cause(actor_id, wait_s)  # returns once the slot is free again
+
+    async def _status(self) -> ClusterStatus:
+        assert self._channel is not None
+        stub = pb_grpc.MasterStub(self._channel)
+        try:
+            msg = await stub.GetClusterStatus(
+                pb.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(self.token), timeout=self.timeout
+            )
+        except grpc.RpcError as e:
+            raise _rpc.translate(e, "status", self.address) from e
+        return ClusterStatus.from_proto(msg)
+
+    # ---- public API (any thread) ----------------------------------------------------------------
+
+    def status(self) -> CallFuture[ClusterStatus]:
+        """Nodes, slots (free/used), actors and clients. Await it, or ``.result()``."""
+        return spawn(self.loop, self._status)
+
+    def kill(self, handle: ActorHandle[Any]) -> CallFuture[None]:
+        return spawn(self.loop, lambda: self.kill_actor(handle))
+
+    # ---- context managers -------------------------------------------------------------------
+
+    async def __aenter__(self) -> Cluster:
+        global _current
+        try:
+            await self._start()
+        except BaseException:
+            await self._close()
+            raise
+        self._previous, _current = _current, self
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        global _current
+        try:
+            await self._close()
+        finally:
+            if _current is self:
+                _current = self._previous
+
+    def __enter__(self) -> Cluster:
+        """Blocking use from a plain script: the cluster runs on a background loop thread."""
+        ready: asyncio.Future[None] | None = None
+        started = threading.Event()
+        holder: dict[str, Any] = {}
+
+        def run_loop() -> None:
+            try:
+                import uvloop
+
+                loop = uvloop.new_event_loop()
+            except ImportError:
+                loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            holder["loop"] = loop
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=run_loop, name="actorrt-loop", daemon=True)
+        self._thread.start()
+        started.wait()
+        loop = holder["loop"]
+        self.loop = loop
+        ready = asyncio.run_coroutine_threadsafe(self.__aenter__(), loop)  # type: ignore[assignment]
+        try:
+            ready.result()  # type: ignore[union-attr]
+        except BaseException:
+            self._stop_thread()
+            raise
+        atexit.register(self._close_from_thread)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        atexit.unregister(self._close_from_thread)
+        self._close_from_thread()
+
+    def _close_from_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.__aexit__(None, None, None), self.loop).result(30)
+        finally:
+            self._stop_thread()
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self._thread = None
+
+    def __repr__(self) -> str:
+        kind = "embedded" if self.embedded else "remote"
+        return f"<Cluster {kind} {self.address} client={self.client_id}>"
+
+
+class _FinalStatus(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def _dump_spec(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> common_pb2.Payload:
+    from actorrt._errors import SerializationError
+    from actorrt._serialization import dump_args
+
+    try:
+        return dumps((cls, args, kwargs))
+    except Exception as e:  # noqa: BLE001
+        dump_args(f"{cls.__qualname__}.__init__", args, kwargs)  # names a bad argument if one is
+        raise SerializationError(f"class {cls.__qualname__} cannot be pickled: {e}") from e
+
+
+def connect(
+    address: str | None = None,
+    *,
+    token: str | None = None,
+    files: Sequence[str] = (),
+    timeout: float = 30.0,
+    placement_timeout: float = 300.0,
+    num_cpus: int | None = None,
+) -> Cluster:
+    """Connect to a cluster: ``async with actorrt.connect() as cluster`` (or plain ``with``).
+
+    Args:
+        address: the master's ``host:port``; else ``ACTORRT_ADDRESS``; else start an embedded
+            cluster (a master and a worker with ``num_cpus`` slots, default all cores) that stops
+            when the block ends.
+        token: the cluster token; else ``ACTORRT_TOKEN``; else the file ``actorrt start`` wrote.
+        files: glob patterns of data files copied into every actor's working directory.
+        timeout: seconds to wait for the master, and for an actor's constructor to answer.
+        placement_timeout: default seconds an actor waits for a free slot (0: forever).
+        num_cpus: slots of the embedded cluster (default: all cores); ignored with an address.
+    """
+    return Cluster(
+        address,
+        token=token,
+        files=files,
+        timeout=timeout,
+        placement_timeout=placement_timeout,
+        embedded_cpus=num_cpus,
+    )
+
+
+def kill(handle: ActorHandle[Any]) -> CallFuture[None]:
+    """Stop an actor and free its slot. Await it (or ``.result()``); pending calls fail."""
+    return handle._conn.cluster.kill(handle)

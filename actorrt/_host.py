@@ -1,0 +1,287 @@
+"""The actor host: one OS process per slot, serving one actor on its own gRPC port.
+
+Started by a worker daemon as ``python -m actorrt._host``; prints one ready line with its port on
+stdout, then serves ``ActorHost.Calls``. The first stream's first batch constructs the actor; the
+actor ends when that owner stream ends, and the process exits so no state leaks to the next user.
+It exits as well when its daemon dies (EOF on stdin).
+
+Everything here runs on the host's single event loop; synchronous methods run inline on it, in
+the order their calls were made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+import grpc
+
+from actorrt import _rpc
+from actorrt._serialization import EMPTY, dumps, load_args, loads
+from actorrt.v1 import actor_host_pb2 as pb
+from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
+
+READY_PREFIX = "ACTORRT-HOST-READY"
+# A reply batch is flushed early when a sync call has kept the loop this long.
+_FLUSH_AFTER_S = 0.002
+
+
+def _failure(exc: BaseException, skip_frames: int = 1) -> pb.RemoteFailure:
+    tb = exc.__traceback__
+    for _ in range(skip_frames):
+        if tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    try:
+        payload = dumps(exc)
+    except Exception:  # noqa: BLE001 - the type and message still travel
+        payload = EMPTY
+    return pb.RemoteFailure(
+        type_name=f"{type(exc).__module__}.{type(exc).__qualname__}",
+        message=str(exc),
+        traceback=text,
+        exception=payload,
+    )
+
+
+class _Actor:
+    """The constructed user object and the rules for running its methods."""
+
+    def __init__(self, actor_id: str, class_name: str, instance: Any, max_concurrency: int) -> None:
+        self.actor_id = actor_id
+        self.class_name = class_name
+        self.instance = instance
+        self.max_concurrency = max(1, max_concurrency)
+        self.slots = asyncio.Semaphore(self.max_concurrency)
+        self._methods: dict[str, tuple[Callable[..., Any], bool]] = {}
+
+    def method(self, name: str) -> tuple[Callable[..., Any], bool]:
+        found = self._methods.get(name)
+        if found is None:
+            if name.startswith("__"):
+                raise AttributeError(f"{self.class_name} has no remote method {name!r}")
+            fn = getattr(self.instance, name)
+            if not callable(fn):
+                raise TypeError(f"{self.class_name}.{name} is not a method (read it with 'await handle.{name}')")
+            found = (fn, inspect.iscoroutinefunction(fn))
+            self._methods[name] = found
+        return found
+
+
+class _Stream:
+    """One Calls stream: reads call batches, runs them in order, writes reply batches."""
+
+    def __init__(self, actor: _Actor, context: grpc.aio.ServicerContext) -> None:
+        self.actor = actor
+        self.context = context
+        self.replies: list[pb.Reply] = []
+        self.wake = asyncio.Event()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.done = False
+
+    async def writer(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            while self.replies:
+                batch, self.replies = self.replies, []
+                await self.context.write(pb.ReplyBatch(replies=batch))
+            if self.done and not self.tasks:
+                return
+
+    def reply(self, msg: pb.Reply) -> None:
+        self.replies.append(msg)
+        self.wake.set()
+
+    def _value_reply(self, seq: int, what: str, value: Any) -> pb.Reply:
+        if value is None:
+            return pb.Reply(seq=seq, value=EMPTY)
+        try:
+            return pb.Reply(seq=seq, value=dumps(value))
+        except Exception as e:  # noqa: BLE001
+            err = TypeError(
+                f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) "
+                f"could not be pickled: {e}"
+            )
+            return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
+
+    async def run(self, requests: AsyncIterator[pb.CallBatch], first: pb.CallBatch) -> None:
+        writer = asyncio.create_task(self.writer())
+        try:
+            await self.run_batch(first)
+            async for batch in requests:
+                await self.run_batch(batch)
+        finally:
+            self.done = True
+            if self.tasks:
+                await asyncio.gather(*self.tasks, return_exceptions=True)
+            self.wake.set()
+            try:
+                await writer
+            except Exception:  # noqa: BLE001 - the client is gone; nothing to tell it
+                pass
+
+    async def run_batch(self, batch: pb.CallBatch) -> None:
+        actor = self.actor
+        started = time.perf_counter()
+        for call in batch.calls:
+            what = f"{actor.class_name}.{call.method}"
+            try:
+                args, kwargs = load_args(call.args)
+                if call.kind == pb.CALL_KIND_GET_ATTR:
+                    self.reply(self._value_reply(call.seq, what, getattr(actor.instance, call.method)))
+                    continue
+                if call.kind == pb.CALL_KIND_SET_ATTR:
+                    setattr(actor.instance, call.method, args[0])
+                    self.reply(pb.Reply(seq=call.seq, value=EMPTY))
+                    continue
+                fn, is_async = actor.method(call.method)
+            except Exception as e:  # noqa: BLE001
+                self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
+                continue
+            await actor.slots.acquire()
+            if is_async:
+                task = asyncio.create_task(self._run_async(call.seq, what, fn, args, kwargs))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+                continue
+            try:
+                value = fn(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
+                self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
+            else:
+                self.reply(self._value_reply(call.seq, what, value))
+            finally:
+                actor.slots.release()
+            now = time.perf_counter()
+            if now - started > _FLUSH_AFTER_S:
+                started = now
+                await asyncio.sleep(0)  # let the writer send what is ready
+
+    async def _run_async(
+        self, seq: int, what: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        try:
+            value = await fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            self.reply(pb.Reply(seq=seq, error=_failure(e)))
+        else:
+            self.reply(self._value_reply(seq, what, value))
+        finally:
+            self.actor.slots.release()
+
+
+class ActorHostServicer(pb_grpc.ActorHostServicer):
+    """Serves one actor; ``finished`` is set when its owner's stream ends."""
+
+    def __init__(self) -> None:
+        self.actor: _Actor | None = None
+        self.finished = asyncio.Event()
+
+    async def Calls(  # noqa: N802 - gRPC's name
+        self, request_iterator: AsyncIterator[pb.CallBatch], context: grpc.aio.ServicerContext
+    ) -> None:
+        try:
+            first = await anext(request_iterator)
+        except StopAsyncIteration:
+            return
+        if first.HasField("construct"):
+            step = first.construct
+            if step.version != _rpc.PROTOCOL_VERSION:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(step.version))
+            if self.actor is not None:
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"this actor host already serves actor {self.actor.actor_id}",
+                )
+            try:
+                self.actor = self._construct(step)
+            except Exception as e:  # noqa: BLE001 - construction failed: tell the owner, then end
+                await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, error=_failure(e))]))
+                self.finished.set()
+                return
+            await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)]))
+            owner = True
+        elif first.HasField("attach"):
+            if first.attach.version != _rpc.PROTOCOL_VERSION:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(first.attach.version))
+            if self.actor is None or self.actor.actor_id != first.attach.actor_id:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"no actor {first.attach.actor_id} here")
+            owner = False
+        else:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "the first CallBatch of a stream must construct or attach"
+            )
+            return
+        assert self.actor is not None
+        first.ClearField("construct")
+        try:
+            await _Stream(self.actor, context).run(request_iterator, first)
+        finally:
+            if owner:
+                self.finished.set()
+
+    def _construct(self, step: pb.ConstructActor) -> _Actor:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
+        for f in step.files:
+            path = Path(f.path)
+            if path.is_absolute() or ".." in path.parts:
+                raise ValueError(f"shipped file path must be relative and inside the actor's folder: {f.path!r}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(f.data)
+            if f.mode:
+                path.chmod(f.mode & 0o777)
+        cls, args, kwargs = loads(step.spec)
+        instance = cls(*args, **kwargs)
+        return _Actor(step.actor_id, step.class_name or cls.__name__, instance, step.max_concurrency)
+
+
+def _exit_when_parent_dies() -> None:
+    """The daemon holds our stdin; EOF means it is gone, so we go too (no orphans)."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    finally:
+        os._exit(70)
+
+
+async def serve(bind: str, token: str | None) -> None:
+    interceptors = [_rpc.TokenInterceptor(token)] if token else []
+    server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options())
+    servicer = ActorHostServicer()
+    pb_grpc.add_ActorHostServicer_to_server(servicer, server)
+    port = server.add_insecure_port(f"{bind}:0")
+    await server.start()
+    print(f"{READY_PREFIX} {port}", flush=True)
+    await servicer.finished.wait()
+    await server.stop(grace=1.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m actorrt._host")
+    parser.add_argument("--bind", default="127.0.0.1")
+    args = parser.parse_args()
+    threading.Thread(target=_exit_when_parent_dies, name="parent-watch", daemon=True).start()
+    token = os.environ.pop("ACTORRT_TOKEN", None)
+    try:
+        import uvloop
+
+        uvloop.run(serve(args.bind, token))
+    except ImportError:
+        asyncio.run(serve(args.bind, token))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: user code may have left non-daemon threads behind.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

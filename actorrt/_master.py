@@ -1,0 +1,448 @@
+"""The master: the cluster's only fixed address. Control plane only; never carries user data.
+
+``MasterServicer`` is a thin adapter: it turns protobuf into calls on ``ClusterTable`` and the
+table's answers into messages on the right session streams. Everything runs on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import AsyncIterator
+
+import grpc
+
+from actorrt import _rpc
+from actorrt._errors import PlacementError
+from actorrt._lifecycle import Service
+from actorrt._table import Actor, ClusterTable, Placement, Request
+from actorrt.v1 import common_pb2
+from actorrt.v1 import master_pb2 as pb
+from actorrt.v1 import master_pb2_grpc as pb_grpc
+
+__all__ = ["Master", "MasterServicer"]
+
+log = logging.getLogger("actorrt.master")
+
+
+class MasterServicer(pb_grpc.MasterServicer):
+    def __init__(
+        self,
+        table: ClusterTable,
+        *,
+        address: str = "",
+        heartbeat_interval_s: float = 1.0,
+        worker_timeout_s: float = 10.0,
+        client_grace_s: float = 10.0,
+    ) -> None:
+        self.table = table
+        self.address = address
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.worker_timeout_s = worker_timeout_s
+        self.client_grace_s = client_grace_s
+        self.started = time.monotonic()
+        self._to_worker: dict[str, asyncio.Queue[pb.WorkerCommand | None]] = {}
+        self._to_client: dict[str, asyncio.Queue[pb.ClientNotice | None]] = {}
+        self._timeouts: dict[tuple[str, int], asyncio.TimerHandle] = {}
+
+    # ---- effects: table answers -> messages --------------------------------------------------
+
+    def _announce(self, placements: list[Placement]) -> None:
+        for p in placements:
+            handle = self._timeouts.pop((p.request.client_id, p.request.request_id), None)
+            if handle is not None:
+                handle.cancel()
+            actor = self.table.actors[p.actor_id]
+            self._send_worker(
+                p.worker_id,
+                pb.WorkerCommand(
+                    start_actor=pb.StartActor(
+                        actor_id=p.actor_id,
+                        slot=p.slot,
+                        client_id=p.request.client_id,
+                        resources=common_pb2.Resources(
+                            num_cpus=actor.num_cpus,
+                            num_gpus=len(p.gpu_ids),
+                            max_memory_mb=actor.max_memory_mb,
+                        ),
+                        gpu_ids=p.gpu_ids,
+                        class_name=actor.class_name,
+                    )
+                ),
+            )
+            self._send_client(
+                p.request.client_id,
+                pb.ClientNotice(
+                    actor_placed=pb.ActorPlaced(
+                        request_id=p.request.request_id,
+                        actor_id=p.actor_id,
+                        endpoint=p.endpoint,
+                        node=p.node,
+                        gpu_ids=p.gpu_ids,
+                    )
+                ),
+            )
+
+    def _report_death(self, actor: Actor, cause: str, exit_code: int = 0) -> None:
+        log.info("actor %s (%s) died: %s", actor.actor_id, actor.class_name, cause)
+        self._send_client(
+            actor.client_id,
+            pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor.actor_id, cause=cause, exit_code=exit_code)),
+        )
+
+    def _stop(self, actor: Actor) -> None:
+        self._send_worker(
+            actor.worker_id, pb.WorkerCommand(stop_actor=pb.StopActor(actor_id=actor.actor_id, reason=actor.stopping))
+        )
+
+    def _send_worker(self, worker_id: str, msg: pb.WorkerCommand) -> None:
+        queue = self._to_worker.get(worker_id)
+        if queue is not None:
+            queue.put_nowait(msg)
+
+    def _send_client(self, client_id: str, msg: pb.ClientNotice) -> None:
+        queue = self._to_client.get(client_id)
+        if queue is not None:
+            queue.put_nowait(msg)
+
+    # ---- WorkerSession ----------------------------------------------------------------------
+
+    async def WorkerSession(  # noqa: N802 - gRPC's name
+        self, request_iterator: AsyncIterator[pb.WorkerEvent], context: grpc.aio.ServicerContext
+    ) -> None:
+        first = await _first(request_iterator)
+        if first is None or not first.HasField("register_worker"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "WorkerSession must open with RegisterWorker")
+        reg = first.register_worker
+        if reg.version != _rpc.PROTOCOL_VERSION:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(reg.version))
+        if reg.cpus < 1:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"RegisterWorker.cpus must be >= 1, got {reg.cpus}")
+        live = [
+            Actor(
+                actor_id=a.actor_id,
+                worker_id="",
+                slot=a.slot,
+                endpoint=a.endpoint,
+                client_id=a.client_id,
+                class_name=a.class_name,
+                num_cpus=max(1, a.resources.num_cpus),
+                gpu_ids=tuple(a.gpu_ids),
+                max_memory_mb=a.resources.max_memory_mb,
+            )
+            for a in reg.live_actors
+        ]
+        old_queue = self._to_worker.pop(reg.worker_id, None) if reg.worker_id else None
+        if old_queue is not None:
+            old_queue.put_nowait(None)
+        if reg.worker_id in self.table.workers:  # a reconnect: what it no longer reports is gone
+            live_ids = {a.actor_id for a in live}
+            for actor in self.table.remove_worker(reg.worker_id):
+                if actor.actor_id not in live_ids:
+                    self._report_death(actor, "lost while its worker daemon reconnected")
+        worker = self.table.add_worker(
+            node=reg.node,
+            node_ip=reg.node_ip,
+            cpus=reg.cpus,
+            gpus=reg.gpus,
+            memory_bytes=reg.memory_bytes,
+            pid=reg.pid,
+            worker_id=reg.worker_id,
+            live_actors=live,
+        )
+        worker_id = worker.worker_id
+        queue: asyncio.Queue[pb.WorkerCommand | None] = asyncio.Queue()
+        self._to_worker[worker_id] = queue
+        log.info("worker %s joined from %s (%s): %d cpus, %d gpus", worker_id, reg.node, reg.node_ip, reg.cpus, reg.gpus)
+        await context.write(
+            pb.WorkerCommand(
+                worker_registered=pb.WorkerRegistered(
+                    worker_id=worker_id, heartbeat_interval_s=self.heartbeat_interval_s
+                )
+            )
+        )
+        reader = asyncio.create_task(self._read_worker(worker_id, request_iterator, queue))
+        try:
+            while (cmd := await queue.get()) is not None:
+                await context.write(cmd)
+        finally:
+            reader.cancel()
+            if self._to_worker.get(worker_id) is queue:
+                self._worker_gone(worker_id, "its worker daemon disconnected")
+
+    async def _read_worker(
+        self, worker_id: str, events: AsyncIterator[pb.WorkerEvent], queue: asyncio.Queue[pb.WorkerCommand | None]
+    ) -> None:
+        try:
+            async for ev in events:
+                kind = ev.WhichOneof("event")
+                self.table.seen(worker_id)
+                if kind == "heartbeat":
+                    self.table.seen(worker_id, ev.heartbeat.load, dict(ev.heartbeat.actor_rss_bytes))
+                elif kind == "slot_ready":
+                    self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
+                elif kind == "actor_exited":
+                    actor, placements = self.table.actor_exited(ev.actor_exited.actor_id)
+                    if actor is not None:
+                        self._report_death(actor, actor.stopping or ev.actor_exited.cause, ev.actor_exited.exit_code)
+                    self._announce(placements)
+                else:
+                    log.warning("worker %s sent an unexpected %s; ignored", worker_id, kind)
+        except (asyncio.CancelledError, grpc.RpcError):
+            pass
+        finally:
+            queue.put_nowait(None)
+
+    def _worker_gone(self, worker_id: str, cause: str) -> None:
+        self._to_worker.pop(worker_id, None)
+        dead = self.table.remove_worker(worker_id)
+        level = logging.WARNING if dead else logging.INFO
+        log.log(level, "worker %s left: %s (%d actors lost)", worker_id, cause, len(dead))
+        for actor in dead:
+            self._report_death(actor, f"node lost: {cause}")
+
+    # ---- ClientSession ----------------------------------------------------------------------
+
+    async def ClientSession(  # noqa: N802 - gRPC's name
+        self, request_iterator: AsyncIterator[pb.ClientEvent], context: grpc.aio.ServicerContext
+    ) -> None:
+        first = await _first(request_iterator)
+        if first is None or not first.HasField("open_session"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "ClientSession must open with OpenSession")
+        opening = first.open_session
+        if opening.version != _rpc.PROTOCOL_VERSION:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(opening.version))
+        if not opening.client_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "OpenSession.client_id must not be empty")
+        client_id = opening.client_id
+        old = self._to_client.pop(client_id, None)
+        if old is not None:
+            old.put_nowait(None)
+        self.table.open_client(client_id, opening.hostname, opening.pid)
+        queue: asyncio.Queue[pb.ClientNotice | None] = asyncio.Queue()
+        self._to_client[client_id] = queue
+        await context.write(
+            pb.ClientNotice(session_opened=pb.SessionOpened(client_id=client_id, version=_rpc.PROTOCOL_VERSION))
+        )
+        closed_cleanly = asyncio.Event()
+        reader = asyncio.create_task(self._read_client(client_id, request_iterator, queue, closed_cleanly))
+        try:
+            while (notice := await queue.get()) is not None:
+                await context.write(notice)
+        finally:
+            reader.cancel()
+            if self._to_client.get(client_id) is queue:
+                del self._to_client[client_id]
+                if closed_cleanly.is_set():
+                    self._client_gone(client_id)
+                else:
+                    log.warning("client %s lost; its actors stop in %.0fs unless it returns", client_id, self.client_grace_s)
+                    self.table.client_lost(client_id)
+
+    async def _read_client(
+        self,
+        client_id: str,
+        events: AsyncIterator[pb.ClientEvent],
+        queue: asyncio.Queue[pb.ClientNotice | None],
+        closed_cleanly: asyncio.Event,
+    ) -> None:
+        try:
+            async for ev in events:
+                kind = ev.WhichOneof("event")
+                if kind == "place_actor":
+                    self._place(client_id, ev.place_actor)
+                elif kind == "release_actor":
+                    actor = self.table.release_actor(
+                        client_id, ev.release_actor.actor_id, ev.release_actor.reason or "released by its client"
+                    )
+                    if actor is not None:
+                        self._stop(actor)
+                    else:
+                        self._send_client(
+                            client_id,
+                            pb.ClientNotice(
+                                actor_died=pb.ActorDied(actor_id=ev.release_actor.actor_id, cause="no such actor")
+                            ),
+                        )
+                else:
+                    log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
+            closed_cleanly.set()
+        except (asyncio.CancelledError, grpc.RpcError):
+            pass
+        finally:
+            queue.put_nowait(None)
+
+    def _place(self, client_id: str, msg: pb.PlaceActor) -> None:
+        req = Request(
+            client_id=client_id,
+            request_id=msg.request_id,
+            num_cpus=msg.resources.num_cpus,
+            num_gpus=msg.resources.num_gpus,
+            max_memory_mb=msg.resources.max_memory_mb,
+            class_name=msg.class_name,
+        )
+        try:
+            placement = self.table.request(req)
+        except PlacementError as e:
+            self._fail_placement(client_id, msg.request_id, str(e))
+            return
+        if placement is not None:
+            self._announce([placement])
+        elif msg.timeout_s > 0:
+            key = (client_id, msg.request_id)
+            self._timeouts[key] = asyncio.get_running_loop().call_later(
+                msg.timeout_s, self._expire, client_id, msg.request_id, msg.timeout_s, msg.class_name
+            )
+
+    def _expire(self, client_id: str, request_id: int, timeout_s: float, class_name: str) -> None:
+        self._timeouts.pop((client_id, request_id), None)
+        if self.table.cancel_request(client_id, request_id):
+            used, total = self.table.slots()
+            self._fail_placement(
+                client_id,
+                request_id,
+                f"no free slot for {class_name or 'actor'} within {timeout_s:g}s "
+                f"({used}/{total} cpus in use, {len(self.table.queue)} other requests waiting)",
+            )
+
+    def _fail_placement(self, client_id: str, request_id: int, reason: str) -> None:
+        self._send_client(
+            client_id, pb.ClientNotice(placement_failed=pb.PlacementFailed(request_id=request_id, reason=reason))
+        )
+
+    def _client_gone(self, client_id: str) -> None:
+        for actor in self.table.remove_client(client_id):
+            self._stop(actor)
+
+    # ---- housekeeping -----------------------------------------------------------------------
+
+    def sweep(self) -> None:
+        """Drop silent workers and clients past their grace period. Called periodically."""
+        for worker_id in self.table.stale_workers(self.worker_timeout_s):
+            queue = self._to_worker.get(worker_id)
+            if queue is not None:
+                queue.put_nowait(None)
+            self._worker_gone(worker_id, f"no heartbeat for {self.worker_timeout_s:g}s")
+        for client_id in self.table.expired_clients(self.client_grace_s):
+            log.warning("client %s did not return within %.0fs: stopping its actors", client_id, self.client_grace_s)
+            self._client_gone(client_id)
+
+    # ---- GetClusterStatus -------------------------------------------------------------------
+
+    async def GetClusterStatus(  # noqa: N802 - gRPC's name
+        self, request: pb.GetClusterStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetClusterStatusResponse:
+        t = self.table
+        return pb.GetClusterStatusResponse(
+            version=_rpc.PROTOCOL_VERSION,
+            address=self.address,
+            uptime_s=time.monotonic() - self.started,
+            placements_waiting=len(t.queue),
+            nodes=[
+                pb.NodeStatus(
+                    worker_id=w.worker_id,
+                    node=w.node,
+                    node_ip=w.node_ip,
+                    cpus=w.cpus,
+                    cpus_used=w.cpus - w.cpus_free,
+                    gpus=w.gpus,
+                    gpus_used=w.gpus - len(w.gpus_free),
+                    slots_ready=len(w.ready),
+                    load=w.load,
+                    pid=w.pid,
+                    connected=w.connected,
+                )
+                for w in t.workers.values()
+            ],
+            actors=[
+                pb.ActorStatus(
+                    actor_id=a.actor_id,
+                    class_name=a.class_name,
+                    worker_id=a.worker_id,
+                    node=t.workers[a.worker_id].node if a.worker_id in t.workers else "",
+                    slot=a.slot,
+                    client_id=a.client_id,
+                    endpoint=a.endpoint,
+                    rss_bytes=a.rss_bytes,
+                    resources=common_pb2.Resources(
+                        num_cpus=a.num_cpus, num_gpus=len(a.gpu_ids), max_memory_mb=a.max_memory_mb
+                    ),
+                )
+                for a in t.actors.values()
+            ],
+            clients=[
+                pb.ClientStatus(
+                    client_id=c.client_id, hostname=c.hostname, pid=c.pid, actors=len(c.actors), connected=c.connected
+                )
+                for c in t.clients.values()
+            ],
+        )
+
+
+async def _first(events: AsyncIterator[pb.WorkerEvent] | AsyncIterator[pb.ClientEvent]):  # type: ignore[no-untyped-def]
+    try:
+        return await anext(events)
+    except StopAsyncIteration:
+        return None
+
+
+class Master(Service):
+    """The master process's server. ``async with Master(...) as m: m.address``."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str | None = None,
+        heartbeat_interval_s: float = 1.0,
+        worker_timeout_s: float = 10.0,
+        client_grace_s: float = 10.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.token = token
+        self.table = ClusterTable()
+        self.servicer = MasterServicer(
+            self.table,
+            heartbeat_interval_s=heartbeat_interval_s,
+            worker_timeout_s=worker_timeout_s,
+            client_grace_s=client_grace_s,
+        )
+        self._server: grpc.aio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def _start(self) -> None:
+        interceptors = [_rpc.TokenInterceptor(self.token)] if self.token else []
+        self._server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options())
+        pb_grpc.add_MasterServicer_to_server(self.servicer, self._server)
+        try:
+            port = self._server.add_insecure_port(f"{self.host}:{self.port}")
+        except RuntimeError as e:
+            raise OSError(f"cannot listen on {self.host}:{self.port}: the address is in use or not available") from e
+        if port == 0:
+            raise OSError(f"cannot listen on {self.host}:{self.port}: address in use or not available")
+        self.port = port
+        self.servicer.address = self.address
+        await self._server.start()
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+        log.info("master listening on %s", self.address)
+
+    async def _sweep_forever(self) -> None:
+        period = min(1.0, self.servicer.worker_timeout_s / 4, self.servicer.client_grace_s / 4)
+        while True:
+            await asyncio.sleep(period)
+            self.servicer.sweep()
+
+    async def _close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for queue in [*self.servicer._to_worker.values(), *self.servicer._to_client.values()]:
+            queue.put_nowait(None)
+        if self._server is not None:
+            await self._server.stop(grace=1.0)

@@ -1,0 +1,134 @@
+"""``@remote_class``: marks a class whose instances live in an actor host process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Generic, Protocol, TypeVar, overload
+
+from actorrt._future import CallFuture, spawn
+from actorrt._handle import ActorHandle
+
+__all__ = ["remote_class", "ActorOptions", "RemoteClass", "options_of"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+@dataclass(frozen=True)
+class ActorOptions:
+    """How an actor is placed and run."""
+
+    num_cpus: int = 1
+    num_gpus: int = 0
+    max_memory_mb: int | None = None
+    max_concurrency: int = 1
+    placement_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("num_cpus", "num_gpus", "max_concurrency"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"remote_class: {name} must be an int, got {value!r}")
+        if self.num_cpus < 1:
+            raise ValueError(f"remote_class: num_cpus must be >= 1, got {self.num_cpus}")
+        if self.num_gpus < 0:
+            raise ValueError(f"remote_class: num_gpus must be >= 0, got {self.num_gpus}")
+        if self.max_concurrency < 1:
+            raise ValueError(f"remote_class: max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.max_memory_mb is not None and (not isinstance(self.max_memory_mb, int) or self.max_memory_mb < 1):
+            raise ValueError(f"remote_class: max_memory_mb must be a positive int or None, got {self.max_memory_mb!r}")
+        if self.placement_timeout is not None and self.placement_timeout < 0:
+            raise ValueError(f"remote_class: placement_timeout must be >= 0, got {self.placement_timeout}")
+
+
+def options_of(cls: type) -> ActorOptions:
+    return getattr(cls, "_actorrt_options", None) or ActorOptions()
+
+
+class RemoteClass(Protocol[T_co]):
+    """What ``@remote_class`` makes of a class ``T``: still ``T``, plus ``remote``/``options``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> T_co: ...
+
+    def remote(self, *args: Any, **kwargs: Any) -> CallFuture[ActorHandle[T_co]]: ...
+
+    def options(self, **overrides: Any) -> _Factory[T_co]: ...
+
+
+class _Factory(Generic[T]):
+    """Creates actors of ``cls`` with given options."""
+
+    def __init__(self, cls: type[T], options: ActorOptions) -> None:
+        self._cls = cls
+        self._options = options
+
+    def remote(self, *args: Any, **kwargs: Any) -> CallFuture[ActorHandle[T]]:
+        """Place an actor on a free slot and construct it there, now; a future of its handle."""
+        from actorrt._client import current_cluster
+
+        cluster = current_cluster()
+        cls = self._cls
+        if options_of(cls) != self._options:
+            cls = type(cls.__name__, (cls,), {"_actorrt_options": self._options, "__qualname__": cls.__qualname__,
+                                             "__module__": cls.__module__})
+        return spawn(cluster.loop, lambda: cluster.create_actor(cls, args, kwargs))
+
+    def options(self, **overrides: Any) -> _Factory[T]:
+        """The same class with some options changed: ``Cls.options(num_cpus=2).remote()``."""
+        return _Factory(self._cls, replace(self._options, **overrides))
+
+
+class _RemoteDescriptor:
+    """``Cls.remote`` / ``Cls.options``, bound to the class they are read from."""
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+
+    def __get__(self, obj: Any, owner: type) -> Callable[..., Any]:
+        factory = _Factory(owner, options_of(owner))
+        return getattr(factory, self.attr)  # type: ignore[no-any-return]
+
+
+@overload
+def remote_class(cls: type[T], /) -> RemoteClass[T]: ...
+
+
+@overload
+def remote_class(
+    *,
+    num_cpus: int = 1,
+    num_gpus: int = 0,
+    max_memory_mb: int | None = None,
+    max_concurrency: int = 1,
+    placement_timeout: float | None = None,
+) -> Callable[[type[T]], RemoteClass[T]]: ...
+
+
+def remote_class(
+    cls: type[T] | None = None,
+    /,
+    *,
+    num_cpus: int = 1,
+    num_gpus: int = 0,
+    max_memory_mb: int | None = None,
+    max_concurrency: int = 1,
+    placement_timeout: float | None = None,
+) -> Any:
+    """Make ``cls`` creatable as an actor: ``handle = await Cls.remote(*args)``.
+
+    The class itself is unchanged and still usable locally; ``Cls.remote`` and ``Cls.options``
+    are added. Options: ``num_cpus``/``num_gpus`` reserved on one node, ``max_memory_mb`` (the
+    actor is stopped past it), ``max_concurrency`` (how many ``async def`` calls may interleave),
+    ``placement_timeout`` (seconds to wait for a free slot; default the connection's).
+    """
+    options = ActorOptions(num_cpus, num_gpus, max_memory_mb, max_concurrency, placement_timeout)
+
+    def wrap(target: type[T]) -> RemoteClass[T]:
+        if not isinstance(target, type):
+            raise TypeError(f"remote_class decorates classes, not {type(target).__name__}")
+        target._actorrt_options = options  # type: ignore[attr-defined]
+        target.remote = _RemoteDescriptor("remote")  # type: ignore[attr-defined]
+        target.options = _RemoteDescriptor("options")  # type: ignore[attr-defined]
+        return target  # type: ignore[return-value]
+
+    return wrap(cls) if cls is not None else wrap

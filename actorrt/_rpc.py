@@ -1,0 +1,185 @@
+"""The gRPC boundary: channel and server options, the token check, status-code mapping.
+
+Everything that turns a ``grpc.RpcError`` into an actorrt error lives here.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import grpc
+
+from actorrt._errors import (
+    ActorRTError,
+    AuthenticationError,
+    ClusterConnectionError,
+    MasterUnreachableError,
+    ProtocolVersionError,
+)
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "TokenInterceptor",
+    "auth_metadata",
+    "channel_options",
+    "server_options",
+    "state_dir",
+    "token_path",
+    "load_token",
+    "write_token",
+    "new_token",
+    "translate",
+    "version_mismatch",
+]
+
+log = logging.getLogger("actorrt")
+
+PROTOCOL_VERSION = 1
+AUTH_KEY = "authorization"
+VERSION_MISMATCH = "protocol version mismatch"
+
+# Large payloads are sent as single messages; -1 lifts gRPC's 4 MiB default on both ends.
+_COMMON_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+
+
+def channel_options(keepalive_s: float = 5.0) -> list[tuple[str, Any]]:
+    """Client-side options: keepalive pings find a dead peer within ~2x ``keepalive_s``."""
+    ms = int(keepalive_s * 1000)
+    return [
+        *_COMMON_OPTIONS,
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.enable_retries", 0),
+    ]
+
+
+def server_options(keepalive_s: float = 5.0) -> list[tuple[str, Any]]:
+    ms = int(keepalive_s * 1000)
+    return [
+        *_COMMON_OPTIONS,
+        # Without this gRPC binds a busy port silently (SO_REUSEPORT) and two masters share it.
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.http2.min_ping_interval_without_data_ms", max(1000, ms // 2)),
+    ]
+
+
+# ---- tokens ---------------------------------------------------------------------------------
+
+
+def state_dir() -> Path:
+    """Where the CLI keeps the token, PIDs and logs: ``$ACTORRT_HOME`` or ``~/.actorrt``."""
+    return Path(os.environ.get("ACTORRT_HOME") or Path.home() / ".actorrt")
+
+
+def token_path() -> Path:
+    return state_dir() / "token"
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def write_token(token: str, path: Path | None = None) -> Path:
+    """Write the token to a file readable by its owner only (0600)."""
+    path = path or token_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+    return path
+
+
+def load_token(explicit: str | None = None) -> str | None:
+    """The token from the argument, ``ACTORRT_TOKEN``, or the file ``actorrt start`` wrote."""
+    if explicit:
+        return explicit
+    env = os.environ.get("ACTORRT_TOKEN")
+    if env:
+        return env
+    path = token_path()
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    return ((AUTH_KEY, f"Bearer {token}"),) if token else ()
+
+
+class TokenInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses every RPC whose token is missing or wrong with UNAUTHENTICATED.
+
+    The refusal happens before the handler reads a single message, so nothing is unpickled.
+    Runs on the server's event loop.
+    """
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        presented = b""
+        for key, value in details.invocation_metadata or ():
+            if key == AUTH_KEY:
+                presented = value.encode() if isinstance(value, str) else value
+                break
+        handler = await continuation(details)
+        if hmac.compare_digest(presented, self._expected):
+            return handler
+        reason = "missing token" if not presented else "wrong token"
+        log.warning("refused %s: %s", details.method, reason)
+        return _refusal(handler, f"actorrt: {reason} (pass token=, ACTORRT_TOKEN or the token file)")
+
+
+def _refusal(handler: grpc.RpcMethodHandler | None, message: str) -> grpc.RpcMethodHandler:
+    async def deny(_request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    if handler is None or handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(deny)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(deny)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(deny)
+    return grpc.stream_stream_rpc_method_handler(deny)
+
+
+# ---- status mapping ---------------------------------------------------------------------------
+
+
+def version_mismatch(theirs: int) -> str:
+    return (
+        f"{VERSION_MISMATCH}: peer speaks actorrt protocol v{theirs}, "
+        f"this side speaks v{PROTOCOL_VERSION}"
+    )
+
+
+def translate(e: grpc.RpcError, operation: str, address: str) -> ActorRTError:
+    """Map a gRPC failure of ``operation`` against ``address`` to the error contract."""
+    code = e.code() if hasattr(e, "code") else None
+    details = (e.details() if hasattr(e, "details") else None) or str(e)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationError(f"{operation}: {address} refused this client: {details}")
+    if code == grpc.StatusCode.FAILED_PRECONDITION and VERSION_MISMATCH in details:
+        return ProtocolVersionError(f"{operation}: {details}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return MasterUnreachableError(f"{operation}: no actorrt master answers at {address} ({details})")
+    return ClusterConnectionError(f"{operation} failed against {address}: {code}: {details}")

@@ -1,0 +1,140 @@
+"""cloudpickle with pickle protocol 5; large buffers travel out of band, never re-pickled.
+
+Classes and functions from the user's script and from local, non-installed modules travel by
+value (``cloudpickle.register_pickle_by_value``), so nothing needs installing on workers beyond
+actorrt. All functions here are synchronous and thread-safe.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import os
+import pickle
+import site
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from actorrt._errors import SerializationError
+from actorrt.v1 import common_pb2
+
+__all__ = ["dumps", "loads", "dump_args", "ship_local_modules", "EMPTY"]
+
+EMPTY = common_pb2.Payload()
+_NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
+
+
+def dumps(value: Any) -> common_pb2.Payload:
+    """Pickle ``value``; raises whatever pickling raises."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    if not buffers:
+        return common_pb2.Payload(pickle=data)
+    return common_pb2.Payload(pickle=data, buffers=[b.raw() for b in buffers])
+
+
+def loads(payload: common_pb2.Payload) -> Any:
+    """Unpickle a payload. Out-of-band buffers come back writable (one copy each)."""
+    if payload.buffers:
+        return pickle.loads(payload.pickle, buffers=[bytearray(b) for b in payload.buffers])
+    return pickle.loads(payload.pickle)
+
+
+def dump_args(what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> common_pb2.Payload:
+    """Pickle call arguments, or raise ``SerializationError`` naming the argument that failed."""
+    if not args and not kwargs:
+        return EMPTY
+    try:
+        return dumps((args, kwargs))
+    except Exception as e:  # noqa: BLE001 - find the culprit, then re-raise with its name
+        for i, arg in enumerate(args):
+            _check_one(what, f"argument {i}", arg, e)
+        for name, arg in kwargs.items():
+            _check_one(what, f"argument {name!r}", arg, e)
+        raise SerializationError(f"arguments of {what} cannot be pickled: {e}") from e
+
+
+def load_args(payload: common_pb2.Payload) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if not payload.pickle:
+        return _NO_ARGS
+    args, kwargs = loads(payload)
+    return args, kwargs
+
+
+def _check_one(what: str, name: str, value: Any, original: Exception) -> None:
+    try:
+        cloudpickle.dumps(value, protocol=5, buffer_callback=lambda b: None)
+    except Exception as e:  # noqa: BLE001
+        raise SerializationError(
+            f"{name} of {what} ({type(value).__module__}.{type(value).__qualname__}) "
+            f"cannot be pickled: {e}"
+        ) from original
+
+
+# ---- code shipping -------------------------------------------------------------------------
+
+_local_verdicts: dict[str, bool] = {}
+
+
+@functools.cache
+def _installed_roots() -> tuple[str, ...]:
+    """Folders whose modules every actor host of this environment can import: the standard
+    library, site-packages, and folders that .pth files add (legacy editable installs)."""
+    roots = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    sites = set(site.getsitepackages()) | {site.getusersitepackages()}
+    roots |= sites
+    for folder in sites:
+        for pth in Path(folder).glob("*.pth") if os.path.isdir(folder) else ():
+            try:
+                lines = pth.read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    roots.add(os.path.join(folder, line) if not os.path.isabs(line) else line)
+    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
+
+
+def _is_local(top: str) -> bool:
+    """True when the top-level module ``top`` is the user's own code that a worker may lack:
+    not stdlib, not under site-packages, not found by an import hook (an editable install)."""
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "actorrt":
+        return False
+    module = sys.modules.get(top)
+    spec = getattr(module, "__spec__", None)
+    if module is None or spec is None:
+        return False
+    origin = spec.origin if spec.has_location else None
+    if origin is None and spec.submodule_search_locations:
+        origin = next(iter(spec.submodule_search_locations), None)
+    if not origin:
+        return False
+    if os.path.realpath(origin).startswith(_installed_roots()):
+        return False
+    for finder in sys.meta_path:  # editable installs register finders of their own
+        if isinstance(finder, type) and issubclass(finder, importlib.machinery.PathFinder):
+            continue
+        find_spec = getattr(finder, "find_spec", None)
+        try:
+            if find_spec is not None and find_spec(top, None) is not None:
+                return False
+        except Exception:  # noqa: BLE001 - a broken finder must not break shipping
+            continue
+    return True
+
+
+def ship_local_modules() -> None:
+    """Register every imported local module for pickling by value. Cheap when nothing is new."""
+    fresh = [name for name in list(sys.modules) if "." not in name and name not in _local_verdicts]
+    if not fresh:
+        return
+    for name in fresh:
+        local = _is_local(name)
+        _local_verdicts[name] = local
+        if local and name != "__main__":
+            cloudpickle.register_pickle_by_value(sys.modules[name])

@@ -1,0 +1,395 @@
+"""The worker daemon: registers its node with the master and keeps a warm pool of actor hosts.
+
+One host process per CPU slot, started with ``subprocess`` (never fork after gRPC exists). The
+daemon reaps them, enforces per-actor memory limits, reports exits with their cause, and starts a
+fresh host after each exit. If the master goes away the daemon reconnects with backoff and
+re-reports its live actors, so a restarted master rebuilds its table. Runs on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import grpc
+
+from actorrt import _rpc
+from actorrt._errors import ClusterConnectionError
+from actorrt._host import READY_PREFIX
+from actorrt._lifecycle import Service
+from actorrt.v1 import master_pb2 as pb
+from actorrt.v1 import master_pb2_grpc as pb_grpc
+
+__all__ = ["WorkerDaemon", "describe_exit"]
+
+log = logging.getLogger("actorrt.worker")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode == 0:
+        return "its owner closed it"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {-returncode} ({name})"
+    return f"its process exited with code {returncode}"
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return 0
+
+
+@dataclass
+class _Slot:
+    index: int
+    proc: asyncio.subprocess.Process | None = None
+    endpoint: str = ""
+    workdir: str = ""
+    ready: bool = False
+    actor: pb.StartActor | None = None
+    stop_cause: str = ""
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        pid = self.proc.pid if self.proc else 0
+        name = self.actor.class_name if self.actor else "idle"
+        return f"({name} pid={pid})"
+
+
+class WorkerDaemon(Service):
+    """``async with WorkerDaemon(master_address, token=...)``: joins the cluster and serves slots."""
+
+    def __init__(
+        self,
+        master_address: str,
+        *,
+        token: str | None = None,
+        cpus: int | None = None,
+        gpus: int = 0,
+        node_ip: str = "127.0.0.1",
+        node: str | None = None,
+        connect_timeout_s: float = 15.0,
+        reconnect: bool = True,
+        wait_ready: bool = False,
+    ) -> None:
+        """``wait_ready``: ``start()`` returns only once every slot's host is warm."""
+        self.master_address = master_address
+        self.token = token
+        self.cpus = cpus or os.cpu_count() or 1
+        self.gpus = gpus
+        self.node_ip = node_ip
+        self.node = node or socket.gethostname()
+        self.connect_timeout_s = connect_timeout_s
+        self.reconnect = reconnect
+        self.wait_ready = wait_ready
+        self.worker_id = ""
+        self.heartbeat_interval_s = 1.0
+        self.slots = [_Slot(i) for i in range(self.cpus)]
+        self._events: asyncio.Queue[pb.WorkerEvent] = asyncio.Queue()
+        self._registered = asyncio.Event()
+        self._session_task: asyncio.Task[None] | None = None
+        self._monitor_task: asyncio.Task[None] | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._fatal: BaseException | None = None
+        self._closing = False
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        if self.cpus < 1:
+            raise ValueError(f"a worker needs at least 1 cpu, got {self.cpus}")
+        for slot in self.slots:
+            slot.tasks.append(asyncio.create_task(self._run_slot(slot)))
+        self._session_task = asyncio.create_task(self._session_forever())
+        registered = asyncio.create_task(self._registered.wait())
+        done, _ = await asyncio.wait(
+            {registered, self._session_task}, timeout=self.connect_timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        if registered not in done:
+            registered.cancel()
+            if self._fatal is not None:
+                raise self._fatal
+            raise ClusterConnectionError(
+                f"worker could not register with the master at {self.master_address} "
+                f"within {self.connect_timeout_s:g}s"
+            )
+        self._monitor_task = asyncio.create_task(self._monitor_forever())
+        deadline = asyncio.get_running_loop().time() + self.connect_timeout_s * 2
+        while self.wait_ready and not all(s.ready for s in self.slots):
+            if asyncio.get_running_loop().time() > deadline:
+                raise ClusterConnectionError("actor hosts did not start in time; see the log for their errors")
+            await asyncio.sleep(0.02)
+
+    async def _close(self) -> None:
+        self._closing = True
+        for task in (self._session_task, self._monitor_task):
+            if task is not None:
+                task.cancel()
+        for slot in self.slots:
+            for task in slot.tasks:
+                task.cancel()
+        procs = [s.proc for s in self.slots if s.proc is not None and s.proc.returncode is None]
+        for proc in procs:
+            _signal(proc, signal.SIGTERM)
+        if procs:
+            _, pending = await asyncio.wait([asyncio.create_task(p.wait()) for p in procs], timeout=3.0)
+            for proc in procs:
+                if proc.returncode is None:
+                    _signal(proc, signal.SIGKILL)
+            if pending:
+                await asyncio.wait(pending, timeout=2.0)
+        for slot in self.slots:
+            if slot.tasks:
+                await asyncio.gather(*slot.tasks, return_exceptions=True)
+            _remove_dir(slot.workdir)
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+
+    # ---- actor host processes ---------------------------------------------------------------
+
+    async def _run_slot(self, slot: _Slot) -> None:
+        """Keep one warm host in this slot: spawn, wait for exit, report, repeat."""
+        failures = 0
+        while not self._closing:
+            try:
+                await self._spawn(slot)
+                failures = 0
+            except (OSError, ValueError, asyncio.IncompleteReadError) as e:
+                failures += 1
+                log.error("slot %d: actor host failed to start: %s", slot.index, e)
+                await asyncio.sleep(min(5.0, 0.2 * 2**failures))
+                continue
+            assert slot.proc is not None
+            returncode = await slot.proc.wait()
+            for task in slot.tasks[1:]:
+                await asyncio.gather(task, return_exceptions=True)
+            del slot.tasks[1:]
+            actor, cause = slot.actor, slot.stop_cause or describe_exit(returncode)
+            slot.proc, slot.ready, slot.actor, slot.stop_cause = None, False, None, ""
+            _remove_dir(slot.workdir)
+            if actor is not None:
+                log.info("actor %s (%s) exited: %s", actor.actor_id, actor.class_name, cause)
+                self._emit(
+                    pb.WorkerEvent(
+                        actor_exited=pb.ActorExited(
+                            actor_id=actor.actor_id, slot=slot.index, cause=cause, exit_code=returncode
+                        )
+                    )
+                )
+
+    async def _spawn(self, slot: _Slot) -> None:
+        slot.workdir = tempfile.mkdtemp(prefix=f"actorrt-slot{slot.index}-")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.pop("ACTORRT_TOKEN", None)
+        if self.token:
+            env["ACTORRT_TOKEN"] = self.token
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "actorrt._host",
+            "--bind",
+            self.node_ip,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=slot.workdir,
+            env=env,
+        )
+        slot.proc = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        slot.tasks.append(asyncio.create_task(self._pump(slot, proc.stderr, sys.stderr)))
+        line = (await proc.stdout.readline()).decode(errors="replace").strip()
+        if not line.startswith(READY_PREFIX):
+            _signal(proc, signal.SIGKILL)
+            await proc.wait()
+            raise ValueError(f"unexpected first line from actor host: {line!r}")
+        port = int(line.split()[1])
+        slot.endpoint = f"{self.node_ip}:{port}"
+        slot.tasks.append(asyncio.create_task(self._pump(slot, proc.stdout, sys.stdout)))
+        slot.ready = True
+        self._emit(pb.WorkerEvent(slot_ready=pb.SlotReady(slot=slot.index, endpoint=slot.endpoint)))
+
+    async def _pump(self, slot: _Slot, stream: asyncio.StreamReader, sink: object) -> None:
+        """Copy an actor's output to ours, line by line, prefixed with its class and pid."""
+        while line := await stream.readline():
+            text = line.decode(errors="replace").rstrip("\n")
+            try:
+                print(f"{slot.label} {text}", file=sink, flush=True)  # type: ignore[call-overload]
+            except (OSError, ValueError):
+                pass
+
+    def _start_actor(self, cmd: pb.StartActor) -> None:
+        slot = self.slots[cmd.slot] if cmd.slot < len(self.slots) else None
+        if slot is None or not slot.ready or slot.actor is not None or slot.proc is None:
+            self._emit(
+                pb.WorkerEvent(
+                    actor_exited=pb.ActorExited(
+                        actor_id=cmd.actor_id, slot=cmd.slot, cause="its slot was not ready on the worker", exit_code=-1
+                    )
+                )
+            )
+            return
+        slot.actor = cmd
+        slot.ready = False
+
+    def _stop_actor(self, cmd: pb.StopActor) -> None:
+        for slot in self.slots:
+            if slot.actor is not None and slot.actor.actor_id == cmd.actor_id and slot.proc is not None:
+                slot.stop_cause = slot.stop_cause or f"stopped: {cmd.reason or 'asked by the master'}"
+                _signal(slot.proc, signal.SIGTERM)
+                asyncio.get_running_loop().call_later(2.0, _signal, slot.proc, signal.SIGKILL)
+                return
+
+    async def _monitor_forever(self) -> None:
+        """Enforce memory limits often; send a heartbeat with RSS per actor every interval."""
+        period = 0.2
+        ticks = 0
+        while True:
+            await asyncio.sleep(period)
+            ticks += 1
+            rss: dict[str, int] = {}
+            for slot in self.slots:
+                if slot.actor is None or slot.proc is None or slot.proc.returncode is not None:
+                    continue
+                used = _rss_bytes(slot.proc.pid)
+                rss[slot.actor.actor_id] = used
+                limit_mb = slot.actor.resources.max_memory_mb
+                if limit_mb and used > limit_mb * 2**20 and not slot.stop_cause:
+                    slot.stop_cause = (
+                        f"memory limit exceeded: {used / 2**20:.0f} MB used, max_memory_mb={limit_mb}"
+                    )
+                    log.warning("actor %s: %s", slot.actor.actor_id, slot.stop_cause)
+                    _signal(slot.proc, signal.SIGKILL)
+            if ticks * period >= self.heartbeat_interval_s:
+                ticks = 0
+                self._emit(pb.WorkerEvent(heartbeat=pb.Heartbeat(load=os.getloadavg()[0], actor_rss_bytes=rss)))
+
+    # ---- the session with the master -----------------------------------------------------------
+
+    def _emit(self, event: pb.WorkerEvent) -> None:
+        self._events.put_nowait(event)
+
+    def _registration(self) -> pb.WorkerEvent:
+        live = [
+            pb.LiveActor(
+                actor_id=s.actor.actor_id,
+                slot=s.index,
+                endpoint=s.endpoint,
+                client_id=s.actor.client_id,
+                class_name=s.actor.class_name,
+                resources=s.actor.resources,
+                gpu_ids=s.actor.gpu_ids,
+            )
+            for s in self.slots
+            if s.actor is not None and s.proc is not None and s.proc.returncode is None
+        ]
+        return pb.WorkerEvent(
+            register_worker=pb.RegisterWorker(
+                version=_rpc.PROTOCOL_VERSION,
+                node=self.node,
+                node_ip=self.node_ip,
+                cpus=self.cpus,
+                gpus=self.gpus,
+                memory_bytes=_memory_bytes(),
+                worker_id=self.worker_id,
+                live_actors=live,
+                pid=os.getpid(),
+            )
+        )
+
+    async def _session_forever(self) -> None:
+        backoff = 0.1
+        while not self._closing:
+            try:
+                await self._session_once()
+                backoff = 0.1
+            except grpc.RpcError as e:
+                err = _rpc.translate(e, "worker session", self.master_address)
+                if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
+                                grpc.StatusCode.INVALID_ARGUMENT):
+                    self._fatal = err
+                    log.error("%s", err)
+                    return
+                if not self._registered.is_set() and not self.reconnect:
+                    self._fatal = err
+                    return
+                log.warning("lost the master (%s); reconnecting in %.1fs", e.code(), backoff)
+            except ClusterConnectionError as e:
+                log.warning("%s; reconnecting in %.1fs", e, backoff)
+            if self._closing or not self.reconnect:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def _session_once(self) -> None:
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(self.master_address, options=_rpc.channel_options())
+        stub = pb_grpc.MasterStub(self._channel)
+        call = stub.WorkerSession(metadata=_rpc.auth_metadata(self.token))
+        # Anything queued for the old master is stale: the registration re-reports the truth.
+        while not self._events.empty():
+            self._events.get_nowait()
+        await call.write(self._registration())
+        reply = await call.read()
+        if reply is grpc.aio.EOF or not reply.HasField("worker_registered"):
+            raise ClusterConnectionError("the master closed the worker session during registration")
+        self.worker_id = reply.worker_registered.worker_id
+        self.heartbeat_interval_s = reply.worker_registered.heartbeat_interval_s or 1.0
+        log.info("registered with %s as %s", self.master_address, self.worker_id)
+        for slot in self.slots:
+            if slot.ready and slot.actor is None:
+                self._emit(pb.WorkerEvent(slot_ready=pb.SlotReady(slot=slot.index, endpoint=slot.endpoint)))
+        self._registered.set()
+        writer = asyncio.create_task(self._write_events(call))
+        try:
+            while (cmd := await call.read()) is not grpc.aio.EOF:
+                kind = cmd.WhichOneof("command")
+                if kind == "start_actor":
+                    self._start_actor(cmd.start_actor)
+                elif kind == "stop_actor":
+                    self._stop_actor(cmd.stop_actor)
+        finally:
+            writer.cancel()
+            call.cancel()
+
+    async def _write_events(self, call: grpc.aio.StreamStreamCall) -> None:
+        while True:
+            event = await self._events.get()
+            await call.write(event)
+
+
+def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
+    if proc.returncode is None:
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def _remove_dir(path: str) -> None:
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+
+

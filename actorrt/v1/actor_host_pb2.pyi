@@ -1,0 +1,106 @@
+from actorrt.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CallKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CALL_KIND_UNSPECIFIED: _ClassVar[CallKind]
+    CALL_KIND_METHOD: _ClassVar[CallKind]
+    CALL_KIND_GET_ATTR: _ClassVar[CallKind]
+    CALL_KIND_SET_ATTR: _ClassVar[CallKind]
+CALL_KIND_UNSPECIFIED: CallKind
+CALL_KIND_METHOD: CallKind
+CALL_KIND_GET_ATTR: CallKind
+CALL_KIND_SET_ATTR: CallKind
+
+class CallBatch(_message.Message):
+    __slots__ = ("construct", "attach", "calls")
+    CONSTRUCT_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    construct: ConstructActor
+    attach: AttachActor
+    calls: _containers.RepeatedCompositeFieldContainer[Call]
+    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ...) -> None: ...
+
+class ConstructActor(_message.Message):
+    __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    actor_id: str
+    class_name: str
+    spec: _common_pb2.Payload
+    max_concurrency: int
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    files: _containers.RepeatedCompositeFieldContainer[ShippedFile]
+    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., max_concurrency: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., files: _Optional[_Iterable[_Union[ShippedFile, _Mapping]]] = ...) -> None: ...
+
+class ShippedFile(_message.Message):
+    __slots__ = ("path", "data", "mode")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    data: bytes
+    mode: int
+    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., mode: _Optional[int] = ...) -> None: ...
+
+class AttachActor(_message.Message):
+    __slots__ = ("version", "actor_id")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    actor_id: str
+    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ...) -> None: ...
+
+class Call(_message.Message):
+    __slots__ = ("seq", "method", "args", "kind")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    method: str
+    args: _common_pb2.Payload
+    kind: CallKind
+    def __init__(self, seq: _Optional[int] = ..., method: _Optional[str] = ..., args: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., kind: _Optional[_Union[CallKind, str]] = ...) -> None: ...
+
+class ReplyBatch(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[Reply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ...) -> None: ...
+
+class Reply(_message.Message):
+    __slots__ = ("seq", "value", "error")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    value: _common_pb2.Payload
+    error: RemoteFailure
+    def __init__(self, seq: _Optional[int] = ..., value: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[RemoteFailure, _Mapping]] = ...) -> None: ...
+
+class RemoteFailure(_message.Message):
+    __slots__ = ("type_name", "message", "traceback", "exception")
+    TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    EXCEPTION_FIELD_NUMBER: _ClassVar[int]
+    type_name: str
+    message: str
+    traceback: str
+    exception: _common_pb2.Payload
+    def __init__(self, type_name: _Optional[str] = ..., message: _Optional[str] = ..., traceback: _Optional[str] = ..., exception: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,25 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable
+from typing import ClassVar as _ClassVar, Optional as _Optional
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Payload(_message.Message):
+    __slots__ = ("pickle", "buffers")
+    PICKLE_FIELD_NUMBER: _ClassVar[int]
+    BUFFERS_FIELD_NUMBER: _ClassVar[int]
+    pickle: bytes
+    buffers: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class Resources(_message.Message):
+    __slots__ = ("num_cpus", "num_gpus", "max_memory_mb")
+    NUM_CPUS_FIELD_NUMBER: _ClassVar[int]
+    NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    num_cpus: int
+    num_gpus: int
+    max_memory_mb: int
+    def __init__(self, num_cpus: _Optional[int] = ..., num_gpus: _Optional[int] = ..., max_memory_mb: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,315 @@
+from actorrt.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WorkerEvent(_message.Message):
+    __slots__ = ("register_worker", "heartbeat", "slot_ready", "actor_exited")
+    REGISTER_WORKER_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    SLOT_READY_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_EXITED_FIELD_NUMBER: _ClassVar[int]
+    register_worker: RegisterWorker
+    heartbeat: Heartbeat
+    slot_ready: SlotReady
+    actor_exited: ActorExited
+    def __init__(self, register_worker: _Optional[_Union[RegisterWorker, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., slot_ready: _Optional[_Union[SlotReady, _Mapping]] = ..., actor_exited: _Optional[_Union[ActorExited, _Mapping]] = ...) -> None: ...
+
+class RegisterWorker(_message.Message):
+    __slots__ = ("version", "node", "node_ip", "cpus", "gpus", "memory_bytes", "worker_id", "live_actors", "pid")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    NODE_IP_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIVE_ACTORS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    node: str
+    node_ip: str
+    cpus: int
+    gpus: int
+    memory_bytes: int
+    worker_id: str
+    live_actors: _containers.RepeatedCompositeFieldContainer[LiveActor]
+    pid: int
+    def __init__(self, version: _Optional[int] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., gpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker_id: _Optional[str] = ..., live_actors: _Optional[_Iterable[_Union[LiveActor, _Mapping]]] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class LiveActor(_message.Message):
+    __slots__ = ("actor_id", "slot", "endpoint", "client_id", "class_name", "resources", "gpu_ids")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    slot: int
+    endpoint: str
+    client_id: str
+    class_name: str
+    resources: _common_pb2.Resources
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., class_name: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., gpu_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("load", "actor_rss_bytes")
+    class ActorRssBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    load: float
+    actor_rss_bytes: _containers.ScalarMap[str, int]
+    def __init__(self, load: _Optional[float] = ..., actor_rss_bytes: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class SlotReady(_message.Message):
+    __slots__ = ("slot", "endpoint")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    endpoint: str
+    def __init__(self, slot: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
+
+class ActorExited(_message.Message):
+    __slots__ = ("actor_id", "slot", "cause", "exit_code")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    slot: int
+    cause: str
+    exit_code: int
+    def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., cause: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class WorkerCommand(_message.Message):
+    __slots__ = ("worker_registered", "start_actor", "stop_actor")
+    WORKER_REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    START_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    STOP_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    worker_registered: WorkerRegistered
+    start_actor: StartActor
+    stop_actor: StopActor
+    def __init__(self, worker_registered: _Optional[_Union[WorkerRegistered, _Mapping]] = ..., start_actor: _Optional[_Union[StartActor, _Mapping]] = ..., stop_actor: _Optional[_Union[StopActor, _Mapping]] = ...) -> None: ...
+
+class WorkerRegistered(_message.Message):
+    __slots__ = ("worker_id", "heartbeat_interval_s")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    heartbeat_interval_s: float
+    def __init__(self, worker_id: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ...) -> None: ...
+
+class StartActor(_message.Message):
+    __slots__ = ("actor_id", "slot", "client_id", "resources", "gpu_ids", "class_name")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    slot: int
+    client_id: str
+    resources: _common_pb2.Resources
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    class_name: str
+    def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., class_name: _Optional[str] = ...) -> None: ...
+
+class StopActor(_message.Message):
+    __slots__ = ("actor_id", "reason")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    reason: str
+    def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ClientEvent(_message.Message):
+    __slots__ = ("open_session", "place_actor", "release_actor")
+    OPEN_SESSION_FIELD_NUMBER: _ClassVar[int]
+    PLACE_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    open_session: OpenSession
+    place_actor: PlaceActor
+    release_actor: ReleaseActor
+    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ...) -> None: ...
+
+class OpenSession(_message.Message):
+    __slots__ = ("version", "client_id", "hostname", "pid")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    client_id: str
+    hostname: str
+    pid: int
+    def __init__(self, version: _Optional[int] = ..., client_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class PlaceActor(_message.Message):
+    __slots__ = ("request_id", "resources", "class_name", "timeout_s")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    resources: _common_pb2.Resources
+    class_name: str
+    timeout_s: float
+    def __init__(self, request_id: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., class_name: _Optional[str] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class ReleaseActor(_message.Message):
+    __slots__ = ("actor_id", "reason")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    reason: str
+    def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ClientNotice(_message.Message):
+    __slots__ = ("session_opened", "actor_placed", "placement_failed", "actor_died")
+    SESSION_OPENED_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_PLACED_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FAILED_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_DIED_FIELD_NUMBER: _ClassVar[int]
+    session_opened: SessionOpened
+    actor_placed: ActorPlaced
+    placement_failed: PlacementFailed
+    actor_died: ActorDied
+    def __init__(self, session_opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., actor_placed: _Optional[_Union[ActorPlaced, _Mapping]] = ..., placement_failed: _Optional[_Union[PlacementFailed, _Mapping]] = ..., actor_died: _Optional[_Union[ActorDied, _Mapping]] = ...) -> None: ...
+
+class SessionOpened(_message.Message):
+    __slots__ = ("client_id", "version")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    version: int
+    def __init__(self, client_id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class ActorPlaced(_message.Message):
+    __slots__ = ("request_id", "actor_id", "endpoint", "node", "gpu_ids")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    actor_id: str
+    endpoint: str
+    node: str
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, request_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., node: _Optional[str] = ..., gpu_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PlacementFailed(_message.Message):
+    __slots__ = ("request_id", "reason")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    reason: str
+    def __init__(self, request_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ActorDied(_message.Message):
+    __slots__ = ("actor_id", "cause", "exit_code")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    cause: str
+    exit_code: int
+    def __init__(self, actor_id: _Optional[str] = ..., cause: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class GetClusterStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetClusterStatusResponse(_message.Message):
+    __slots__ = ("version", "address", "uptime_s", "nodes", "actors", "clients", "placements_waiting")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    ACTORS_FIELD_NUMBER: _ClassVar[int]
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_WAITING_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    address: str
+    uptime_s: float
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeStatus]
+    actors: _containers.RepeatedCompositeFieldContainer[ActorStatus]
+    clients: _containers.RepeatedCompositeFieldContainer[ClientStatus]
+    placements_waiting: int
+    def __init__(self, version: _Optional[int] = ..., address: _Optional[str] = ..., uptime_s: _Optional[float] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., clients: _Optional[_Iterable[_Union[ClientStatus, _Mapping]]] = ..., placements_waiting: _Optional[int] = ...) -> None: ...
+
+class NodeStatus(_message.Message):
+    __slots__ = ("worker_id", "node", "node_ip", "cpus", "cpus_used", "gpus", "gpus_used", "slots_ready", "load", "pid", "connected")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    NODE_IP_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_USED_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_USED_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_READY_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    node: str
+    node_ip: str
+    cpus: int
+    cpus_used: int
+    gpus: int
+    gpus_used: int
+    slots_ready: int
+    load: float
+    pid: int
+    connected: bool
+    def __init__(self, worker_id: _Optional[str] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., cpus_used: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_used: _Optional[int] = ..., slots_ready: _Optional[int] = ..., load: _Optional[float] = ..., pid: _Optional[int] = ..., connected: _Optional[bool] = ...) -> None: ...
+
+class ActorStatus(_message.Message):
+    __slots__ = ("actor_id", "class_name", "worker_id", "node", "slot", "client_id", "endpoint", "rss_bytes", "resources")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    class_name: str
+    worker_id: str
+    node: str
+    slot: int
+    client_id: str
+    endpoint: str
+    rss_bytes: int
+    resources: _common_pb2.Resources
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., worker_id: _Optional[str] = ..., node: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rss_bytes: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+
+class ClientStatus(_message.Message):
+    __slots__ = ("client_id", "hostname", "pid", "actors", "connected")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    ACTORS_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    hostname: str
+    pid: int
+    actors: int
+    connected: bool
+    def __init__(self, client_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ..., actors: _Optional[int] = ..., connected: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,198 @@
+"""Fixtures that start real processes on 127.0.0.1, and the checks that nothing leaks.
+
+- ``cluster``: a master and two worker daemons (one slot each) as real processes, started with
+  the real CLI, shared by a module; each test checks afterwards that it left no actor and no
+  used slot behind.
+- ``fresh_home``: an ``ACTORRT_HOME`` of the test's own, so CLI state never touches ``~``.
+- Every test checks that it left no actor host process, and no thread, behind.
+- ``async def`` tests run on uvloop via ``actorrt.run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import actorrt
+
+ASYNC_TEST_TIMEOUT_S = 120
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    actorrt.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_TIMEOUT_S))
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def host_pids() -> dict[int, int]:
+    """Live actor host processes on this machine: pid -> parent pid."""
+    pids = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+            stat = (proc / "stat").read_text().split(")")[-1].split()
+        except OSError:
+            continue
+        if b"actorrt._host" in cmd and stat[0] != "Z":
+            pids[int(proc.name)] = int(stat[1])
+    return pids
+
+
+_live_daemons: set[int] = set()  # PIDs of fixture daemons whose warm hosts are not leaks
+
+
+def leaked_hosts(before: dict[int, int]) -> set[int]:
+    return {pid for pid, ppid in host_pids().items() if pid not in before and ppid not in _live_daemons}
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def actorrt_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "actorrt", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+@dataclass
+class ProcCluster:
+    """A master and worker daemons, each a real process, stopped by PID."""
+
+    home: Path
+    address: str = ""
+    token: str = ""
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.home / f"proc-{len(self.procs)}.log", "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "actorrt", *args, "--block"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        self.procs.append(proc)
+        _live_daemons.add(proc.pid)
+        record = self.home / "processes" / f"{proc.pid}.json"
+        if not wait_until(lambda: record.exists() or proc.poll() is not None, 30):
+            raise RuntimeError(f"{args} did not become ready")
+        if proc.poll() is not None:
+            raise RuntimeError(f"{args} exited: {(self.home / f'proc-{len(self.procs) - 1}.log').read_text()}")
+        return proc
+
+    def start(self, workers: int = 2, cpus_per_worker: int = 1) -> ProcCluster:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ, ACTORRT_HOME=str(self.home))
+        self.env.pop("ACTORRT_TOKEN", None)
+        self.env.pop("ACTORRT_ADDRESS", None)
+        port = free_port()
+        self.spawn("start", "--port", str(port), "--cpus", "0", "--worker-timeout", "3", "--client-grace", "2")
+        self.address = f"127.0.0.1:{port}"
+        self.token = (self.home / "token").read_text().strip()
+        for _ in range(workers):
+            self.spawn("connect", "--address", self.address, "--cpus", str(cpus_per_worker), "--token", self.token)
+        return self
+
+    def status(self) -> dict[str, Any]:
+        out = actorrt_cli("status", "--address", self.address, "--json", "--token", self.token)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            _live_daemons.discard(proc.pid)
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def connect(self, **kwargs: Any) -> actorrt.Cluster:
+        return actorrt.connect(self.address, token=self.token, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
+    c = ProcCluster(tmp_path_factory.mktemp("actorrt-home")).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_slot_leak(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    c: ProcCluster = request.getfixturevalue("cluster")
+    if any(p.poll() is not None for p in c.procs):
+        return  # a test that kills cluster processes checks its own leaks
+
+    def clean() -> bool:
+        s = c.status()
+        return not s["actors"] and s["slots"]["used"] == 0 and all(n["slots_ready"] == n["cpus"] for n in s["nodes"])
+
+    assert wait_until(clean, 10), f"test leaked an actor or slot: {c.status()}"
+
+
+@pytest.fixture(autouse=True)
+def _no_process_or_thread_leak() -> Iterator[None]:
+    hosts_before = host_pids()
+    threads_before = set(threading.enumerate())
+    yield
+    assert wait_until(lambda: not leaked_hosts(hosts_before), 10), f"leaked actor hosts: {leaked_hosts(hosts_before)}"
+    # gRPC's own completion-queue poller ("_poll_wrapper") lives per process and loop, not per test.
+    leaked = [
+        t for t in threading.enumerate() if t not in threads_before and t.is_alive() and "_poll_wrapper" not in t.name
+    ]
+    assert wait_until(lambda: not [t for t in leaked if t.is_alive()], 5), f"test leaked threads: {leaked}"
+
+
+@pytest.fixture
+def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("ACTORRT_HOME", str(home))
+    monkeypatch.delenv("ACTORRT_TOKEN", raising=False)
+    monkeypatch.delenv("ACTORRT_ADDRESS", raising=False)
+    return home
