@@ -55,7 +55,7 @@ class A2C(ActorCriticAlgorithm):
         value_loss = 0.5 * (returns - value).pow(2).mean()
         entropy_mean = entropy.mean()
         loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
-        grad_norm = self._step(loss, self.max_grad_norm)
+        grad_norm = float(self._step(loss, self.max_grad_norm))
         return {
             "policy_loss": policy_loss.item(),
             "value_loss": value_loss.item(),

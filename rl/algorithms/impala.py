@@ -71,7 +71,7 @@ class IMPALA(ActorCriticAlgorithm):
         baseline_loss = 0.5 * (vs - values).pow(2).mean()
         entropy_mean = entropy.mean()
         loss = policy_loss + self.baseline_coef * baseline_loss - self.ent_coef * entropy_mean
-        grad_norm = self._step(loss, self.max_grad_norm)
+        grad_norm = float(self._step(loss, self.max_grad_norm))
         return {
             "policy_loss": policy_loss.item(),
             "baseline_loss": baseline_loss.item(),

@@ -37,6 +37,7 @@ class PPO(ActorCriticAlgorithm):
         max_grad_norm: float | None = 0.5,
         normalize_advantages: bool = True,
         target_kl: float | None = None,
+        optimizer: str = "adam",
         seed: int = 0,
     ) -> None:
         super().__init__(model)
@@ -50,7 +51,7 @@ class PPO(ActorCriticAlgorithm):
         self.max_grad_norm = max_grad_norm
         self.normalize_advantages = normalize_advantages
         self.target_kl = target_kl
-        self.optimizer = make_optimizer("adam", model.parameters(), lr)
+        self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
         self._generator = torch.Generator().manual_seed(seed)
 
     def learn(self, batch: Rollout) -> dict[str, float]:
@@ -69,11 +70,11 @@ class PPO(ActorCriticAlgorithm):
         mb_size = max(1, n // self.num_minibatches)
 
         # 3. Optimise the clipped surrogate for a few epochs.
-        stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0}
+        sums = torch.zeros(5)  # policy_loss, value_loss, entropy, approx_kl, clip_fraction
         updates = 0
         for _ in range(self.num_epochs):
             perm = torch.randperm(n, generator=self._generator)
-            epoch_kl = 0.0
+            epoch_kl = torch.zeros(())
             for start in range(0, n - mb_size + 1, mb_size):
                 idx = perm[start : start + mb_size]
                 log_prob, entropy, value = self.model.evaluate(obs[idx], actions[idx])
@@ -92,15 +93,13 @@ class PPO(ActorCriticAlgorithm):
                 loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
                 self._step(loss, self.max_grad_norm)
 
-                with torch.no_grad():
-                    approx_kl = float(((ratio - 1) - log_ratio).mean())  # Schulman's k3 estimator
-                    stats["clip_fraction"] += float(((ratio - 1).abs() > self.clip_range).float().mean())
-                stats["policy_loss"] += policy_loss.item()
-                stats["value_loss"] += value_loss.item()
-                stats["entropy"] += entropy_mean.item()
-                stats["approx_kl"] += approx_kl
-                epoch_kl = max(epoch_kl, approx_kl)
+                with torch.no_grad():  # statistics stay tensors: no sync per minibatch
+                    approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
+                    clip_fraction = ((ratio - 1).abs() > self.clip_range).float().mean()
+                    sums += torch.stack([policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction])
+                    epoch_kl = torch.maximum(epoch_kl, approx_kl)
                 updates += 1
-            if self.target_kl is not None and epoch_kl > self.target_kl:
+            if self.target_kl is not None and float(epoch_kl) > self.target_kl:
                 break
-        return {k: v / max(updates, 1) for k, v in stats.items()}
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+        return dict(zip(names, (sums / max(updates, 1)).tolist()))

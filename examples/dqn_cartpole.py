@@ -1,0 +1,118 @@
+"""Double DQN with a target network and a replay buffer on CartPole-v1.
+
+    python examples/dqn_cartpole.py                  # outputs under runs/dqn_cartpole/
+    python examples/dqn_cartpole.py --seed 1 --save runs/dqn.pt
+    python examples/dqn_cartpole.py --restore runs/dqn.pt --epsilon-start 0.05
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+import rl
+from rl.collector import env_spaces
+
+
+@dataclass
+class Config:
+    """Train double DQN on CartPole-v1."""
+
+    env_id: str = "CartPole-v1"
+    """gymnasium environment id (discrete actions)."""
+    seed: int = 0
+    """Seed for torch, the environments and the replay buffer."""
+    total_steps: int = 100_000
+    """Environment steps at most."""
+    num_envs: int = 4
+    """Environments stepped together."""
+    num_steps: int = 4
+    """Steps per environment between bursts of updates."""
+    gradient_steps: int = 8
+    """Updates after each ``num_envs x num_steps`` environment steps."""
+    batch_size: int = 64
+    """Transitions per update."""
+    buffer_size: int = 100_000
+    """Replay buffer capacity."""
+    learning_starts: int = 1000
+    """Environment steps before the first update."""
+    lr: float = 1e-3
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount factor."""
+    hidden: int = 256
+    """Width of the two hidden layers of the Q-network."""
+    target_update_interval: int = 250
+    """Updates between target-network synchronisations."""
+    tau: float = 1.0
+    """Target update rate (1: hard copy)."""
+    epsilon_start: float = 1.0
+    """Initial exploration rate."""
+    epsilon_end: float = 0.04
+    """Final exploration rate."""
+    exploration_fraction: float = 0.16
+    """Fraction of ``total_steps`` over which epsilon decays linearly."""
+    solved_return: float = 475.0
+    """Mean return over the last 20 training episodes that counts as solved."""
+    stop_when_solved: bool = True
+    """Stop training as soon as the task is solved."""
+    run_dir: str = "runs/dqn_cartpole"
+    """Where TensorBoard events, CSV logs and the PNG curve go."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars."""
+    progress: bool = True
+    """Show a progress bar (on stderr)."""
+    save: str | None = None
+    """Save the agent (networks and optimizer) to this path at the end."""
+    restore: str | None = None
+    """Restore the agent from this path before training."""
+
+
+def main(config: Config) -> rl.TrainResult:
+    """Train, log, plot, save; return the result."""
+    torch.manual_seed(config.seed)
+    collector_config = rl.CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
+    obs_space, action_space = env_spaces(collector_config)
+    algorithm = rl.DQN(
+        rl.QNetwork(obs_space, action_space, hidden=(config.hidden, config.hidden)),
+        lr=config.lr,
+        gamma=config.gamma,
+        target_update_interval=config.target_update_interval,
+        tau=config.tau,
+    )
+    agent = rl.Agent(algorithm)
+    if config.restore:
+        agent.restore(config.restore)
+    collector = rl.Collector(collector_config, agent)
+    assert obs_space.shape is not None
+    buffer = rl.ReplayBuffer(config.buffer_size, obs_space.shape, seed=config.seed)
+    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress)
+    try:
+        result = rl.train_dqn(
+            agent,
+            collector,
+            buffer,
+            config.total_steps,
+            learning_starts=config.learning_starts,
+            batch_size=config.batch_size,
+            gradient_steps=config.gradient_steps,
+            epsilon_start=config.epsilon_start,
+            epsilon_end=config.epsilon_end,
+            exploration_fraction=config.exploration_fraction,
+            solved_return=config.solved_return,
+            stop_when_solved=config.stop_when_solved,
+            logger=logger,
+        )
+    finally:
+        collector.close()
+        logger.close()
+    logger.plot(f"DQN on {config.env_id}", config.solved_return)
+    if config.save:
+        agent.save(config.save)
+    return result
+
+
+if __name__ == "__main__":
+    cfg = rl.parse_config(Config)
+    print(rl.result_line(cfg.env_id, "DQN", main(cfg)), flush=True)

@@ -1,0 +1,87 @@
+"""Slow: the algorithms solve their tasks (mean of the last 20 training returns >= bar).
+
+``test_ppo_solves_cartpole`` takes ~10 s and is the one CI runs; the 5-seed runs check the bar
+"solves CartPole-v1 on at least 4 of 5 seeds" for every algorithm.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import rl
+from rl.collector import env_spaces
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _example(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_example(name: str, seed: int, tmp_path: Path, **overrides: Any) -> rl.TrainResult:
+    module = _example(name)
+    config = module.Config(seed=seed, run_dir=str(tmp_path / f"{name}_{seed}"), tensorboard=False, progress=False, **overrides)
+    return module.main(config)
+
+
+def _train(algo_cls: type, seed: int, cap: int, num_envs: int, num_steps: int, **kwargs: Any) -> rl.TrainResult:
+    torch.manual_seed(seed)
+    config = rl.CollectorConfig("CartPole-v1", num_envs=num_envs, num_steps=num_steps, seed=seed)
+    obs_space, act_space = env_spaces(config)
+    agent = rl.Agent(algo_cls(rl.ActorCritic(obs_space, act_space), **kwargs))
+    collector = rl.Collector(config, agent)
+    try:
+        return rl.train_on_policy(agent, collector, cap, solved_return=475.0)
+    finally:
+        collector.close()
+
+
+@pytest.mark.slow
+def test_ppo_solves_cartpole(tmp_path: Path) -> None:
+    result = _run_example("ppo_cartpole", 0, tmp_path)
+    assert result.solved and result.mean_return >= 475, result
+
+
+def _four_of_five(results: list[rl.TrainResult]) -> None:
+    assert sum(r.solved for r in results) >= 4, [(r.solved, r.env_steps, round(r.mean_return)) for r in results]
+
+
+@pytest.mark.slow
+def test_ppo_solves_cartpole_4_of_5(tmp_path: Path) -> None:
+    _four_of_five([_run_example("ppo_cartpole", s, tmp_path) for s in range(5)])
+
+
+@pytest.mark.slow
+def test_policy_gradient_solves_cartpole_4_of_5(tmp_path: Path) -> None:
+    _four_of_five([_run_example("quickstart_cartpole", s, tmp_path) for s in range(5)])
+
+
+@pytest.mark.slow
+def test_dqn_solves_cartpole_4_of_5(tmp_path: Path) -> None:
+    _four_of_five([_run_example("dqn_cartpole", s, tmp_path) for s in range(5)])
+
+
+@pytest.mark.slow
+def test_a2c_solves_cartpole_4_of_5() -> None:
+    _four_of_five([_train(rl.A2C, s, 500_000, num_envs=8, num_steps=5, lr=7e-4) for s in range(5)])
+
+
+@pytest.mark.slow
+def test_impala_solves_cartpole_4_of_5() -> None:
+    kwargs = dict(lr=7e-4, max_grad_norm=0.5)
+    _four_of_five([_train(rl.IMPALA, s, 500_000, num_envs=8, num_steps=5, **kwargs) for s in range(5)])
+
+
+@pytest.mark.slow
+def test_ppo_solves_pendulum(tmp_path: Path) -> None:
+    result = _run_example("ppo_pendulum", 0, tmp_path)
+    assert result.solved and result.mean_return >= -200, result
