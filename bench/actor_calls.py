@@ -1,0 +1,586 @@
+"""Actor call micro-benchmarks: cold start, actor creation, call latency, throughput, payloads.
+
+    python bench/actor_calls.py                   # embedded local cluster, full run (~1-2 min)
+    python bench/actor_calls.py --quick           # CI smoke test: tiny sizes and reps (< 30 s)
+    python bench/actor_calls.py --address H:P     # a running cluster (``actorrt start``)
+    python bench/actor_calls.py --reps 10 --out runs/actor_calls.jsonl
+    python bench/actor_calls.py --only latency,pipelined
+
+stdout gets one JSON object per line and per measurement::
+
+    {"bench": "call_latency_median", "system": "actorrt", "value": 212.4, "unit": "us", ...}
+
+and stderr a table of the same numbers once everything ran. ``--out FILE`` writes the JSON lines
+to FILE as well. Values are medians over ``--reps`` repetitions unless the name says otherwise.
+A measurement that could not be taken has ``"value": null`` and an ``"error"``; the exit status
+is then 1 (after every other bench has still run).
+
+What each number means (``--only`` takes the group names in brackets):
+
+[cold_start] One fresh Python process per repetition (``--_cold-start-child``), so every import
+    and every process the runtime starts is paid for, as a user's first run would.
+    - ``cold_start_connect_to_first_call`` (s): inside the child, from entering
+      ``actorrt.connect()`` (embedded: starts master, worker and the actor host processes) to the
+      result of the first call on a freshly created actor. With ``--address`` it is from
+      connecting to the running cluster instead (field ``embedded`` is false).
+    - ``cold_start_process_to_first_call`` (s): the same end point, measured by the parent from
+      spawning the child's interpreter: adds interpreter start and ``import actorrt``.
+[create] ``actor_create_warm`` (s): ``await Echo.remote()`` plus the first ``ping()`` result,
+    with the worker's pool of warm actor hosts full (the bench waits for it to refill before
+    each creation, since a host serves one actor and is then replaced).
+[latency] ``call_latency_median`` / ``call_latency_p99`` (us): sequential ``await a.ping()``
+    round trips (no arguments, returns None) after a warm-up. p99 is the nearest-rank percentile.
+[pipelined] ``pipelined_calls_1_actor`` / ``pipelined_calls_2_actors`` (calls/s): N ``ping()``
+    futures created back to back and then gathered, on one actor or alternating over two; timed
+    from the first call made to the last result.
+[payload] ``payload_to_actor_<size>`` / ``payload_from_actor_<size>`` (MiB/s, 1 MiB = 2**20 B):
+    a numpy uint8 array of that size sent as the argument of ``take(arr)`` (returns None) or
+    returned by ``make(n)``. The actor caches the array it returns, so ``make`` measures the
+    transfer, not ``np.ones``; the first call of each size (which allocates) is not timed.
+    A direction that fails is printed with ``"value": null`` and an ``"error"``, and is then
+    measured with a ``bytes`` object of the same size instead (``payload_bytes_<dir>_<size>``).
+[cpu] A pure-Python CPU-bound method calibrated to ``--cpu-seconds`` on one actor.
+    ``cpu_1_actor`` (s): one actor runs it; ``cpu_2_actors`` (s): two actors each run the same
+    work at once; ``cpu_speedup_2_actors`` (x) = 2 * t1 / t2 (2.0 is perfect scaling; it needs
+    two free cores, so it reads low on a busy machine).
+
+Each system under test is a ``System`` (see below); peers such as Ray or PARL can be added as
+more implementations of it, run with the same bench functions. ``--peers`` is reserved for that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Awaitable, Callable, Protocol, Sequence
+
+MIB = 2**20
+GROUPS = ("cold_start", "create", "latency", "pipelined", "payload", "cpu")
+
+
+# ---- the actor every system runs --------------------------------------------------------------
+
+
+class Echo:
+    """The benchmark actor. Plain class: each system turns it into an actor its own way."""
+
+    def __init__(self) -> None:
+        self._made: tuple[int, Any] | None = None
+
+    def ping(self) -> None:
+        return None
+
+    def echo(self, x: Any) -> Any:
+        return x
+
+    def take(self, x: Any) -> None:
+        return None
+
+    def make(self, n: int) -> Any:
+        if self._made is None or self._made[0] != n:
+            import numpy as np
+
+            self._made = (n, np.ones(n, dtype=np.uint8))
+        return self._made[1]
+
+    def make_bytes(self, n: int) -> bytes:
+        if self._made is None or self._made[0] != -n:
+            self._made = (-n, b"\x01" * n)
+        return self._made[1]  # type: ignore[no-any-return]
+
+    def spin(self, n: int) -> float:
+        """Pure-Python busy loop of ``n`` iterations; returns the seconds it took in here."""
+        start = time.perf_counter()
+        x = 0
+        for i in range(n):
+            x = (x + i * i) % 1_000_003
+        return time.perf_counter() - start
+
+
+# ---- what a system under test provides ----------------------------------------------------------
+
+
+class ActorRef(Protocol):
+    """One actor of class ``Echo`` on some system."""
+
+    def method(self, name: str) -> Callable[..., Awaitable[Any]]:
+        """A callable that starts a call of ``name`` now and returns an awaitable of its result.
+
+        Bench loops fetch it once and call it many times, so a system's per-call cost is only
+        what its own API costs."""
+        ...
+
+
+class System(Protocol):
+    name: str
+
+    async def open(self) -> None:
+        """Connect to (or start) the cluster; called once on the benchmark's event loop."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def create(self) -> ActorRef:
+        """A new ``Echo`` actor, constructed and ready to take calls."""
+        ...
+
+    async def kill(self, actor: ActorRef) -> None:
+        """Stop the actor and free its resources; returns once they are free."""
+        ...
+
+    async def wait_idle(self, timeout_s: float = 60.0) -> None:
+        """Wait until the system is ready to create actors at full speed again."""
+        ...
+
+    def cold_start_child(self) -> None:
+        """Run inside a fresh interpreter: import, start/connect, create an actor, call it once,
+        then print one JSON line ``{"first_call": true, "connect_to_first_call_s": .., ...}``
+        to stdout (flushed) as soon as the first result is there; then shut down and return."""
+        ...
+
+
+# ---- actorrt ------------------------------------------------------------------------------------
+
+
+class _ActorrtRef:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def method(self, name: str) -> Callable[..., Awaitable[Any]]:
+        return getattr(self.handle, name)  # type: ignore[no-any-return]
+
+
+def _actorrt_echo() -> Any:
+    """``Echo`` made a remote class; a subclass, so the plain ``Echo`` stays clean for peers."""
+    import actorrt
+
+    cls = type("Echo", (Echo,), {"__module__": Echo.__module__, "__qualname__": "Echo"})
+    return actorrt.remote_class(cls)
+
+
+class ActorrtSystem:
+    name = "actorrt"
+
+    def __init__(self, address: str | None) -> None:
+        self.address = address
+        self._cluster_cm: Any = None
+        self.cluster: Any = None
+        self._echo: Any = None
+
+    async def open(self) -> None:
+        import actorrt
+
+        self._echo = _actorrt_echo()
+        # The 2-actor benches need two slots at once, even on a 1-core machine.
+        cpus = None if (os.cpu_count() or 1) >= 2 else 2
+        self._cluster_cm = actorrt.connect(self.address, num_cpus=cpus)
+        self.cluster = await self._cluster_cm.__aenter__()
+
+    async def close(self) -> None:
+        if self._cluster_cm is not None:
+            await self._cluster_cm.__aexit__(None, None, None)
+            self._cluster_cm = None
+
+    async def create(self) -> ActorRef:
+        return _ActorrtRef(await self._echo.remote())
+
+    async def kill(self, actor: ActorRef) -> None:
+        import actorrt
+
+        assert isinstance(actor, _ActorrtRef)
+        await actorrt.kill(actor.handle)
+
+    async def wait_idle(self, timeout_s: float = 60.0) -> None:
+        """Every free slot of every connected node has a warm host waiting."""
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            status = await self.cluster.status()
+            nodes = [n for n in status.nodes if n.get("connected", True)]
+            if nodes and all(n["slots_ready"] >= n["cpus"] - n["cpus_used"] for n in nodes):
+                return
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"actorrt: the warm pool did not refill within {timeout_s:g}s:\n{status}")
+            await asyncio.sleep(0.02)
+
+    def cold_start_child(self) -> None:
+        import actorrt  # counted: part of what a first run pays
+
+        imported = time.perf_counter()
+        echo = _actorrt_echo()
+        address = self.address
+
+        async def main() -> None:
+            entered = time.perf_counter()
+            async with actorrt.connect(address):
+                a = await echo.remote()
+                await a.ping()
+                done = time.perf_counter()
+                print(
+                    json.dumps(
+                        {
+                            "first_call": True,
+                            "connect_to_first_call_s": done - entered,
+                            "import_s": imported - _CHILD_MAIN_START,
+                        }
+                    ),
+                    flush=True,
+                )
+                await actorrt.kill(a)
+
+        actorrt.run(main())
+
+
+SYSTEMS: dict[str, Callable[[str | None], System]] = {"actorrt": ActorrtSystem}
+_CHILD_MAIN_START = 0.0
+
+
+# ---- results ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    bench: str
+    system: str
+    value: float | None  # None: the measurement failed; ``extra["error"]`` says why
+    unit: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"bench": self.bench, "system": self.system, "value": None if self.value is None else _sig(self.value),
+                           "unit": self.unit, **self.extra})
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    return float(f"{x:.{digits}g}") if math.isfinite(x) else x
+
+
+class Reporter:
+    def __init__(self, out: IO[str] | None) -> None:
+        self.out = out
+        self.results: list[Result] = []
+
+    def emit(self, result: Result) -> None:
+        self.results.append(result)
+        line = result.to_json()
+        print(line, flush=True)
+        if self.out is not None:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def table(self) -> str:
+        rows = [("system", "bench", "value", "unit", "details")]
+        for r in self.results:
+            details = " ".join(f"{k}={v}" for k, v in r.extra.items() if not isinstance(v, list))
+            details = details if len(details) <= 140 else details[:137] + "..."
+            value = "FAILED" if r.value is None else f"{_sig(r.value):g}"
+            rows.append((r.system, r.bench, value, r.unit, details))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines = ["  ".join(cell.ljust(w) if i != 2 else cell.rjust(w) for i, (cell, w) in
+                           enumerate(zip(row[:4], widths))) + "  " + row[4] for row in rows]
+        lines.insert(1, "-" * min(120, sum(widths) + 8 + max(len(row[4]) for row in rows)))
+        return "\n".join(line.rstrip() for line in lines)
+
+
+def p99(samples: Sequence[float]) -> float:
+    """Nearest-rank 99th percentile."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+@dataclass
+class Config:
+    quick: bool
+    reps: int
+    address: str | None
+    latency_calls: int
+    latency_warmup: int
+    pipelined_calls: int
+    payload_sizes: list[int]
+    cpu_seconds: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Config:
+        quick = args.quick
+        return cls(
+            quick=quick,
+            reps=args.reps if args.reps is not None else (1 if quick else 5),
+            address=args.address,
+            latency_calls=200 if quick else 2000,
+            latency_warmup=50 if quick else 200,
+            pipelined_calls=1000 if quick else 10_000,
+            payload_sizes=[64 * 1024, MIB] if quick else [MIB, 16 * MIB, 64 * MIB],
+            cpu_seconds=args.cpu_seconds if args.cpu_seconds is not None else (0.1 if quick else 1.0),
+        )
+
+
+def _size_label(n: int) -> str:
+    return f"{n // MIB}MiB" if n % MIB == 0 else f"{n // 1024}KiB"
+
+
+# ---- the benches --------------------------------------------------------------------------------
+
+
+def bench_cold_start(system_name: str, cfg: Config, report: Reporter) -> None:
+    """Fresh interpreter per repetition; see the module docstring."""
+    inner: list[float] = []
+    outer: list[float] = []
+    imports: list[float] = []
+    for _ in range(cfg.reps):
+        cmd = [sys.executable, os.path.abspath(__file__), "--_cold-start-child", system_name]
+        if cfg.address:
+            cmd += ["--address", cfg.address]
+        with tempfile.TemporaryFile(mode="w+") as err:
+            start = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+            assert proc.stdout is not None
+            seen: dict[str, Any] | None = None
+            for line in proc.stdout:
+                if line.startswith("{") and '"first_call"' in line:
+                    outer.append(time.perf_counter() - start)
+                    seen = json.loads(line)
+                    break
+            proc.stdout.read()  # anything else, until the child closes stdout
+            try:
+                code = proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            if seen is None or code != 0:
+                err.seek(0)
+                raise RuntimeError(f"cold-start child {cmd} exited with {code}:\n{err.read()[-4000:]}")
+        inner.append(seen["connect_to_first_call_s"])
+        imports.append(seen["import_s"])
+    extra = {"reps": cfg.reps, "embedded": not cfg.address}
+    report.emit(Result("cold_start_connect_to_first_call", system_name, statistics.median(inner), "s",
+                       {**extra, "import_s": _sig(statistics.median(imports)), "samples": [_sig(x) for x in inner]}))
+    report.emit(Result("cold_start_process_to_first_call", system_name, statistics.median(outer), "s",
+                       {**extra, "samples": [_sig(x) for x in outer]}))
+
+
+async def bench_create(system: System, cfg: Config, report: Reporter) -> None:
+    n = max(2, 2 * cfg.reps)
+    samples = []
+    for _ in range(n):
+        await system.wait_idle()
+        start = time.perf_counter()
+        actor = await system.create()
+        await actor.method("ping")()
+        samples.append(time.perf_counter() - start)
+        await system.kill(actor)
+    await system.wait_idle()
+    report.emit(Result("actor_create_warm", system.name, statistics.median(samples), "s",
+                       {"n": n, "min": _sig(min(samples)), "max": _sig(max(samples))}))
+
+
+async def bench_latency(system: System, cfg: Config, report: Reporter, a: ActorRef) -> None:
+    ping = a.method("ping")
+    for _ in range(cfg.latency_warmup):
+        await ping()
+    samples = []
+    clock = time.perf_counter
+    for _ in range(cfg.latency_calls):
+        start = clock()
+        await ping()
+        samples.append(clock() - start)
+    extra = {"n": cfg.latency_calls, "warmup": cfg.latency_warmup}
+    report.emit(Result("call_latency_median", system.name, statistics.median(samples) * 1e6, "us", extra))
+    report.emit(Result("call_latency_p99", system.name, p99(samples) * 1e6, "us",
+                       {**extra, "max_us": _sig(max(samples) * 1e6)}))
+
+
+async def _pipelined_once(pings: Sequence[Callable[..., Awaitable[Any]]], n: int) -> float:
+    k = len(pings)
+    start = time.perf_counter()
+    futures = [pings[i % k]() for i in range(n)]
+    await asyncio.gather(*futures)
+    return time.perf_counter() - start
+
+
+async def bench_pipelined(system: System, cfg: Config, report: Reporter, a: ActorRef, b: ActorRef) -> None:
+    n = cfg.pipelined_calls
+    for label, actors in (("pipelined_calls_1_actor", [a]), ("pipelined_calls_2_actors", [a, b])):
+        pings = [x.method("ping") for x in actors]
+        await _pipelined_once(pings, min(n, 1000))  # warm-up
+        rates = [n / await _pipelined_once(pings, n) for _ in range(cfg.reps)]
+        report.emit(Result(label, system.name, statistics.median(rates), "calls/s",
+                           {"calls": n, "actors": len(actors), "reps": cfg.reps,
+                            "samples": [_sig(x) for x in rates]}))
+
+
+async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorRef) -> None:
+    """numpy arrays each way. A direction that fails is reported with value null and its error,
+    and is then measured with ``bytes`` of the same size (``payload_bytes_*``) as a fallback."""
+    import numpy as np
+
+    take = a.method("take")
+    for size in cfg.payload_sizes:
+        label = _size_label(size)
+        failed: set[str] = set()
+        for kind in ("numpy", "bytes"):
+            if kind == "bytes" and not failed:
+                break
+            value: Any = np.ones(size, dtype=np.uint8) if kind == "numpy" else b"\x01" * size
+            make = a.method("make" if kind == "numpy" else "make_bytes")
+            calls = {"to_actor": lambda: take(value), "from_actor": lambda: make(size)}
+            if kind == "bytes":
+                calls = {d: c for d, c in calls.items() if d in failed}
+            prefix = "payload" if kind == "numpy" else "payload_bytes"
+            extra: dict[str, Any] = {"size_bytes": size, "payload": kind, "reps": cfg.reps}
+            if kind == "bytes":
+                extra["fallback_for"] = "numpy"
+            for direction, call in list(calls.items()):  # warm-up; the actor allocates its copy
+                try:
+                    got = await call()
+                    if direction == "from_actor" and len(memoryview(got).cast("B")) != size:
+                        raise AssertionError(f"got {type(got).__name__} of {len(memoryview(got).cast('B'))} B")
+                    del got
+                except Exception as e:  # noqa: BLE001 - report it, go on with the others
+                    failed.add(direction)
+                    del calls[direction]
+                    error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    report.emit(Result(f"{prefix}_{direction}_{label}", system.name, None, "MiB/s",
+                                       {**extra, "direction": direction, "error": error[:300]}))
+            times: dict[str, list[float]] = {d: [] for d in calls}
+            for _ in range(cfg.reps):  # directions alternate so drift hits both alike
+                for direction, call in calls.items():
+                    start = time.perf_counter()
+                    await call()
+                    times[direction].append(time.perf_counter() - start)
+            for direction, ts in times.items():
+                t = statistics.median(ts)
+                report.emit(Result(f"{prefix}_{direction}_{label}", system.name, size / MIB / t, "MiB/s",
+                                   {**extra, "direction": direction, "median_ms": _sig(t * 1e3)}))
+            del value
+
+
+async def bench_cpu(system: System, cfg: Config, report: Reporter, a: ActorRef, b: ActorRef) -> None:
+    spin_a, spin_b = a.method("spin"), b.method("spin")
+    probe = 200_000
+    inside = min([await spin_a(probe) for _ in range(3)])  # least-disturbed of three
+    n = max(1000, int(probe * cfg.cpu_seconds / inside))
+    await asyncio.gather(spin_a(n // 10), spin_b(n // 10))  # warm both
+    t1s, t2s = [], []
+    for _ in range(cfg.reps):  # interleaved, so a busy spell of the machine hits both
+        start = time.perf_counter()
+        await spin_a(n)
+        t1s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        await asyncio.gather(spin_a(n), spin_b(n))
+        t2s.append(time.perf_counter() - start)
+    t1, t2 = statistics.median(t1s), statistics.median(t2s)
+    extra = {"iterations": n, "reps": cfg.reps}
+    report.emit(Result("cpu_1_actor", system.name, t1, "s", {**extra, "samples": [_sig(x) for x in t1s]}))
+    report.emit(Result("cpu_2_actors", system.name, t2, "s", {**extra, "samples": [_sig(x) for x in t2s]}))
+    report.emit(Result("cpu_speedup_2_actors", system.name, 2 * t1 / t2, "x",
+                       {**extra, "cpus": os.cpu_count()}))
+
+
+async def run_system(system: System, cfg: Config, groups: set[str], report: Reporter) -> None:
+    await system.open()
+    try:
+        if "create" in groups:
+            await bench_create(system, cfg, report)
+        if not groups & {"latency", "pipelined", "payload", "cpu"}:
+            return
+        await system.wait_idle()
+        a = await system.create()
+        b = await system.create()
+        try:
+            await system.wait_idle()  # replacement hosts started: let them settle first
+            if "latency" in groups:
+                await bench_latency(system, cfg, report, a)
+            if "pipelined" in groups:
+                await bench_pipelined(system, cfg, report, a, b)
+            if "payload" in groups:
+                await bench_payload(system, cfg, report, a)
+            if "cpu" in groups:
+                await bench_cpu(system, cfg, report, a, b)
+        finally:
+            await system.kill(a)
+            await system.kill(b)
+    finally:
+        await system.close()
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--address", default=None, help="master host:port (default: an embedded local cluster)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and reps: a smoke test for CI")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per bench (default 5; 1 with --quick)")
+    parser.add_argument("--out", default=None, help="also write the JSON lines to this file")
+    parser.add_argument("--only", default=",".join(GROUPS),
+                        help=f"comma-separated bench groups to run (default all: {','.join(GROUPS)})")
+    parser.add_argument("--cpu-seconds", type=float, default=None,
+                        help="work per actor in the cpu bench (default 1.0; 0.1 with --quick)")
+    parser.add_argument("--peers", default="",
+                        help="other systems to run side by side (e.g. ray,parl): not implemented yet")
+    parser.add_argument("--_cold-start-child", dest="cold_start_child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.peers.strip():
+        parser.error(f"--peers {args.peers}: peers are not implemented yet; only actorrt runs for now")
+    if args.reps is not None and args.reps < 1:
+        parser.error("--reps must be >= 1")
+    unknown = {g.strip() for g in args.only.split(",") if g.strip()} - set(GROUPS)
+    if unknown:
+        parser.error(f"--only: unknown group(s) {sorted(unknown)}; choose from {','.join(GROUPS)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    global _CHILD_MAIN_START
+    _CHILD_MAIN_START = time.perf_counter()
+    args = parse_args(argv)
+    if args.cold_start_child:
+        SYSTEMS[args.cold_start_child](args.address).cold_start_child()
+        return 0
+    cfg = Config.from_args(args)
+    groups = {g.strip() for g in args.only.split(",") if g.strip()}
+    names = ["actorrt"]  # peers go here once they exist
+    out = open(args.out, "w") if args.out else None
+    report = Reporter(out)
+    started = time.perf_counter()
+    try:
+        for name in names:
+            if "cold_start" in groups:  # before the in-process cluster, so nothing competes
+                bench_cold_start(name, cfg, report)
+            if groups - {"cold_start"}:
+                system = SYSTEMS[name](cfg.address)
+                _run_async(run_system(system, cfg, groups, report))
+    finally:
+        if out is not None:
+            out.close()
+        if report.results:
+            mode = "quick" if cfg.quick else "full"
+            where = cfg.address or "embedded"
+            print(f"\nactor call benchmarks ({mode}, {where}, reps {cfg.reps}, {os.cpu_count()} cpus, "
+                  f"{time.perf_counter() - started:.1f} s)\n{report.table()}", file=sys.stderr)
+    failed = [r.bench for r in report.results if r.value is None]
+    if failed:
+        print(f"\n{len(failed)} measurement(s) FAILED (value null in the JSON): {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_async(coro: Any) -> Any:
+    """On uvloop when installed, as ``actorrt.run`` does (the loop is shared by all systems)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
