@@ -170,6 +170,9 @@ class Cluster:
         self._channel: grpc.aio.Channel | None = None
         self._session: grpc.aio.StreamStreamCall | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._outbox: asyncio.Queue[pb.ClientEvent] | None = None
+        self._session_up: asyncio.Event | None = None
         self._requests = itertools.count(1)
         self._placing: dict[int, asyncio.Future[pb.ActorPlaced]] = {}
         self._place_msgs: dict[int, pb.ClientEvent] = {}
@@ -192,7 +195,11 @@ class Cluster:
             await self._start_embedded()
         self._channel = grpc.aio.insecure_channel(self.address, options=_rpc.channel_options())
         await self._open_session()
+        self._outbox = asyncio.Queue()
+        self._session_up = asyncio.Event()
+        self._session_up.set()
         self._reader = asyncio.create_task(self._read_notices())
+        self._writer = asyncio.create_task(self._write_events())
 
     async def _start_embedded(self) -> None:
         from actorrt._master import Master
@@ -259,6 +266,8 @@ class Cluster:
             except asyncio.CancelledError:
                 return
             log.warning("lost the master at %s (%s); reconnecting", self.address, reason)
+            assert self._session_up is not None and self._outbox is not None
+            self._session_up.clear()
             while not self.closed:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
@@ -267,8 +276,30 @@ class Cluster:
                 except (ClusterConnectionError, grpc.RpcError):
                     continue
                 for msg in self._place_msgs.values():  # the new master never saw these
-                    await self._session.write(msg)
+                    self._outbox.put_nowait(msg)
+                self._session_up.set()
                 break
+
+    async def _write_events(self) -> None:
+        """The session's only writer: gRPC streams take one write at a time."""
+        assert self._outbox is not None and self._session_up is not None
+        while True:
+            msg = await self._outbox.get()
+            try:
+                while True:
+                    await self._session_up.wait()
+                    session = self._session
+                    assert session is not None
+                    try:
+                        await session.write(msg)
+                        break
+                    except (grpc.RpcError, asyncio.InvalidStateError):
+                        if self.closed:
+                            return
+                        if self._session is session:  # the reader notices and reopens
+                            self._session_up.clear()
+            finally:
+                self._outbox.task_done()
 
     def _on_notice(self, notice: pb.ClientNotice) -> None:
         kind = notice.WhichOneof("notice")
@@ -315,6 +346,13 @@ class Cluster:
         for fut in self._placing.values():
             if not fut.done():
                 fut.set_exception(ClusterConnectionError("the cluster connection was closed"))
+        if self._outbox is not None:
+            try:
+                await asyncio.wait_for(self._outbox.join(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        if self._writer is not None:
+            self._writer.cancel()
         if self._session is not None:
             try:
                 await self._session.done_writing()
@@ -333,16 +371,8 @@ class Cluster:
     # ---- placement and actors (cluster loop) ----------------------------------------------------
 
     def _send_release(self, actor_id: str, reason: str) -> None:
-        if self._session is not None and not self.closed:
-            msg = pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason))
-            asyncio.ensure_future(self._write(msg))
-
-    async def _write(self, msg: pb.ClientEvent) -> None:
-        assert self._session is not None
-        try:
-            await self._session.write(msg)
-        except (grpc.RpcError, asyncio.InvalidStateError) as e:
-            log.debug("could not tell the master: %s", e)
+        if self._outbox is not None and not self.closed:
+            self._outbox.put_nowait(pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason)))
 
     async def create_actor(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
         from actorrt._remote import options_of
@@ -368,7 +398,8 @@ class Cluster:
         fut: asyncio.Future[pb.ActorPlaced] = self.loop.create_future()
         self._placing[request_id] = fut
         self._place_msgs[request_id] = msg
-        await self._write(msg)
+        assert self._outbox is not None
+        self._outbox.put_nowait(msg)
         try:
             # The master enforces the timeout; the margin covers a master that went away.
             placed = await asyncio.wait_for(fut, timeout + 10.0 if timeout > 0 else None)

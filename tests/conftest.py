@@ -30,6 +30,11 @@ import actorrt
 
 ASYNC_TEST_TIMEOUT_S = 120
 
+# Every process this test session starts inherits this tag, so the leak checks count our actor
+# hosts only, never those of another program running on the machine.
+SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"
+os.environ["ACTORRT_TEST_SESSION"] = SESSION_TAG.split("=", 1)[1]
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
@@ -47,17 +52,20 @@ def free_port() -> int:
 
 
 def host_pids() -> dict[int, int]:
-    """Live actor host processes on this machine: pid -> parent pid."""
+    """Live actor host processes that this test session started: pid -> parent pid."""
     pids = {}
+    tag = SESSION_TAG.encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmd = (proc / "cmdline").read_bytes()
+            if b"actorrt._host" not in cmd or tag not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
             stat = (proc / "stat").read_text().split(")")[-1].split()
         except OSError:
             continue
-        if b"actorrt._host" in cmd and stat[0] != "Z":
+        if stat[0] != "Z":
             pids[int(proc.name)] = int(stat[1])
     return pids
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One entry point for the project; each command sets up what it needs first.
+#   ./dev.sh demo            the main job: a distributed demo on the embedded cluster
+#   ./dev.sh test [ARGS]     the test suite (what CI runs); ARGS go to pytest
+#   ./dev.sh bench [ARGS]    bench/actor_calls.py
+#   ./dev.sh setup           only create .venv and install (torch 2.13.0 CPU first)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=.venv
+PY=$VENV/bin/python
+
+pip_install() {
+    "$PY" -m pip install -q "$@" >"$VENV/pip.log" 2>&1 || {
+        grep -v '^WARNING: Location' "$VENV/pip.log" >&2
+        echo "pip install $* failed" >&2
+        exit 1
+    }
+}
+
+setup() {
+    if [ ! -x "$PY" ]; then
+        python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+            || { echo "actorrt needs Python 3.11 or newer (python3 is $(python3 --version))" >&2; exit 1; }
+        python3 -m venv "$VENV"
+    fi
+    local stamp="$VENV/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+    if [ ! -f "$stamp" ]; then
+        echo "setting up $VENV (first run only)..." >&2
+        # The CPU build of torch first: anything that depends on torch then finds it satisfied.
+        pip_install torch==2.13.0
+        pip_install -e '.[dev]'
+        "$PY" -c 'import actorrt, rl, torch' || { echo "setup failed" >&2; exit 1; }
+        rm -f "$VENV"/.installed-*
+        touch "$stamp"
+    fi
+}
+
+cmd=${1:-help}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    setup) setup ;;
+    demo)
+        setup
+        exec "$PY" examples/parallel_sum.py "$@"
+        ;;
+    test)
+        setup
+        exec "$PY" -m pytest "$@"
+        ;;
+    bench)
+        setup
+        exec "$PY" bench/actor_calls.py "$@"
+        ;;
+    *)
+        sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+        [ "$cmd" = help ] || exit 2
+        ;;
+esac
