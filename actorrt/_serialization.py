@@ -34,7 +34,8 @@ def dumps(value: Any) -> common_pb2.Payload:
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     if not buffers:
         return common_pb2.Payload(pickle=data)
-    return common_pb2.Payload(pickle=data, buffers=[b.raw() for b in buffers])
+    # protobuf takes bytes only (not memoryview): one copy per out-of-band buffer.
+    return common_pb2.Payload(pickle=data, buffers=[b.raw().tobytes() for b in buffers])
 
 
 def loads(payload: common_pb2.Payload) -> Any:

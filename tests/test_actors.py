@@ -7,6 +7,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import actorrt
@@ -36,6 +37,10 @@ class Counter:
 
     def give_lock(self) -> threading.Lock:
         return threading.Lock()
+
+    def scale(self, x: np.ndarray, k: float) -> np.ndarray:
+        x *= k  # arguments arrive writable
+        return x
 
     def pid(self) -> int:
         return os.getpid()
@@ -88,6 +93,20 @@ async def test_10000_pipelined_calls_keep_their_order(cluster: ProcCluster) -> N
         futures = [counter.add(1) for _ in range(10_000)]  # all sent before any is awaited
         results = await asyncio.gather(*futures)
         assert results == list(range(1, 10_001))
+        await actorrt.kill(counter)
+
+
+async def test_numpy_arrays_travel_both_ways(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.remote()
+        for shape in [(3,), (1024, 1024), (5, 7, 9)]:
+            x = np.random.default_rng(0).random(shape)
+            y = await counter.scale(x, 2.0)
+            assert y.shape == x.shape and np.array_equal(y, 2 * x)
+        strided = np.arange(20.0)[::3]  # non-contiguous: pickled in-band
+        assert np.array_equal(await counter.scale(strided, 1.0), strided)
+        big = np.ones(16 * 2**20, dtype=np.uint8)
+        assert int((await counter.scale(big, 3)).sum()) == 3 * big.size
         await actorrt.kill(counter)
 
 
