@@ -232,12 +232,15 @@ class Cluster:
         except grpc.RpcError as e:
             # A write that races the server's refusal fails with INTERNAL; the call's own
             # status says why it really ended.
-            if e.code() == grpc.StatusCode.INTERNAL:
+            # A write that races the server's refusal can fail with INTERNAL and hide why; a
+            # unary call gets the real status (UNAUTHENTICATED, say).
+            if e.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
                 try:
-                    await asyncio.wait_for(self._session.code(), 2)
-                    e = _FinalStatus(await self._session.code(), await self._session.details())
-                except (asyncio.TimeoutError, grpc.RpcError):
-                    pass
+                    await stub.GetClusterStatus(
+                        pb.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(self.token), timeout=self.timeout
+                    )
+                except grpc.RpcError as probe:
+                    e = probe
             raise _rpc.translate(e, "connect", self.address) from e
         except asyncio.TimeoutError as e:
             self._session.cancel()
@@ -355,6 +358,7 @@ class Cluster:
             self._writer.cancel()
         if self._session is not None:
             try:
+                await self._session.write(pb.ClientEvent(close_session=pb.CloseSession()))
                 await self._session.done_writing()
                 if self._reader is not None:
                     await asyncio.wait_for(asyncio.shield(self._reader), 2.0)
@@ -535,17 +539,6 @@ class Cluster:
     def __repr__(self) -> str:
         kind = "embedded" if self.embedded else "remote"
         return f"<Cluster {kind} {self.address} client={self.client_id}>"
-
-
-class _FinalStatus(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 def _dump_spec(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> common_pb2.Payload:

@@ -1,9 +1,10 @@
 """The actor host: one OS process per slot, serving one actor on its own gRPC port.
 
 Started by a worker daemon as ``python -m actorrt._host``; prints one ready line with its port on
-stdout, then serves ``ActorHost.Calls``. The first stream's first batch constructs the actor; the
-actor ends when that owner stream ends, and the process exits so no state leaks to the next user.
-It exits as well when its daemon dies (EOF on stdin).
+stdout, then serves ``ActorHost.Calls``. The first stream's first batch constructs the actor. The
+actor ends when its daemon stops the process (SIGTERM, on the master's word), never because a
+stream ended: a broken stream may be a client that comes back. The process then exits, so no
+state leaks to the next user. It exits as well when its daemon dies (EOF on stdin).
 
 Everything here runs on the host's single event loop; synchronous methods run inline on it, in
 the order their calls were made.
@@ -180,7 +181,7 @@ class _Stream:
 
 
 class ActorHostServicer(pb_grpc.ActorHostServicer):
-    """Serves one actor; ``finished`` is set when its owner's stream ends."""
+    """Serves one actor; ``finished`` is set when its constructor failed."""
 
     def __init__(self) -> None:
         self.actor: _Actor | None = None
@@ -209,13 +210,11 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 self.finished.set()
                 return
             await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)]))
-            owner = True
         elif first.HasField("attach"):
             if first.attach.version != _rpc.PROTOCOL_VERSION:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(first.attach.version))
             if self.actor is None or self.actor.actor_id != first.attach.actor_id:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"no actor {first.attach.actor_id} here")
-            owner = False
         else:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "the first CallBatch of a stream must construct or attach"
@@ -223,11 +222,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             return
         assert self.actor is not None
         first.ClearField("construct")
-        try:
-            await _Stream(self.actor, context).run(request_iterator, first)
-        finally:
-            if owner:
-                self.finished.set()
+        await _Stream(self.actor, context).run(request_iterator, first)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)

@@ -85,6 +85,7 @@ class MasterServicer(pb_grpc.MasterServicer):
             )
 
     def _report_death(self, actor: Actor, cause: str, exit_code: int = 0) -> None:
+        self.table.record_death(actor.actor_id, cause)
         log.info("actor %s (%s) died: %s", actor.actor_id, actor.class_name, cause)
         self._send_client(
             actor.client_id,
@@ -141,7 +142,7 @@ class MasterServicer(pb_grpc.MasterServicer):
             for actor in self.table.remove_worker(reg.worker_id):
                 if actor.actor_id not in live_ids:
                     self._report_death(actor, "lost while its worker daemon reconnected")
-        worker = self.table.add_worker(
+        worker, stale = self.table.add_worker(
             node=reg.node,
             node_ip=reg.node_ip,
             cpus=reg.cpus,
@@ -162,6 +163,8 @@ class MasterServicer(pb_grpc.MasterServicer):
                 )
             )
         )
+        for actor in stale:  # hosted across a partition, but its owner was told it died
+            queue.put_nowait(pb.WorkerCommand(stop_actor=pb.StopActor(actor_id=actor.actor_id, reason=actor.stopping)))
         reader = asyncio.create_task(self._read_worker(worker_id, request_iterator, queue))
         try:
             while (cmd := await queue.get()) is not None:
@@ -265,9 +268,11 @@ class MasterServicer(pb_grpc.MasterServicer):
                                 actor_died=pb.ActorDied(actor_id=ev.release_actor.actor_id, cause="no such actor")
                             ),
                         )
+                elif kind == "close_session":
+                    closed_cleanly.set()
+                    break
                 else:
                     log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
-            closed_cleanly.set()
         except (asyncio.CancelledError, grpc.RpcError):
             pass
         finally:

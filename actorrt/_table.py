@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -92,6 +92,9 @@ class ClusterTable:
         self.queue: deque[Request] = deque()
         self.placements_total = 0
         self.placements_failed = 0
+        # Actors already reported dead (bounded): a worker that rejoins after a partition may
+        # still host them, but their owners were told they died, so they must not come back.
+        self.dead: OrderedDict[str, str] = OrderedDict()
         self._worker_seq = itertools.count(1)
 
     # ---- workers ----------------------------------------------------------------------------
@@ -107,8 +110,11 @@ class ClusterTable:
         pid: int = 0,
         worker_id: str = "",
         live_actors: Iterable[Actor] = (),
-    ) -> Worker:
-        """Register a worker; a known ``worker_id`` re-registers it with the actors it still hosts."""
+    ) -> tuple[Worker, list[Actor]]:
+        """Register a worker; a known ``worker_id`` re-registers it with the actors it still hosts.
+
+        Returns the worker and the live actors it must stop: those already reported dead.
+        """
         if cpus < 1:
             raise ValueError(f"a worker needs at least 1 cpu, got {cpus}")
         if worker_id in self.workers:
@@ -127,8 +133,13 @@ class ClusterTable:
             last_seen=self.clock(),
         )
         self.workers[worker_id] = worker
+        stale = []
         for actor in live_actors:
             actor.worker_id = worker_id
+            if actor.actor_id in self.dead:
+                actor.stopping = f"it was reported dead: {self.dead[actor.actor_id]}"
+                stale.append(actor)
+                continue
             self.actors[actor.actor_id] = actor
             worker.actors.add(actor.actor_id)
             worker.cpus_free -= actor.num_cpus
@@ -138,7 +149,12 @@ class ClusterTable:
                 client = Client(actor.client_id, "", 0, connected=False, lost_at=self.clock())
                 self.clients[actor.client_id] = client
             client.actors.add(actor.actor_id)
-        return worker
+        return worker, stale
+
+    def record_death(self, actor_id: str, cause: str, keep: int = 10_000) -> None:
+        self.dead[actor_id] = cause
+        while len(self.dead) > keep:
+            self.dead.popitem(last=False)
 
     def seen(self, worker_id: str, load: float | None = None, rss: dict[str, int] | None = None) -> None:
         worker = self.workers.get(worker_id)

@@ -19,7 +19,7 @@ class Clock:
 def table_with_worker(cpus: int = 2, gpus: int = 0) -> tuple[ClusterTable, str, Clock]:
     clock = Clock()
     t = ClusterTable(clock)
-    w = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=cpus, gpus=gpus)
+    w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=cpus, gpus=gpus)
     t.open_client("c1", "host", 1)
     for slot in range(cpus):
         t.slot_ready(w.worker_id, slot, f"127.0.0.1:{9000 + slot}")
@@ -115,7 +115,8 @@ def test_reregistering_worker_rebuilds_its_actors() -> None:
     """A restarted master learns the live actors from the daemon's registration."""
     t = ClusterTable()
     live = Actor("a1", "", slot=1, endpoint="127.0.0.1:9001", client_id="c9", class_name="A", num_cpus=1, gpu_ids=())
-    w = t.add_worker(node="n", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id="w-old", live_actors=[live])
+    w, stale = t.add_worker(node="n", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id="w-old", live_actors=[live])
+    assert not stale
     assert w.worker_id == "w-old" and w.cpus_free == 1 and t.actors["a1"].worker_id == "w-old"
     assert not t.clients["c9"].connected  # its client must come back within the grace period
     t.open_client("c9", "h", 2)
@@ -126,8 +127,21 @@ def test_spreads_actors_over_nodes() -> None:
     t = ClusterTable()
     t.open_client("c1", "h", 1)
     for n in ("a", "b"):
-        w = t.add_worker(node=n, node_ip="127.0.0.1", cpus=2, gpus=0)
+        w, _ = t.add_worker(node=n, node_ip="127.0.0.1", cpus=2, gpus=0)
         t.slot_ready(w.worker_id, 0, f"{n}:1")
         t.slot_ready(w.worker_id, 1, f"{n}:2")
     nodes = [t.request(Request("c1", i)).node for i in range(2)]  # type: ignore[union-attr]
     assert sorted(nodes) == ["a", "b"]
+
+
+def test_a_rejoining_worker_must_stop_actors_already_reported_dead() -> None:
+    """After a partition the master told the owners their actors died; they stay dead."""
+    t = ClusterTable()
+    t.record_death("gone", "node lost: no heartbeat for 3s")
+    live = [
+        Actor("gone", "", slot=0, endpoint="e:1", client_id="c", class_name="A", num_cpus=1, gpu_ids=()),
+        Actor("kept", "", slot=1, endpoint="e:2", client_id="c", class_name="A", num_cpus=1, gpu_ids=()),
+    ]
+    w, stale = t.add_worker(node="n", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id="w1", live_actors=live)
+    assert [a.actor_id for a in stale] == ["gone"] and "reported dead" in stale[0].stopping
+    assert set(t.actors) == {"kept"} and w.cpus_free == 1

@@ -49,7 +49,8 @@ class ActorHostServicer:
     def Calls(self, request_iterator, context):
         """The first CallBatch of the owner's stream carries `construct`; a further handle to the same
         actor opens a stream whose first CallBatch carries `attach`. Replies come back batched and
-        tagged with the call's seq. The actor ends when its owner's stream ends.
+        tagged with the call's seq. A stream ending does not end the actor: its worker daemon
+        stops it when the master says so.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

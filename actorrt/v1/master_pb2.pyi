@@ -137,14 +137,16 @@ class StopActor(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ClientEvent(_message.Message):
-    __slots__ = ("open_session", "place_actor", "release_actor")
+    __slots__ = ("open_session", "place_actor", "release_actor", "close_session")
     OPEN_SESSION_FIELD_NUMBER: _ClassVar[int]
     PLACE_ACTOR_FIELD_NUMBER: _ClassVar[int]
     RELEASE_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_SESSION_FIELD_NUMBER: _ClassVar[int]
     open_session: OpenSession
     place_actor: PlaceActor
     release_actor: ReleaseActor
-    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ...) -> None: ...
+    close_session: CloseSession
+    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ...) -> None: ...
 
 class OpenSession(_message.Message):
     __slots__ = ("version", "client_id", "hostname", "pid")
@@ -177,6 +179,10 @@ class ReleaseActor(_message.Message):
     actor_id: str
     reason: str
     def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CloseSession(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ClientNotice(_message.Message):
     __slots__ = ("session_opened", "actor_placed", "placement_failed", "actor_died")

@@ -1,0 +1,213 @@
+"""The failure model of DESIGN.md, with real processes: each test kills something real.
+
+Every test gets its own cluster (a master and worker daemons as processes), since it breaks it.
+The times asserted are the upper bounds the failure model promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import actorrt
+from tests.conftest import ProcCluster, host_pids, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@actorrt.remote_class
+class Worker:
+    def pid(self) -> int:
+        return os.getpid()
+
+    def echo(self, x: int) -> int:
+        return x
+
+    def burn(self, seconds: float) -> float:
+        end = time.time() + seconds
+        while time.time() < end:
+            pass
+        return seconds
+
+    def grow(self, mb_per_step: int, steps: int) -> int:
+        hoard = []
+        for _ in range(steps):
+            hoard.append(bytearray(mb_per_step * 2**20))
+            time.sleep(0.05)
+        return len(hoard)
+
+
+@pytest.fixture
+def one_worker(tmp_path: Path) -> Iterator[ProcCluster]:
+    c = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def two_workers(tmp_path: Path) -> Iterator[ProcCluster]:
+    c = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=1)
+    yield c
+    c.stop()
+
+
+async def _wait_for(predicate, timeout: float, interval: float = 0.05) -> float:  # type: ignore[no-untyped-def]
+    """Seconds until ``await predicate()`` is true; fails after ``timeout``."""
+    t0 = time.monotonic()
+    while not await predicate():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"not within {timeout}s")
+        await asyncio.sleep(interval)
+    return time.monotonic() - t0
+
+
+async def test_actor_killed_mid_call(one_worker: ProcCluster) -> None:
+    async with one_worker.connect() as c:
+        victim, bystander = await asyncio.gather(Worker.remote(), Worker.remote())
+        pid = await victim.pid()
+        pending = victim.burn(30)
+        await asyncio.sleep(0.2)
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(actorrt.ActorDiedError, match=r"killed by signal 9 \(SIGKILL\)"):
+            await pending
+        assert time.monotonic() - t0 < 1.0
+        with pytest.raises(actorrt.ActorDiedError, match="SIGKILL"):
+            await victim.echo(1)  # later calls fail the same way
+
+        async def slot_free() -> bool:
+            return (await c.status()).slots_used == 1
+
+        assert await _wait_for(slot_free, 2.0) < 2.0
+
+        async def pool_refilled() -> bool:
+            return (await c.status()).nodes[0]["slots_ready"] == 1
+
+        await _wait_for(pool_refilled, 10.0)
+        assert await bystander.echo(7) == 7  # the other actor on that worker is untouched
+        replacement = await Worker.remote()
+        assert await replacement.echo(3) == 3
+
+
+async def test_worker_daemon_killed(two_workers: ProcCluster) -> None:
+    async with two_workers.connect() as c:
+        a, b = await asyncio.gather(Worker.remote(), Worker.remote())
+        status = await c.status()
+        by_id = {n["worker_id"]: n for n in status.nodes}
+        a_node = by_id[next(x["worker_id"] for x in status.actors if x["actor_id"] == a.actor_id)]
+        a_host = await a.pid()
+        pending = a.burn(60)
+        await asyncio.sleep(0.2)
+        os.kill(a_node["pid"], signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(actorrt.ActorDiedError):
+            await pending
+        detected = time.monotonic() - t0
+        assert detected < 3.0 + 1.0  # the fixture's worker timeout, plus a margin
+        assert wait_until(lambda: a_host not in host_pids(), 5), "the dead daemon's actor host lived on"
+
+        async def dropped() -> bool:
+            s = await c.status()
+            return len(s.nodes) == 1 and len(s.actors) == 1
+
+        await _wait_for(dropped, 4.0)
+        assert await b.echo(5) == 5  # the rest of the cluster keeps serving
+
+
+async def test_master_restarted_on_the_same_address(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=1)
+    try:
+        async with cluster.connect() as c:
+            a, b = await asyncio.gather(Worker.remote(), Worker.remote())
+            before = sorted(x["actor_id"] for x in (await c.status()).actors)
+            master = cluster.procs[0]
+            master.kill()
+            master.wait()
+            # the data plane does not pass through the master: calls go on while it is down
+            for i in range(20):
+                assert await a.echo(i) == i and await b.echo(-i) == -i
+                await asyncio.sleep(0.02)
+            port = cluster.address.rsplit(":", 1)[1]
+            cluster.spawn("start", "--port", port, "--cpus", "0", "--token", cluster.token,
+                          "--worker-timeout", "3", "--client-grace", "2")
+
+            async def rebuilt() -> bool:
+                try:
+                    s = await c.status()
+                except actorrt.ClusterConnectionError:
+                    return False
+                return len(s.nodes) == 2 and sorted(x["actor_id"] for x in s.actors) == before
+
+            await _wait_for(rebuilt, 10.0)
+            assert await a.echo(1) == 1
+            await actorrt.kill(a)
+            fresh = await asyncio.wait_for(Worker.remote(), 10)  # new placements work
+            assert await fresh.echo(2) == 2
+            s = await c.status()
+            assert s.slots_used == 2 and any(cl["client_id"] == c.client_id and cl["connected"] for cl in s.clients)
+    finally:
+        cluster.stop()
+
+
+CLIENT_SCRIPT = """
+import asyncio, sys, actorrt
+
+@actorrt.remote_class
+class Idle:
+    def pid(self):
+        import os
+        return os.getpid()
+
+async def main():
+    async with actorrt.connect(sys.argv[1], token=sys.argv[2]):
+        actors = [await Idle.remote(), await Idle.remote()]
+        print(*[await a.pid() for a in actors], flush=True)
+        await asyncio.sleep(3600)
+
+actorrt.run(main())
+"""
+
+
+def test_client_killed_its_actors_stop_after_the_grace_period(two_workers: ProcCluster, tmp_path: Path) -> None:
+    script = tmp_path / "client.py"
+    script.write_text(textwrap.dedent(CLIENT_SCRIPT))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), two_workers.address, two_workers.token], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        pids = [int(x) for x in proc.stdout.readline().split()]
+        assert len(pids) == 2 and two_workers.status()["slots"]["used"] == 2
+        proc.kill()
+        proc.wait()
+        t0 = time.monotonic()
+        assert wait_until(lambda: two_workers.status()["slots"]["used"] == 0, 2 + 3)  # grace 2s
+        assert time.monotonic() - t0 > 1.0  # not before the grace period
+        assert wait_until(lambda: not set(pids) & set(host_pids()), 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def test_memory_limit_stops_the_actor_and_names_it(one_worker: ProcCluster) -> None:
+    async with one_worker.connect() as c:
+        hog = await Worker.options(max_memory_mb=150).remote()
+        with pytest.raises(actorrt.ActorDiedError, match=r"memory limit exceeded: \d+ MB used, max_memory_mb=150"):
+            await hog.grow(20, 40)
+        assert (await c.status()).slots_used == 0 or await _wait_for(
+            lambda: _slots_used_is(c, 0), 2.0
+        ) >= 0
+
+
+async def _slots_used_is(c: actorrt.Cluster, n: int) -> bool:
+    return (await c.status()).slots_used == n
