@@ -2,7 +2,7 @@
 
     r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t)
     L^CLIP     = E[ min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t) ]
-    loss       = -L^CLIP + vf_coef * E[ (V(s_t) - R_t)^2 / 2 ] - ent_coef * H[pi]
+    loss       = -L^CLIP + vf_coef * E[ (V(s_t) - R_t)^2 ] - ent_coef * H[pi]
 
 ``A_t`` is GAE(lambda) computed once per rollout with the behaviour values; then ``num_epochs``
 passes of ``num_minibatches`` minibatches over the flattened ``T x B`` samples.
@@ -88,7 +88,7 @@ class PPO(ActorCriticAlgorithm):
                     ratio * adv, ratio.clamp(1.0 - self.clip_range, 1.0 + self.clip_range) * adv
                 )
                 policy_loss = -surrogate.mean()
-                value_loss = 0.5 * (returns[idx] - value).pow(2).mean()
+                value_loss = (returns[idx] - value).pow(2).mean()
                 entropy_mean = entropy.mean()
                 loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
                 self._step(loss, self.max_grad_norm)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ def _example(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file executes
     spec.loader.exec_module(module)
     return module
 
