@@ -124,7 +124,8 @@ async def _run_start(args: argparse.Namespace) -> None:
     assert token is not None
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s: reachable from other machines; only token holders are served", args.host)
-    master = Master(args.host, args.port, token=token, worker_timeout_s=args.worker_timeout,
+    tls = _tls(args)
+    master = Master(args.host, args.port, token=token, tls=tls, worker_timeout_s=args.worker_timeout,
                     client_grace_s=args.client_grace)
     try:
         await master.start()
@@ -135,7 +136,7 @@ async def _run_start(args: argparse.Namespace) -> None:
     services: list[Any] = [master]
     if args.cpus != 0:  # --cpus 0: a head node that only schedules
         worker = WorkerDaemon(
-            master.address, token=token, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True
+            master.address, token=token, tls=tls, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True
         )
         try:
             await worker.start()
@@ -164,6 +165,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
     worker = WorkerDaemon(
         args.address,
         token=token,
+        tls=_tls(args),
         cpus=args.cpus,
         gpus=args.gpus,
         node_ip=args.node_ip,
@@ -226,7 +228,7 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
     token = _rpc.load_token(args.token)
 
     async def fetch() -> ClusterStatus:
-        async with grpc.aio.insecure_channel(address, options=_rpc.channel_options()) as channel:
+        async with _rpc.open_channel(address, _tls(args)) as channel:
             stub = master_pb2_grpc.MasterStub(channel)
             try:
                 msg = await stub.GetClusterStatus(
@@ -263,6 +265,24 @@ def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
     if not targets:
         print("nothing to stop: no actorrt process started from this machine is running")
     return 0
+
+
+def _tls(args: argparse.Namespace) -> _rpc.TLS | None:
+    try:
+        return _rpc.TLS.from_env(args.tls_ca, args.tls_cert, args.tls_key)
+    except (ValueError, FileNotFoundError) as e:
+        raise CLIError(f"actorrt {args.command}: {e}") from e
+
+
+def _add_tls_flags(parser: argparse.ArgumentParser, server: bool) -> None:
+    if server:
+        parser.add_argument("--tls-cert", help="PEM certificate this node serves with (turns TLS on)")
+        parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+        parser.add_argument("--tls-ca", help="PEM CA: verify peers with it, and require client certificates (mutual TLS)")
+    else:
+        parser.add_argument("--tls-ca", help="PEM CA that the cluster's certificates are signed by (turns TLS on)")
+        parser.add_argument("--tls-cert", help="PEM client certificate, for mutual TLS")
+        parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
 
 
 def _run(coro: Any) -> Any:
@@ -324,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or a new one)")
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
+    _add_tls_flags(start, server=True)
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     start.set_defaults(func=cmd_start)
@@ -335,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     conn.add_argument("--node-ip", default="127.0.0.1", help="address actor hosts listen on and advertise")
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
+    _add_tls_flags(conn, server=True)
     conn.add_argument("--block", action="store_true", help="stay in the foreground")
     conn.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     conn.set_defaults(func=cmd_connect)
@@ -342,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="show nodes, slots, actors and clients")
     status.add_argument("--address", type=_address, default=None, help="master HOST:PORT (default: the last start)")
     status.add_argument("--token", default=None)
+    _add_tls_flags(status, server=False)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--timeout", type=float, default=5.0)
     status.set_defaults(func=cmd_status)

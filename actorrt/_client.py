@@ -155,8 +155,14 @@ class Cluster:
         timeout: float,
         placement_timeout: float,
         embedded_cpus: int | None,
+        tls: _rpc.TLS | None,
+        max_payload_mb: int,
     ) -> None:
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
+        self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
+        if max_payload_mb < 1:
+            raise ValueError(f"connect: max_payload_mb must be >= 1, got {max_payload_mb}")
+        self.max_payload_bytes = max_payload_mb * 2**20
         self.token = _rpc.load_token(token) if self.address else (token or _rpc.new_token())
         self.client_id = uuid.uuid4().hex[:16]
         self.timeout = timeout
@@ -193,7 +199,7 @@ class Cluster:
         self._files = _collect_files(self._files_patterns)
         if not self.address:
             await self._start_embedded()
-        self._channel = grpc.aio.insecure_channel(self.address, options=_rpc.channel_options())
+        self._channel = _rpc.open_channel(self.address, self.tls)
         await self._open_session()
         self._outbox = asyncio.Queue()
         self._session_up = asyncio.Event()
@@ -422,6 +428,7 @@ class Cluster:
             max_concurrency=opts.max_concurrency,
             gpu_ids=placed.gpu_ids,
             files=self._files,
+            max_payload_bytes=self.max_payload_bytes,
         )
         try:
             await conn.open(construct, self.timeout)
@@ -560,6 +567,10 @@ def connect(
     timeout: float = 30.0,
     placement_timeout: float = 300.0,
     num_cpus: int | None = None,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    max_payload_mb: int = 1024,
 ) -> Cluster:
     """Connect to a cluster: ``async with actorrt.connect() as cluster`` (or plain ``with``).
 
@@ -572,6 +583,12 @@ def connect(
         timeout: seconds to wait for the master, and for an actor's constructor to answer.
         placement_timeout: default seconds an actor waits for a free slot (0: forever).
         num_cpus: slots of the embedded cluster (default: all cores); ignored with an address.
+        tls_ca: CA certificate (PEM file) that the cluster's certificates must be signed by;
+            with it, every connection uses TLS. Also ``ACTORRT_TLS_CA``.
+        tls_cert, tls_key: this client's certificate and key, for clusters that require mutual
+            TLS. Also ``ACTORRT_TLS_CERT`` / ``ACTORRT_TLS_KEY``.
+        max_payload_mb: the largest arguments a call may send, and the largest value an actor
+            may return; a call over it fails alone, with a clear error.
     """
     return Cluster(
         address,
@@ -580,6 +597,8 @@ def connect(
         timeout=timeout,
         placement_timeout=placement_timeout,
         embedded_cpus=num_cpus,
+        tls=_rpc.TLS.from_env(tls_ca, tls_cert, tls_key),
+        max_payload_mb=max_payload_mb,
     )
 
 

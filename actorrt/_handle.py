@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import grpc
 
 from actorrt import _rpc
-from actorrt._errors import ActorDiedError, RemoteError, rebuild_remote_error
+from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
-from actorrt._serialization import dump_args, loads
+from actorrt._serialization import describe_size, dump_args, loads, payload_size
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 
@@ -67,7 +67,7 @@ class ActorConnection:
 
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
         """Construct the actor; raises RemoteError if its __init__ raised, ActorDiedError if gone."""
-        self._channel = grpc.aio.insecure_channel(self.endpoint, options=_rpc.channel_options())
+        self._channel = _rpc.open_channel(self.endpoint, self.cluster.tls)
         self._call = pb_grpc.ActorHostStub(self._channel).Calls(
             metadata=_rpc.auth_metadata(self.cluster.token)
         )
@@ -92,6 +92,13 @@ class ActorConnection:
     def submit(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallFuture[Any]:
         what = f"{self.class_name}.{name}"
         payload = dump_args(what, args, kwargs)
+        if payload.buffers or len(payload.pickle) > 65536:
+            size = payload_size(payload)
+            if size > self.cluster.max_payload_bytes:
+                raise SerializationError(
+                    f"arguments of {what} are {describe_size(size)}, over the limit of "
+                    f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); nothing was sent"
+                )
         fut: CallFuture[Any] = CallFuture(loop=self.loop)
         call = pb.Call(method=name, args=payload, kind=kind)  # type: ignore[arg-type]
         if threading.get_ident() == self._loop_thread:

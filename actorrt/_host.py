@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 
 from actorrt import _rpc
-from actorrt._serialization import EMPTY, dumps, load_args, loads
+from actorrt._serialization import EMPTY, describe_size, dumps, load_args, loads, payload_size
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 
@@ -56,8 +56,11 @@ def _failure(exc: BaseException, skip_frames: int = 1) -> pb.RemoteFailure:
 class _Actor:
     """The constructed user object and the rules for running its methods."""
 
-    def __init__(self, actor_id: str, class_name: str, instance: Any, max_concurrency: int) -> None:
+    def __init__(
+        self, actor_id: str, class_name: str, instance: Any, max_concurrency: int, max_payload_bytes: int = 0
+    ) -> None:
         self.actor_id = actor_id
+        self.max_payload_bytes = max_payload_bytes
         self.class_name = class_name
         self.instance = instance
         self.max_concurrency = max(1, max_concurrency)
@@ -106,13 +109,21 @@ class _Stream:
         if value is None:
             return pb.Reply(seq=seq, value=EMPTY)
         try:
-            return pb.Reply(seq=seq, value=dumps(value))
+            payload = dumps(value)
         except Exception as e:  # noqa: BLE001
-            err = TypeError(
+            err: Exception = TypeError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) "
                 f"could not be pickled: {e}"
             )
             return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
+        limit = self.actor.max_payload_bytes
+        if limit and (payload.buffers or len(payload.pickle) > 65536) and payload_size(payload) > limit:
+            err = ValueError(
+                f"return value of {what} is {describe_size(payload_size(payload))}, over the limit of "
+                f"{describe_size(limit)} (connect(max_payload_mb=...))"
+            )
+            return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
+        return pb.Reply(seq=seq, value=payload)
 
     async def run(self, requests: AsyncIterator[pb.CallBatch], first: pb.CallBatch) -> None:
         writer = asyncio.create_task(self.writer())
@@ -236,7 +247,9 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 path.chmod(f.mode & 0o777)
         cls, args, kwargs = loads(step.spec)
         instance = cls(*args, **kwargs)
-        return _Actor(step.actor_id, step.class_name or cls.__name__, instance, step.max_concurrency)
+        return _Actor(
+            step.actor_id, step.class_name or cls.__name__, instance, step.max_concurrency, step.max_payload_bytes
+        )
 
 
 def _exit_when_parent_dies() -> None:
@@ -248,12 +261,12 @@ def _exit_when_parent_dies() -> None:
         os._exit(70)
 
 
-async def serve(bind: str, token: str | None) -> None:
+async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     interceptors = [_rpc.TokenInterceptor(token)] if token else []
     server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options())
     servicer = ActorHostServicer()
     pb_grpc.add_ActorHostServicer_to_server(servicer, server)
-    port = server.add_insecure_port(f"{bind}:0")
+    port = _rpc.listen(server, f"{bind}:0", tls)
     await server.start()
     print(f"{READY_PREFIX} {port}", flush=True)
     await servicer.finished.wait()
@@ -266,12 +279,13 @@ def main() -> None:
     args = parser.parse_args()
     threading.Thread(target=_exit_when_parent_dies, name="parent-watch", daemon=True).start()
     token = os.environ.pop("ACTORRT_TOKEN", None)
+    tls = _rpc.TLS.from_env()
     try:
         import uvloop
 
-        uvloop.run(serve(args.bind, token))
+        uvloop.run(serve(args.bind, token, tls))
     except ImportError:
-        asyncio.run(serve(args.bind, token))
+        asyncio.run(serve(args.bind, token, tls))
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: user code may have left non-daemon threads behind.

@@ -401,6 +401,7 @@ class Master(Service):
         port: int = 0,
         *,
         token: str | None = None,
+        tls: _rpc.TLS | None = None,
         heartbeat_interval_s: float = 1.0,
         worker_timeout_s: float = 10.0,
         client_grace_s: float = 10.0,
@@ -408,6 +409,7 @@ class Master(Service):
         self.host = host
         self.port = port
         self.token = token
+        self.tls = tls
         self.table = ClusterTable()
         self.servicer = MasterServicer(
             self.table,
@@ -426,13 +428,7 @@ class Master(Service):
         interceptors = [_rpc.TokenInterceptor(self.token)] if self.token else []
         self._server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options())
         pb_grpc.add_MasterServicer_to_server(self.servicer, self._server)
-        try:
-            port = self._server.add_insecure_port(f"{self.host}:{self.port}")
-        except RuntimeError as e:
-            raise OSError(f"cannot listen on {self.host}:{self.port}: the address is in use or not available") from e
-        if port == 0:
-            raise OSError(f"cannot listen on {self.host}:{self.port}: address in use or not available")
-        self.port = port
+        self.port = _rpc.listen(self._server, f"{self.host}:{self.port}", self.tls)
         self.servicer.address = self.address
         await self._server.start()
         self._sweeper = asyncio.create_task(self._sweep_forever())

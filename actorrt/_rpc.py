@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -36,6 +37,9 @@ __all__ = [
     "new_token",
     "translate",
     "version_mismatch",
+    "TLS",
+    "open_channel",
+    "listen",
 ]
 
 log = logging.getLogger("actorrt")
@@ -74,6 +78,78 @@ def server_options(keepalive_s: float = 5.0) -> list[tuple[str, Any]]:
         ("grpc.keepalive_timeout_ms", ms),
         ("grpc.http2.min_ping_interval_without_data_ms", max(1000, ms // 2)),
     ]
+
+
+# ---- TLS ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TLS:
+    """PEM file paths. Servers present ``cert``/``key``; clients verify servers with ``ca``.
+
+    On a server, ``ca`` turns on mutual TLS: every client must present a certificate signed by
+    it. On a client, ``cert``/``key`` are the certificate it presents for mutual TLS.
+    """
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("TLS: give both a certificate and its key, or neither")
+        for name in ("ca", "cert", "key"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_file():
+                raise FileNotFoundError(f"TLS {name} file not found: {path}")
+
+    @classmethod
+    def from_env(cls, ca: str | None = None, cert: str | None = None, key: str | None = None) -> TLS | None:
+        """Arguments first, then ``ACTORRT_TLS_CA/CERT/KEY``; None when nothing is set."""
+        ca = ca or os.environ.get("ACTORRT_TLS_CA")
+        cert = cert or os.environ.get("ACTORRT_TLS_CERT")
+        key = key or os.environ.get("ACTORRT_TLS_KEY")
+        return cls(ca, cert, key) if (ca or cert or key) else None
+
+    def env(self) -> dict[str, str]:
+        """The environment that hands this configuration to a child process."""
+        pairs = {"ACTORRT_TLS_CA": self.ca, "ACTORRT_TLS_CERT": self.cert, "ACTORRT_TLS_KEY": self.key}
+        return {k: os.path.abspath(v) for k, v in pairs.items() if v}
+
+    def _read(self, name: str) -> bytes | None:
+        path = getattr(self, name)
+        return Path(path).read_bytes() if path else None
+
+    def server_credentials(self) -> grpc.ServerCredentials:
+        if not self.cert:
+            raise ValueError("TLS: a server needs a certificate and key")
+        ca = self._read("ca")
+        return grpc.ssl_server_credentials(
+            [(self._read("key"), self._read("cert"))], root_certificates=ca, require_client_auth=ca is not None
+        )
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=self._read("ca"), private_key=self._read("key"), certificate_chain=self._read("cert")
+        )
+
+
+def open_channel(address: str, tls: TLS | None = None) -> grpc.aio.Channel:
+    """A client channel to ``address``: TLS when configured, else plaintext."""
+    if tls is None:
+        return grpc.aio.insecure_channel(address, options=channel_options())
+    return grpc.aio.secure_channel(address, tls.channel_credentials(), options=channel_options())
+
+
+def listen(server: grpc.aio.Server, address: str, tls: TLS | None = None) -> int:
+    """Bind ``server`` to ``address``; the port bound. Raises OSError when it cannot."""
+    try:
+        port = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
+    except RuntimeError as e:
+        raise OSError(f"cannot listen on {address}: the address is in use or not available") from e
+    if port == 0:
+        raise OSError(f"cannot listen on {address}: the address is in use or not available")
+    return port
 
 
 # ---- tokens ---------------------------------------------------------------------------------

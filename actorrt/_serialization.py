@@ -22,7 +22,7 @@ import cloudpickle
 from actorrt._errors import SerializationError
 from actorrt.v1 import common_pb2
 
-__all__ = ["dumps", "loads", "dump_args", "ship_local_modules", "EMPTY"]
+__all__ = ["dumps", "loads", "dump_args", "payload_size", "ship_local_modules", "EMPTY"]
 
 EMPTY = common_pb2.Payload()
 _NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
@@ -36,6 +36,14 @@ def dumps(value: Any) -> common_pb2.Payload:
         return common_pb2.Payload(pickle=data)
     # protobuf takes bytes only (not memoryview): one copy per out-of-band buffer.
     return common_pb2.Payload(pickle=data, buffers=[b.raw().tobytes() for b in buffers])
+
+
+def payload_size(payload: common_pb2.Payload) -> int:
+    return len(payload.pickle) + sum(len(b) for b in payload.buffers)
+
+
+def describe_size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
 
 
 def loads(payload: common_pb2.Payload) -> Any:

@@ -86,6 +86,7 @@ class WorkerDaemon(Service):
         master_address: str,
         *,
         token: str | None = None,
+        tls: _rpc.TLS | None = None,
         cpus: int | None = None,
         gpus: int = 0,
         node_ip: str = "127.0.0.1",
@@ -94,9 +95,16 @@ class WorkerDaemon(Service):
         reconnect: bool = True,
         wait_ready: bool = False,
     ) -> None:
-        """``wait_ready``: ``start()`` returns only once every slot's host is warm."""
+        """Join the cluster at ``master_address``.
+
+        ``tls``: this node's certificate and key, which its actor hosts serve with; with a CA,
+        hosts require client certificates (mutual TLS) and the master is verified with the CA,
+        else with the certificate itself (one self-signed certificate for the whole cluster).
+        ``wait_ready``: ``start()`` returns only once every slot's host is warm.
+        """
         self.master_address = master_address
         self.token = token
+        self.tls = tls
         self.cpus = cpus or os.cpu_count() or 1
         self.gpus = gpus
         self.node_ip = node_ip
@@ -202,9 +210,12 @@ class WorkerDaemon(Service):
     async def _spawn(self, slot: _Slot) -> None:
         slot.workdir = tempfile.mkdtemp(prefix=f"actorrt-slot{slot.index}-")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env.pop("ACTORRT_TOKEN", None)
+        for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
+            env.pop(name, None)
         if self.token:
             env["ACTORRT_TOKEN"] = self.token
+        if self.tls is not None:  # actor hosts serve clients with this node's certificate
+            env.update(self.tls.env())
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -345,7 +356,8 @@ class WorkerDaemon(Service):
 
     async def _session_once(self) -> None:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.master_address, options=_rpc.channel_options())
+            tls = self.tls and _rpc.TLS(self.tls.ca or self.tls.cert, self.tls.cert, self.tls.key)
+            self._channel = _rpc.open_channel(self.master_address, tls)
         stub = pb_grpc.MasterStub(self._channel)
         call = stub.WorkerSession(metadata=_rpc.auth_metadata(self.token))
         # Anything queued for the old master is stale: the registration re-reports the truth.

@@ -105,6 +105,7 @@ class ProcCluster:
     token: str = ""
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    status_args: tuple[str, ...] = ()
 
     def spawn(self, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.home / f"proc-{len(self.procs)}.log", "wb")
@@ -124,21 +125,33 @@ class ProcCluster:
             raise RuntimeError(f"{args} exited: {(self.home / f'proc-{len(self.procs) - 1}.log').read_text()}")
         return proc
 
-    def start(self, workers: int = 2, cpus_per_worker: int = 1) -> ProcCluster:
+    def start(
+        self,
+        workers: int = 2,
+        cpus_per_worker: int = 1,
+        master_args: tuple[str, ...] = (),
+        worker_args: tuple[str, ...] = (),
+        status_args: tuple[str, ...] = (),
+    ) -> ProcCluster:
+        self.status_args = status_args
         self.home.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ, ACTORRT_HOME=str(self.home))
         self.env.pop("ACTORRT_TOKEN", None)
         self.env.pop("ACTORRT_ADDRESS", None)
         port = free_port()
-        self.spawn("start", "--port", str(port), "--cpus", "0", "--worker-timeout", "3", "--client-grace", "2")
+        self.spawn(
+            "start", "--port", str(port), "--cpus", "0", "--worker-timeout", "3", "--client-grace", "2", *master_args
+        )
         self.address = f"127.0.0.1:{port}"
         self.token = (self.home / "token").read_text().strip()
         for _ in range(workers):
-            self.spawn("connect", "--address", self.address, "--cpus", str(cpus_per_worker), "--token", self.token)
+            self.spawn(
+                "connect", "--address", self.address, "--cpus", str(cpus_per_worker), "--token", self.token, *worker_args
+            )
         return self
 
     def status(self) -> dict[str, Any]:
-        out = actorrt_cli("status", "--address", self.address, "--json", "--token", self.token)
+        out = actorrt_cli("status", "--address", self.address, "--json", "--token", self.token, *self.status_args)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)  # type: ignore[no-any-return]
 

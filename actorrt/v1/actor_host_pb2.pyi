@@ -30,7 +30,7 @@ class CallBatch(_message.Message):
     def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ...) -> None: ...
 
 class ConstructActor(_message.Message):
-    __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files")
+    __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files", "max_payload_bytes")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class ConstructActor(_message.Message):
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
+    MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     version: int
     actor_id: str
     class_name: str
@@ -45,7 +46,8 @@ class ConstructActor(_message.Message):
     max_concurrency: int
     gpu_ids: _containers.RepeatedScalarFieldContainer[int]
     files: _containers.RepeatedCompositeFieldContainer[ShippedFile]
-    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., max_concurrency: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., files: _Optional[_Iterable[_Union[ShippedFile, _Mapping]]] = ...) -> None: ...
+    max_payload_bytes: int
+    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., max_concurrency: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., files: _Optional[_Iterable[_Union[ShippedFile, _Mapping]]] = ..., max_payload_bytes: _Optional[int] = ...) -> None: ...
 
 class ShippedFile(_message.Message):
     __slots__ = ("path", "data", "mode")

@@ -1,0 +1,227 @@
+"""The security model: every RPC checks the token; TLS and mutual TLS; version checks; limits."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import pickle
+from pathlib import Path
+from typing import Iterator
+
+import grpc
+import numpy as np
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+import actorrt
+from actorrt import _rpc
+from actorrt.v1 import actor_host_pb2, actor_host_pb2_grpc, common_pb2, master_pb2, master_pb2_grpc
+from tests.conftest import ProcCluster
+
+
+class _CreatesFile:
+    """Unpickling this runs code: it creates ``path``. The attack the token check must stop."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (os.system, (f"touch {self.path}",))
+
+
+@actorrt.remote_class
+class Box:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def put(self, x: object) -> int:
+        return len(x) if hasattr(x, "__len__") else 0  # type: ignore[arg-type]
+
+    def make(self, nbytes: int) -> np.ndarray:
+        return np.zeros(nbytes, dtype=np.uint8)
+
+
+def _evil_construct(marker: Path) -> actor_host_pb2.CallBatch:
+    spec = common_pb2.Payload(pickle=pickle.dumps(_CreatesFile(str(marker))))
+    return actor_host_pb2.CallBatch(
+        construct=actor_host_pb2.ConstructActor(version=_rpc.PROTOCOL_VERSION, actor_id="x", spec=spec)
+    )
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+async def test_without_the_token_nothing_is_unpickled_or_run(
+    cluster: ProcCluster, tmp_path: Path, token: str | None
+) -> None:
+    marker = tmp_path / "pwned"
+    async with cluster.connect() as c:
+        box = await Box.remote()
+        endpoint = next(a["endpoint"] for a in (await c.status()).actors if a["actor_id"] == box.actor_id)
+        metadata = _rpc.auth_metadata(token)
+        async with grpc.aio.insecure_channel(endpoint) as ch:
+            call = actor_host_pb2_grpc.ActorHostStub(ch).Calls(metadata=metadata)
+            with pytest.raises(grpc.RpcError) as info:
+                await call.write(_evil_construct(marker))
+                await call.read()
+            assert (await call.code()) == grpc.StatusCode.UNAUTHENTICATED or info.value.code() in (
+                grpc.StatusCode.UNAUTHENTICATED,
+                grpc.StatusCode.INTERNAL,
+            )
+        async with grpc.aio.insecure_channel(cluster.address) as ch:
+            stub = master_pb2_grpc.MasterStub(ch)
+            with pytest.raises(grpc.RpcError) as info:
+                await stub.GetClusterStatus(master_pb2.GetClusterStatusRequest(), metadata=metadata)
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert ("missing token" if token is None else "wrong token") in (info.value.details() or "")
+        assert not marker.exists(), "a payload ran without the token"
+        assert await box.put([1, 2]) == 2  # the actor and the cluster serve on
+        await actorrt.kill(box)
+
+
+async def test_protocol_version_mismatch_is_refused_with_both_versions(cluster: ProcCluster) -> None:
+    metadata = _rpc.auth_metadata(cluster.token)
+    async with grpc.aio.insecure_channel(cluster.address) as ch:
+        stub = master_pb2_grpc.MasterStub(ch)
+        for call, opening in [
+            (stub.ClientSession(metadata=metadata), master_pb2.ClientEvent(
+                open_session=master_pb2.OpenSession(version=99, client_id="old-client"))),
+            (stub.WorkerSession(metadata=metadata), master_pb2.WorkerEvent(
+                register_worker=master_pb2.RegisterWorker(version=99, node="old", cpus=1))),
+        ]:
+            await call.write(opening)
+            with pytest.raises(grpc.RpcError) as info:
+                await call.read()
+            assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert "v99" in info.value.details() and f"v{_rpc.PROTOCOL_VERSION}" in info.value.details()
+    assert len(cluster.status()["nodes"]) == 2  # the master serves on
+
+
+async def test_payload_over_the_limit_fails_that_call_alone(cluster: ProcCluster) -> None:
+    async with cluster.connect(max_payload_mb=1) as c:
+        box = await Box.remote()
+        with pytest.raises(actorrt.SerializationError, match=r"arguments of Box.put are 2.0 MiB, over the limit of 1.0 MiB"):
+            box.put(np.zeros(2 * 2**20, dtype=np.uint8))
+        with pytest.raises(actorrt.RemoteError, match=r"return value of Box.make is 2.0 MiB, over the limit"):
+            await box.make(2 * 2**20)
+        assert await box.put(np.zeros(1000, dtype=np.uint8)) == 1000  # smaller calls go on
+        assert (await box.make(1000)).nbytes == 1000
+        await actorrt.kill(box)
+
+
+# ---- TLS ------------------------------------------------------------------------------------
+
+
+def _write_pem(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    path.chmod(0o600)
+    return str(path)
+
+
+def _issue(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None,
+           issuer_key: ec.EllipticCurvePrivateKey | None, ca: bool = False) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer.subject if issuer else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+    return builder.sign(issuer_key or key, hashes.SHA256())
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A CA, a node certificate for 127.0.0.1, a client certificate, and a stranger's."""
+    d = tmp_path_factory.mktemp("pki")
+    out: dict[str, str] = {}
+
+    def key_pem(k: ec.EllipticCurvePrivateKey) -> bytes:
+        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                               serialization.NoEncryption())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _issue("actorrt test CA", ca_key, None, None, ca=True)
+    out["ca"] = _write_pem(d / "ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+    for name in ("node", "client"):
+        k = ec.generate_private_key(ec.SECP256R1())
+        cert = _issue(name, k, ca, ca_key)
+        out[name] = _write_pem(d / f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM))
+        out[f"{name}_key"] = _write_pem(d / f"{name}.key", key_pem(k))
+    stranger_key = ec.generate_private_key(ec.SECP256R1())
+    stranger = _issue("stranger", stranger_key, None, None)  # self-signed, not by our CA
+    out["stranger"] = _write_pem(d / "stranger.pem", stranger.public_bytes(serialization.Encoding.PEM))
+    out["stranger_key"] = _write_pem(d / "stranger.key", key_pem(stranger_key))
+    return out
+
+
+@pytest.fixture
+def tls_cluster(tmp_path: Path, pki: dict[str, str]) -> Iterator[ProcCluster]:
+    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
+    c = ProcCluster(tmp_path / "home").start(
+        workers=1,
+        cpus_per_worker=1,
+        master_args=(*node, "--tls-ca", pki["ca"]),
+        worker_args=(*node, "--tls-ca", pki["ca"]),
+        status_args=("--tls-ca", pki["ca"], "--tls-cert", pki["client"], "--tls-key", pki["client_key"]),
+    )
+    yield c
+    c.stop()
+
+
+async def test_server_tls_only_for_clients_that_verify_it(tmp_path: Path, pki: dict[str, str]) -> None:
+    """Server TLS (no client certificates): one certificate, verified against the CA."""
+    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
+    c = ProcCluster(tmp_path / "home").start(
+        workers=1, cpus_per_worker=1, master_args=node, worker_args=(*node,), status_args=("--tls-ca", pki["ca"])
+    )
+    try:
+        assert len(c.status()["nodes"]) == 1
+        async with actorrt.connect(c.address, token=c.token, tls_ca=pki["ca"]) as cluster:
+            box = await Box.remote()
+            assert await box.put([1]) == 1
+            await actorrt.kill(box)
+        with pytest.raises(actorrt.ClusterConnectionError):  # plaintext is not served
+            async with actorrt.connect(c.address, token=c.token, timeout=3):
+                pass
+    finally:
+        c.stop()
+
+
+async def test_mutual_tls_serves_only_certified_clients(tls_cluster: ProcCluster, pki: dict[str, str]) -> None:
+    client = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
+    async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, **client) as c:
+        box = await Box.remote()  # master and actor host both over mutual TLS
+        assert await box.put(np.zeros(10)) == 10
+        assert (await c.status()).slots_used == 1
+        await actorrt.kill(box)
+    for refused in [
+        {"tls_ca": pki["ca"]},  # no client certificate
+        {"tls_ca": pki["ca"], "tls_cert": pki["stranger"], "tls_key": pki["stranger_key"]},  # not our CA
+        {},  # plaintext
+    ]:
+        with pytest.raises(actorrt.ClusterConnectionError):
+            async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, timeout=3, **refused):
+                pass
+    assert len(tls_cluster.status()["nodes"]) == 1  # the cluster serves on
+
+
+def test_tls_flags_are_checked(fresh_home: Path) -> None:
+    from tests.conftest import actorrt_cli
+
+    out = actorrt_cli("start", "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key")
+    assert out.returncode == 1 and "TLS cert file not found: /nonexistent.pem" in out.stderr
+    out = actorrt_cli("start", "--tls-cert", __file__)
+    assert out.returncode == 1 and "both a certificate and its key" in out.stderr
