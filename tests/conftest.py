@@ -41,7 +41,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-    actorrt.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_TIMEOUT_S))
+    marker = pyfuncitem.get_closest_marker("timeout")
+    timeout = float(marker.args[0]) - 5 if marker and marker.args else ASYNC_TEST_TIMEOUT_S
+    actorrt.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), timeout))
     return True
 
 
