@@ -80,19 +80,21 @@ async def test_actor_killed_mid_call(one_worker: ProcCluster) -> None:
         t0 = time.monotonic()
         with pytest.raises(actorrt.ActorDiedError, match=r"killed by signal 9 \(SIGKILL\)"):
             await pending
-        assert time.monotonic() - t0 < 1.0
+        failed_s = time.monotonic() - t0
+        assert failed_s < 1.0
         with pytest.raises(actorrt.ActorDiedError, match="SIGKILL"):
             await victim.echo(1)  # later calls fail the same way
 
         async def slot_free() -> bool:
             return (await c.status()).slots_used == 1
 
-        assert await _wait_for(slot_free, 2.0) < 2.0
+        freed_s = failed_s + await _wait_for(slot_free, 2.0)
 
         async def pool_refilled() -> bool:
             return (await c.status()).nodes[0]["slots_ready"] == 1
 
-        await _wait_for(pool_refilled, 10.0)
+        refilled_s = freed_s + await _wait_for(pool_refilled, 10.0)
+        print(f"\nactor SIGKILL: call failed {failed_s:.3f}s, slot free {freed_s:.3f}s, pool refilled {refilled_s:.3f}s")
         assert await bystander.echo(7) == 7  # the other actor on that worker is untouched
         replacement = await Worker.remote()
         assert await replacement.echo(3) == 3
@@ -112,6 +114,7 @@ async def test_worker_daemon_killed(two_workers: ProcCluster) -> None:
         with pytest.raises(actorrt.ActorDiedError):
             await pending
         detected = time.monotonic() - t0
+        print(f"\nworker daemon SIGKILL: owner's call failed after {detected:.3f}s")
         assert detected < 3.0 + 1.0  # the fixture's worker timeout, plus a margin
         assert wait_until(lambda: a_host not in host_pids(), 5), "the dead daemon's actor host lived on"
 
@@ -147,7 +150,8 @@ async def test_master_restarted_on_the_same_address(tmp_path: Path) -> None:
                     return False
                 return len(s.nodes) == 2 and sorted(x["actor_id"] for x in s.actors) == before
 
-            await _wait_for(rebuilt, 10.0)
+            rebuilt_s = await _wait_for(rebuilt, 10.0)
+            print(f"\nmaster restart: table rebuilt {rebuilt_s:.3f}s after the new master started")
             assert await a.echo(1) == 1
             await actorrt.kill(a)
             fresh = await asyncio.wait_for(Worker.remote(), 10)  # new placements work
@@ -191,7 +195,9 @@ def test_client_killed_its_actors_stop_after_the_grace_period(two_workers: ProcC
         proc.wait()
         t0 = time.monotonic()
         assert wait_until(lambda: two_workers.status()["slots"]["used"] == 0, 2 + 3)  # grace 2s
-        assert time.monotonic() - t0 > 1.0  # not before the grace period
+        freed_s = time.monotonic() - t0
+        print(f"\nclient SIGKILL: its slots freed after {freed_s:.3f}s (grace 2s)")
+        assert freed_s > 1.0  # not before the grace period
         assert wait_until(lambda: not set(pids) & set(host_pids()), 5)
     finally:
         if proc.poll() is None:
@@ -202,8 +208,9 @@ def test_client_killed_its_actors_stop_after_the_grace_period(two_workers: ProcC
 async def test_memory_limit_stops_the_actor_and_names_it(one_worker: ProcCluster) -> None:
     async with one_worker.connect() as c:
         hog = await Worker.options(max_memory_mb=150).remote()
-        with pytest.raises(actorrt.ActorDiedError, match=r"memory limit exceeded: \d+ MB used, max_memory_mb=150"):
+        with pytest.raises(actorrt.ActorDiedError, match=r"memory limit exceeded: \d+ MB used, max_memory_mb=150") as info:
             await hog.grow(20, 40)
+        print(f"\nmemory limit: {info.value}")
         assert (await c.status()).slots_used == 0 or await _wait_for(
             lambda: _slots_used_is(c, 0), 2.0
         ) >= 0
