@@ -136,7 +136,8 @@ async def _run_start(args: argparse.Namespace) -> None:
     services: list[Any] = [master]
     if args.cpus != 0:  # --cpus 0: a head node that only schedules
         worker = WorkerDaemon(
-            master.address, token=token, tls=tls, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True
+            master.address, token=token, tls=tls, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True,
+            preload=_modules(args.preload),
         )
         try:
             await worker.start()
@@ -171,6 +172,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
         node_ip=args.node_ip,
         connect_timeout_s=args.timeout,
         wait_ready=True,
+        preload=_modules(args.preload),
     )
     try:
         await worker.start()
@@ -267,6 +269,10 @@ def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _modules(text: str | None) -> tuple[str, ...]:
+    return tuple(m.strip() for m in (text or "").split(",") if m.strip())
+
+
 def _tls(args: argparse.Namespace) -> _rpc.TLS | None:
     try:
         return _rpc.TLS.from_env(args.tls_ca, args.tls_cert, args.tls_key)
@@ -344,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or a new one)")
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
+    start.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
     _add_tls_flags(start, server=True)
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -356,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     conn.add_argument("--node-ip", default="127.0.0.1", help="address actor hosts listen on and advertise")
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
+    conn.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
     _add_tls_flags(conn, server=True)
     conn.add_argument("--block", action="store_true", help="stay in the foreground")
     conn.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

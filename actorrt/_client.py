@@ -157,7 +157,9 @@ class Cluster:
         embedded_cpus: int | None,
         tls: _rpc.TLS | None,
         max_payload_mb: int,
+        preload: Sequence[str] = (),
     ) -> None:
+        self._preload = tuple(preload)
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
         self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
         if max_payload_mb < 1:
@@ -215,7 +217,9 @@ class Cluster:
         await master.start()
         self._embedded.append(master)
         self.address = master.address
-        worker = WorkerDaemon(self.address, token=self.token, cpus=self._embedded_cpus, reconnect=False)
+        worker = WorkerDaemon(
+            self.address, token=self.token, cpus=self._embedded_cpus, reconnect=False, preload=self._preload
+        )
         self._embedded.append(worker)
         await worker.start()
 
@@ -571,6 +575,7 @@ def connect(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     max_payload_mb: int = 1024,
+    preload: Sequence[str] = (),
 ) -> Cluster:
     """Connect to a cluster: ``async with actorrt.connect() as cluster`` (or plain ``with``).
 
@@ -589,6 +594,8 @@ def connect(
             TLS. Also ``ACTORRT_TLS_CERT`` / ``ACTORRT_TLS_KEY``.
         max_payload_mb: the largest arguments a call may send, and the largest value an actor
             may return; a call over it fails alone, with a clear error.
+        preload: modules the embedded cluster's warm actor hosts import before they take an
+            actor (e.g. ``["torch"]``), so actors that need them start fast.
     """
     return Cluster(
         address,
@@ -599,6 +606,7 @@ def connect(
         embedded_cpus=num_cpus,
         tls=_rpc.TLS.from_env(tls_ca, tls_cert, tls_key),
         max_payload_mb=max_payload_mb,
+        preload=preload,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import inspect
 import os
 import sys
@@ -278,6 +279,13 @@ def main() -> None:
     parser.add_argument("--bind", default="127.0.0.1")
     args = parser.parse_args()
     threading.Thread(target=_exit_when_parent_dies, name="parent-watch", daemon=True).start()
+    # Heavy imports (torch, say) happen while the host waits in the warm pool, not when an
+    # actor is placed on it. A module that fails to import is the actor's problem, not ours.
+    for module in filter(None, os.environ.get("ACTORRT_PRELOAD", "").split(",")):
+        try:
+            importlib.import_module(module.strip())
+        except Exception as e:  # noqa: BLE001
+            print(f"actorrt: preloading {module!r} failed: {e}", file=sys.stderr, flush=True)
     token = os.environ.pop("ACTORRT_TOKEN", None)
     tls = _rpc.TLS.from_env()
     try:

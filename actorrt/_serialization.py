@@ -8,7 +8,6 @@ actorrt. All functions here are synchronous and thread-safe.
 from __future__ import annotations
 
 import functools
-import importlib.machinery
 import os
 import pickle
 import site
@@ -109,10 +108,20 @@ def _installed_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(r) + os.sep for r in roots if r)
 
 
+@functools.cache
+def _distributed_names() -> frozenset[str]:
+    """Top-level modules that installed distributions provide (editable installs included)."""
+    import importlib.metadata
+
+    return frozenset(importlib.metadata.packages_distributions())
+
+
 def _is_local(top: str) -> bool:
     """True when the top-level module ``top`` is the user's own code that a worker may lack:
-    not stdlib, not under site-packages, not found by an import hook (an editable install)."""
+    not stdlib, not part of an installed distribution, not under site-packages."""
     if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "actorrt":
+        return False
+    if top in _distributed_names():
         return False
     module = sys.modules.get(top)
     spec = getattr(module, "__spec__", None)
@@ -123,18 +132,7 @@ def _is_local(top: str) -> bool:
         origin = next(iter(spec.submodule_search_locations), None)
     if not origin:
         return False
-    if os.path.realpath(origin).startswith(_installed_roots()):
-        return False
-    for finder in sys.meta_path:  # editable installs register finders of their own
-        if isinstance(finder, type) and issubclass(finder, importlib.machinery.PathFinder):
-            continue
-        find_spec = getattr(finder, "find_spec", None)
-        try:
-            if find_spec is not None and find_spec(top, None) is not None:
-                return False
-        except Exception:  # noqa: BLE001 - a broken finder must not break shipping
-            continue
-    return True
+    return not os.path.realpath(origin).startswith(_installed_roots())
 
 
 def ship_local_modules() -> None:

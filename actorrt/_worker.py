@@ -94,6 +94,7 @@ class WorkerDaemon(Service):
         connect_timeout_s: float = 15.0,
         reconnect: bool = True,
         wait_ready: bool = False,
+        preload: tuple[str, ...] = (),
     ) -> None:
         """Join the cluster at ``master_address``.
 
@@ -101,6 +102,7 @@ class WorkerDaemon(Service):
         hosts require client certificates (mutual TLS) and the master is verified with the CA,
         else with the certificate itself (one self-signed certificate for the whole cluster).
         ``wait_ready``: ``start()`` returns only once every slot's host is warm.
+        ``preload``: modules every warm actor host imports before it is ready (e.g. ``torch``).
         """
         self.master_address = master_address
         self.token = token
@@ -112,6 +114,7 @@ class WorkerDaemon(Service):
         self.connect_timeout_s = connect_timeout_s
         self.reconnect = reconnect
         self.wait_ready = wait_ready
+        self.preload = tuple(preload)
         self.worker_id = ""
         self.heartbeat_interval_s = 1.0
         self.slots = [_Slot(i) for i in range(self.cpus)]
@@ -209,7 +212,7 @@ class WorkerDaemon(Service):
 
     async def _spawn(self, slot: _Slot) -> None:
         slot.workdir = tempfile.mkdtemp(prefix=f"actorrt-slot{slot.index}-")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ACTORRT_PRELOAD=",".join(self.preload))
         for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
             env.pop(name, None)
         if self.token:

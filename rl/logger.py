@@ -77,8 +77,11 @@ class TrainingLogger:
                 self._writer.add_scalar("episode/return", r, step)
                 self._writer.add_scalar("episode/length", n, step)
 
-    def log_update(self, step: int, stats: dict[str, float]) -> None:
-        """Record one update's statistics and advance the progress bar to ``step``."""
+    def log_update(self, step: int, stats: dict[str, float], postfix: dict[str, Any] | None = None) -> None:
+        """Record one update's statistics and advance the progress bar to ``step``.
+
+        ``postfix``: more fields for the progress line (e.g. frames/s and weight lag).
+        """
         row = {"env_step": step, "wall_s": round(self.wall_s, 3), "mean_return": self.mean_return, **stats}
         if self._updates_csv is None:
             self._updates_csv = csv.DictWriter(self._updates_file, fieldnames=list(row), extrasaction="ignore")
@@ -91,8 +94,17 @@ class TrainingLogger:
                 self._writer.add_scalar(f"episode/mean_return_{self.window}", self.mean_return, step)
         if self._bar is not None:
             self._bar.update(step - self._last_step)
-            self._bar.set_postfix(ret=f"{self.mean_return:.1f}", refresh=False)
+            self._bar.set_postfix(ret=f"{self.mean_return:.1f}", **(postfix or {}), refresh=False)
         self._last_step = step
+
+    def note(self, message: str) -> None:
+        """A one-off event for the user (a worker replaced, say), printed above the progress line."""
+        if self._bar is not None:
+            self._bar.write(message)
+        else:
+            import sys
+
+            print(message, file=sys.stderr, flush=True)
 
     def plot(self, title: str, solved_return: float | None = None) -> str:
         """Write ``curve.png`` (episode returns and their running mean) and return its path."""

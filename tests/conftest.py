@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -73,6 +74,17 @@ def host_pids() -> dict[int, int]:
 
 
 _live_daemons: set[int] = set()  # PIDs of fixture daemons whose warm hosts are not leaks
+
+
+@contextlib.contextmanager
+def shared_embedded_cluster(**kwargs: Any) -> Iterator[actorrt.Cluster]:
+    """A blocking embedded cluster shared by several tests: its warm hosts are not leaks."""
+    with actorrt.connect(**kwargs) as c:
+        _live_daemons.add(os.getpid())
+        try:
+            yield c
+        finally:
+            _live_daemons.discard(os.getpid())
 
 
 def leaked_hosts(before: dict[int, int]) -> set[int]:

@@ -1,0 +1,102 @@
+"""Synchronous A2C on CartPole-v1 with remote collectors.
+
+Each update: broadcast the weights, gather one rollout from every collector (each an actorrt
+actor stepping its own vector of environments), learn once on all of them together, repeat.
+
+    python examples/a2c_cartpole.py                        # embedded cluster on this machine
+    python examples/a2c_cartpole.py --address HOST:PORT    # a running cluster (actorrt start)
+
+Exits 0 when solved (mean of the last 20 training-episode returns >= 475).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+
+import torch
+
+import actorrt
+import rl
+from rl.collector import env_spaces
+from rl.learners import Learner, a2c_scheme
+
+
+@dataclass
+class Config:
+    """Train A2C on CartPole-v1 with remote collectors."""
+
+    env_id: str = "CartPole-v1"
+    """gymnasium environment id."""
+    seed: int = 0
+    """Seed for torch and the environments (collector i adds its own offset)."""
+    total_steps: int = 1_000_000
+    """Environment steps at most."""
+    num_collectors: int = 2
+    """Remote collector actors."""
+    num_envs: int = 8
+    """Environments per collector."""
+    num_steps: int = 8
+    """Steps per environment per rollout."""
+    lr: float = 1e-3
+    """RMSprop learning rate."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 1.0
+    """GAE lambda (1.0: n-step returns, as in A2C)."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    solved_return: float = 475.0
+    """Mean return over the last 20 training episodes that counts as solved."""
+    address: str | None = None
+    """Master HOST:PORT of a running cluster; default: an embedded cluster."""
+    run_dir: str = "runs/a2c_cartpole"
+    """Where TensorBoard events, CSV logs and the PNG curve go."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars."""
+    progress: bool = True
+    """Show the live progress line (on stderr)."""
+    save: str | None = None
+    """Save a learner checkpoint to this path at the end."""
+    restore: str | None = None
+    """Resume from a learner checkpoint."""
+
+
+class MakeAgent:
+    """Builds the agent; runs in the learner and in every collector's process (picklable)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def __call__(self) -> rl.Agent:
+        c = self.config
+        obs_space, action_space = env_spaces(rl.CollectorConfig(c.env_id))
+        algorithm = rl.A2C(rl.ActorCritic(obs_space, action_space), lr=c.lr, gamma=c.gamma,
+                           gae_lambda=c.gae_lambda, ent_coef=c.ent_coef)
+        return rl.Agent(algorithm)
+
+
+async def main(config: Config) -> dict:
+    torch.manual_seed(config.seed)
+    collector_config = rl.CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
+    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard,
+                               progress=config.progress)
+    async with actorrt.connect(config.address, preload=["rl.learners"]):
+        learner = Learner(MakeAgent(config), collector_config, a2c_scheme(config.num_collectors), logger=logger)
+        if config.restore:
+            learner.restore(config.restore)
+        async with learner:
+            result = await learner.train(config.total_steps, config.solved_return)
+            if config.save:
+                learner.save(config.save)
+    logger.close()
+    logger.plot(f"A2C on {config.env_id} ({config.num_collectors} remote collectors)", config.solved_return)
+    return {"env": config.env_id, "algo": "A2C", **result.json_fields()}
+
+
+if __name__ == "__main__":
+    cfg = rl.parse_config(Config)
+    line = actorrt.run(main(cfg))
+    print(json.dumps(line), flush=True)
+    sys.exit(0 if line["solved"] else 1)

@@ -1,0 +1,466 @@
+"""One ``Learner``, configured by where each operation runs (after Nappo's schemes).
+
+- **collection**: ``local`` (in the learner's process) or ``remote`` (``num_collectors`` actors);
+  ``sync`` (wait for every collector, then update) or ``async`` (take rollouts as they arrive
+  while collectors run ahead with the weights they have: needs off-policy correction).
+- **gradients**: ``central`` (the learner computes them) or ``remote`` (``num_gradient_workers``
+  actors that collect their own rollouts and return gradients); ``sync`` (average all, one step)
+  or ``async`` (apply each as it arrives: A3C).
+- **update**: ``central`` (the learner's optimizer steps and weights are broadcast) or
+  ``decentralised`` (every gradient worker applies the same averaged gradients itself).
+
+A2C and IMPALA are presets (:func:`a2c_scheme`, :func:`impala_scheme`). Components that do not
+fit together fail at construction with an error that says why. Everything runs on the caller's
+event loop; updates run in a worker thread so the loop keeps receiving rollouts meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Literal, TypeVar
+
+import numpy as np
+import torch
+
+import actorrt
+from rl.agent import Agent
+from rl.algorithms import DQN, IMPALA, PPO
+from rl.collector import Collector, CollectorConfig
+from rl.learners.workers import GradientWorker, RemoteCollector, apply_gradients, concat_rollouts
+from rl.logger import TrainingLogger
+from rl.storage import Rollout
+
+__all__ = ["Scheme", "Learner", "LearnerResult", "a2c_scheme", "impala_scheme", "SchemeError"]
+
+log = logging.getLogger("rl.learner")
+T = TypeVar("T")
+
+
+class SchemeError(ValueError):
+    """The scheme's parts do not fit together (or not with this algorithm)."""
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """Where each operation of training runs. Checked against the algorithm by :meth:`check`."""
+
+    collection: Literal["local", "remote"] = "remote"
+    num_collectors: int = 2
+    collection_mode: Literal["sync", "async"] = "sync"
+    gradients: Literal["central", "remote"] = "central"
+    num_gradient_workers: int = 2
+    gradient_mode: Literal["sync", "async"] = "sync"
+    update: Literal["central", "decentralised"] = "central"
+    broadcast_every: int = 1
+    """Updates between weight broadcasts to asynchronous collectors (IMPALA's K)."""
+    rollouts_in_flight: int = 2
+    """Collect calls kept queued on each asynchronous collector, so it never waits for us."""
+    max_queued_rollouts: int = 8
+    """Rollouts waiting for the learner at most; collectors pause beyond it (memory stays flat)."""
+
+    def check(self, algorithm: Any) -> None:
+        """Raise :class:`SchemeError` naming what does not fit."""
+        name = type(algorithm).__name__
+        if self.collection not in ("local", "remote"):
+            raise SchemeError(f"collection must be 'local' or 'remote', not {self.collection!r}")
+        if self.gradients not in ("central", "remote"):
+            raise SchemeError(f"gradients must be 'central' or 'remote', not {self.gradients!r}")
+        if self.update not in ("central", "decentralised"):
+            raise SchemeError(f"update must be 'central' or 'decentralised', not {self.update!r}")
+        if isinstance(algorithm, DQN):
+            raise SchemeError("DQN learns from a replay buffer: use rl.train_dqn, not a rollout Learner")
+        if self.collection == "remote" and self.gradients == "central" and self.num_collectors < 1:
+            raise SchemeError("remote collection needs num_collectors >= 1")
+        if self.collection_mode == "async" and not isinstance(algorithm, IMPALA):
+            raise SchemeError(
+                f"asynchronous collection feeds the learner rollouts from older policies; {name} has no "
+                "off-policy correction (IMPALA's V-trace has): use collection_mode='sync'"
+            )
+        if self.collection_mode == "async" and self.collection == "local":
+            raise SchemeError("asynchronous collection needs remote collectors (collection='remote')")
+        if self.gradients == "remote":
+            if self.num_gradient_workers < 1:
+                raise SchemeError("remote gradients need num_gradient_workers >= 1")
+            if self.collection == "remote" and self.collection_mode == "async":
+                raise SchemeError("gradient workers collect their own rollouts: drop asynchronous collectors")
+            if isinstance(algorithm, PPO):
+                raise SchemeError(
+                    "PPO takes many optimizer steps per rollout; remote gradient workers need an algorithm "
+                    "with one step per rollout (A2C, PolicyGradient, IMPALA)"
+                )
+        if self.update == "decentralised":
+            if self.gradients != "remote":
+                raise SchemeError("a decentralised update happens in the gradient workers: set gradients='remote'")
+            if self.gradient_mode != "sync":
+                raise SchemeError(
+                    "a decentralised update needs synchronous gradients: with async ones the workers' "
+                    "weights would drift apart"
+                )
+        if self.broadcast_every < 1 or self.rollouts_in_flight < 1 or self.max_queued_rollouts < 1:
+            raise SchemeError("broadcast_every, rollouts_in_flight and max_queued_rollouts must be >= 1")
+
+
+def a2c_scheme(num_collectors: int = 2) -> Scheme:
+    """Synchronous A2C: broadcast weights, gather every collector's rollout, one update, repeat."""
+    return Scheme(collection="remote", num_collectors=num_collectors, collection_mode="sync")
+
+
+def impala_scheme(num_collectors: int = 2, broadcast_every: int = 1) -> Scheme:
+    """IMPALA: collectors run ahead; the learner corrects with V-trace and broadcasts every K updates."""
+    return Scheme(
+        collection="remote", num_collectors=num_collectors, collection_mode="async", broadcast_every=broadcast_every
+    )
+
+
+@dataclass
+class LearnerResult:
+    solved: bool
+    env_steps: int
+    wall_s: float
+    mean_return: float
+    episodes: int
+    updates: int
+    frames_per_s: float
+    mean_weight_lag: float
+    replaced_workers: int
+
+    def json_fields(self) -> dict[str, Any]:
+        return {
+            "solved": self.solved,
+            "env_steps": self.env_steps,
+            "wall_s": round(self.wall_s, 3),
+            "mean_return": round(self.mean_return, 2),
+            "frames_per_s": round(self.frames_per_s, 1),
+            "updates": self.updates,
+            "mean_weight_lag": round(self.mean_weight_lag, 2),
+            "replaced_workers": self.replaced_workers,
+        }
+
+
+@dataclass
+class _Pool:
+    """Remote workers of one kind, replaced when one dies."""
+
+    cls: Any
+    configs: list[CollectorConfig]
+    handles: list[Any] = field(default_factory=list)
+    generation: int = 0
+
+
+class Learner:
+    """``async with Learner(make_agent, CollectorConfig(...), impala_scheme(4)) as learner:
+    result = await learner.train(200_000, solved_return=475)``.
+
+    ``make_agent`` builds a fresh :class:`rl.Agent`; it runs here for the learner's copy and in
+    every remote worker's process for theirs, so it must be picklable (a module-level function).
+    """
+
+    def __init__(
+        self,
+        make_agent: Callable[[], Agent],
+        collector_config: CollectorConfig,
+        scheme: Scheme,
+        *,
+        logger: TrainingLogger | None = None,
+        window: int = 20,
+    ) -> None:
+        self.make_agent = make_agent
+        self.config = collector_config
+        self.scheme = scheme
+        self.agent = make_agent()
+        scheme.check(self.agent.algorithm)
+        self.logger = logger
+        self.window = window
+        self.env_steps = 0
+        self.updates = 0
+        self.version = 0
+        self.replaced = 0
+        self._recent: deque[float] = deque(maxlen=window)
+        self._episodes = 0
+        self._lags: list[int] = []
+        self._local: Collector | None = None
+        self._pool: _Pool | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = 0.0
+        self._executor: ThreadPoolExecutor | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> Learner:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="rl-learner")
+        s = self.scheme
+        if s.gradients == "remote":
+            self._pool = self._make_pool(GradientWorker, s.num_gradient_workers)
+        elif s.collection == "remote":
+            self._pool = self._make_pool(RemoteCollector, s.num_collectors)
+        else:
+            self._local = Collector(self.config, self.agent)
+        if self._pool is not None:
+            self._pool.handles = list(
+                await asyncio.gather(*[self._pool.cls.remote(c, self.make_agent) for c in self._pool.configs])
+            )
+            weights = self.agent.get_weights()
+            await asyncio.gather(*[h.set_weights(weights, self.version) for h in self._pool.handles])
+        return self
+
+    def _make_pool(self, cls: Any, n: int) -> _Pool:
+        configs = [replace(self.config, seed=self.config.seed + 10_000 * (i + 1)) for i in range(n)]
+        return _Pool(cls, configs)
+
+    async def _replace(self, i: int, error: BaseException) -> Any:
+        """A worker died: start another in its place with the current weights, and go on."""
+        assert self._pool is not None
+        self._pool.generation += 1
+        self.replaced += 1
+        log.warning("%s %d died (%s); replacing it", self._pool.cls.__name__, i, error)
+        if self.logger is not None:
+            self.logger.note(f"{self._pool.cls.__name__} {i} died ({error}); replaced")
+        config = replace(self._pool.configs[i], seed=self._pool.configs[i].seed + 997 * self._pool.generation)
+        handle = await self._pool.cls.remote(config, self.make_agent)
+        await handle.set_weights(self.agent.get_weights(), self.version)
+        self._pool.handles[i] = handle
+        return handle
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._pool is not None:
+            await asyncio.gather(*[actorrt.kill(h) for h in self._pool.handles], return_exceptions=True)
+        if self._local is not None:
+            self._local.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    async def __aenter__(self) -> Learner:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+
+    def save(self, path: str) -> None:
+        """Models, optimizer and counters: :meth:`restore` resumes the run."""
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        state = {"algorithm": self.agent.algorithm.state_dict(), "env_steps": self.env_steps,
+                 "updates": self.updates, "version": self.version}
+        torch.save(state, path)
+
+    def restore(self, path: str) -> None:
+        """Load what :meth:`save` wrote (before :meth:`start`, or workers get the weights next broadcast)."""
+        state = torch.load(path, weights_only=False)
+        self.agent.algorithm.load_state_dict(state["algorithm"])
+        self.env_steps, self.updates, self.version = state["env_steps"], state["updates"], state["version"]
+
+    # ---- training -----------------------------------------------------------------------------
+
+    @property
+    def mean_return(self) -> float:
+        return float(np.mean(self._recent)) if self._recent else float("nan")
+
+    def _solved(self, solved_return: float | None) -> bool:
+        return solved_return is not None and len(self._recent) == self.window and self.mean_return >= solved_return
+
+    def _record(self, returns: np.ndarray, lengths: np.ndarray, steps: int, stats: dict[str, float], lag: int) -> None:
+        self.env_steps += steps
+        self._recent.extend(returns.tolist())
+        self._episodes += len(returns)
+        self._lags.append(lag)
+        if self.logger is not None:
+            self.logger.log_episodes(self.env_steps, returns, lengths)
+            fps = self.env_steps / max(1e-9, time.perf_counter() - self._started)
+            self.logger.log_update(self.env_steps, {**stats, "frames_per_s": fps, "weight_lag": float(lag)},
+                                   postfix={"fps": f"{fps:,.0f}", "lag": lag})
+
+    async def train(
+        self,
+        total_steps: int,
+        solved_return: float | None = None,
+        stop_when_solved: bool = True,
+    ) -> LearnerResult:
+        """Train until ``total_steps`` env steps or, with ``stop_when_solved``, until solved."""
+        self._started = time.perf_counter()
+        start_steps = self.env_steps
+        s = self.scheme
+        if s.gradients == "remote":
+            if s.gradient_mode == "async":
+                loop = self._train_async_gradients
+            else:
+                loop = self._train_sync_gradients
+        elif s.collection == "local":
+            loop = self._train_local
+        elif s.collection_mode == "async":
+            loop = self._train_async_collection
+        else:
+            loop = self._train_sync_collection
+        solved = await loop(total_steps, solved_return if stop_when_solved else None)
+        wall = time.perf_counter() - self._started
+        return LearnerResult(
+            solved=solved or self._solved(solved_return),
+            env_steps=self.env_steps,
+            wall_s=wall,
+            mean_return=self.mean_return,
+            episodes=self._episodes,
+            updates=self.updates,
+            frames_per_s=(self.env_steps - start_steps) / max(wall, 1e-9),
+            mean_weight_lag=float(np.mean(self._lags)) if self._lags else 0.0,
+            replaced_workers=self.replaced,
+        )
+
+    def _done(self, total_steps: int, stop_at: float | None) -> bool:
+        return self.env_steps >= total_steps or self._solved(stop_at)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run an update off the event loop, so rollouts keep arriving meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _learn(self, batch: Rollout) -> dict[str, float]:
+        stats = await self._in_thread(self.agent.learn, batch)
+        self.updates += 1
+        return stats
+
+    def _broadcast(self) -> None:
+        """Send the current weights to every remote worker; queued behind their current call."""
+        assert self._pool is not None
+        self.version += 1
+        weights = self.agent.get_weights()
+        for handle in self._pool.handles:
+            handle.set_weights(weights, self.version)  # ordered before its next collect; errors surface there
+
+    async def _train_local(self, total_steps: int, stop_at: float | None) -> bool:
+        assert self._local is not None
+        while not self._done(total_steps, stop_at):
+            rollout = self._local.collect()
+            stats = await self._learn(rollout)
+            self._record(rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats, 0)
+        return self._solved(stop_at)
+
+    async def _train_sync_collection(self, total_steps: int, stop_at: float | None) -> bool:
+        """A2C: every collector acts with the newest weights; one update on all their rollouts."""
+        assert self._pool is not None
+        while not self._done(total_steps, stop_at):
+            results = await asyncio.gather(*[h.collect() for h in self._pool.handles], return_exceptions=True)
+            rollouts = []
+            for i, result in enumerate(results):
+                if isinstance(result, BaseException):
+                    if not isinstance(result, actorrt.ActorDiedError):
+                        raise result
+                    await self._replace(i, result)
+                else:
+                    rollouts.append(result)
+            if not rollouts:
+                continue
+            batch = concat_rollouts([r for r, _ in rollouts])
+            lag = max(self.version - v for _, v in rollouts)
+            stats = await self._learn(batch)
+            self._record(batch.episode_returns, batch.episode_lengths, batch.num_steps, stats, lag)
+            self._broadcast()
+        return self._solved(stop_at)
+
+    async def _train_async_collection(self, total_steps: int, stop_at: float | None) -> bool:
+        """IMPALA: collectors never wait for the learner; a bounded queue keeps memory flat."""
+        assert self._pool is not None
+        queue: asyncio.Queue[tuple[Rollout, int]] = asyncio.Queue(self.scheme.max_queued_rollouts)
+
+        async def pump(i: int) -> None:
+            in_flight: deque[Any] = deque()
+            while True:
+                handle = self._pool.handles[i]  # type: ignore[union-attr]
+                while len(in_flight) < self.scheme.rollouts_in_flight:
+                    in_flight.append(handle.collect())
+                try:
+                    item = await in_flight.popleft()
+                except actorrt.ActorDiedError as e:
+                    in_flight.clear()
+                    await self._replace(i, e)
+                    continue
+                await queue.put(item)
+
+        self._tasks = [asyncio.create_task(pump(i)) for i in range(len(self._pool.handles))]
+        try:
+            while not self._done(total_steps, stop_at):
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    for task in done:  # a pump failed for a reason other than a dead collector
+                        task.result()
+                rollout, version = getter.result()
+                stats = await self._learn(rollout)
+                self._record(rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats,
+                             self.version - version)
+                if self.updates % self.scheme.broadcast_every == 0:
+                    self._broadcast()
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks = []
+        return self._solved(stop_at)
+
+    async def _train_sync_gradients(self, total_steps: int, stop_at: float | None) -> bool:
+        """Synchronous gradient workers: average their gradients; one step centrally or in each."""
+        assert self._pool is not None
+        optimizer = self.agent.algorithm.optimizer
+        while not self._done(total_steps, stop_at):
+            results = await asyncio.gather(*[h.compute_gradients() for h in self._pool.handles],
+                                           return_exceptions=True)
+            good = []
+            for i, result in enumerate(results):
+                if isinstance(result, BaseException):
+                    if not isinstance(result, actorrt.ActorDiedError):
+                        raise result
+                    await self._replace(i, result)
+                else:
+                    good.append(result)
+            if not good:
+                continue
+            mean_grads = [np.mean([r[0][k] for r in good], axis=0) for k in range(len(good[0][0]))]
+            await self._in_thread(apply_gradients, optimizer, mean_grads)  # the learner's copy, always
+            self.updates += 1
+            self.version += 1
+            if self.scheme.update == "decentralised":
+                await asyncio.gather(*[h.apply_gradients(mean_grads, self.version) for h in self._pool.handles])
+            else:
+                weights = self.agent.get_weights()
+                for h in self._pool.handles:
+                    h.set_weights(weights, self.version)
+            stats = {k: float(np.mean([r[1][k] for r in good])) for k in good[0][1]}
+            lag = max(self.version - 1 - r[5] for r in good)
+            self._record(np.concatenate([r[2] for r in good]), np.concatenate([r[3] for r in good]),
+                         sum(r[4] for r in good), stats, lag)
+        return self._solved(stop_at)
+
+    async def _train_async_gradients(self, total_steps: int, stop_at: float | None) -> bool:
+        """A3C: apply each worker's gradients as they come; that worker gets the new weights."""
+        assert self._pool is not None
+        optimizer = self.agent.algorithm.optimizer
+        pending = {asyncio.ensure_future(h.compute_gradients()): i for i, h in enumerate(self._pool.handles)}
+        try:
+            while not self._done(total_steps, stop_at):
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    i = pending.pop(fut)
+                    try:
+                        grads, stats, returns, lengths, steps, version = fut.result()
+                    except actorrt.ActorDiedError as e:
+                        handle = await self._replace(i, e)
+                    else:
+                        await self._in_thread(apply_gradients, optimizer, grads)
+                        self.updates += 1
+                        self.version += 1
+                        self._record(returns, lengths, steps, stats, self.version - 1 - version)
+                        handle = self._pool.handles[i]
+                        handle.set_weights(self.agent.get_weights(), self.version)
+                    pending[asyncio.ensure_future(handle.compute_gradients())] = i
+        finally:
+            for fut in pending:
+                fut.cancel()
+        return self._solved(stop_at)

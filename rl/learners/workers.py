@@ -1,0 +1,143 @@
+"""The remote halves of a learner: actors that collect rollouts or compute gradients.
+
+Both own a gymnasium vector env and a CPU copy of the model, built in their own process from a
+picklable ``make_agent`` factory, and answer with whole rollouts (hundreds of env steps per
+call): one RPC per env step would cap training near the transport's message rate.
+Weights travel as numpy dicts, tagged with a version so the learner can measure their lag.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+import actorrt
+from rl.agent import Agent, to_torch
+from rl.collector import Collector, CollectorConfig
+from rl.storage import Rollout
+
+__all__ = ["RemoteCollector", "GradientWorker", "GradientResult", "apply_gradients"]
+
+Weights = dict[str, np.ndarray]
+
+
+@actorrt.remote_class
+class RemoteCollector:
+    """A :class:`rl.Collector` in its own process."""
+
+    def __init__(self, config: CollectorConfig, make_agent: Callable[[], Agent]) -> None:
+        torch.set_num_threads(1)
+        self.collector = Collector(config, make_agent())
+        self.version = -1
+
+    def set_weights(self, weights: Weights, version: int) -> None:
+        self.collector.set_weights(weights)
+        self.version = version
+
+    def collect(self) -> tuple[Rollout, int]:
+        """One rollout, and the version of the weights that acted in it."""
+        return self.collector.collect(), self.version
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+class _CaptureStep:
+    """Stands in for an optimizer: ``step()`` keeps the (clipped) gradients instead of applying them."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.optimizer = optimizer
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.grads: list[np.ndarray] | None = None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        self.grads = [
+            np.zeros(tuple(p.shape), np.float32) if p.grad is None else p.grad.detach().numpy().copy()
+            for p in self.params
+        ]
+
+
+def apply_gradients(optimizer: torch.optim.Optimizer, grads: list[np.ndarray]) -> None:
+    """One optimizer step with the given gradients (in ``param_groups`` order)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if len(params) != len(grads):
+        raise ValueError(f"{len(grads)} gradients for {len(params)} parameters")
+    for p, g in zip(params, grads):
+        p.grad = torch.from_numpy(np.asarray(g, dtype=np.float32)).reshape(p.shape)
+    optimizer.step()
+
+
+GradientResult = tuple[list[np.ndarray], dict[str, float], np.ndarray, np.ndarray, int, int]
+"""(gradients, learning statistics, episode returns, episode lengths, env steps, weights version)."""
+
+
+@actorrt.remote_class
+class GradientWorker:
+    """Collects its own rollouts and computes the algorithm's gradients on them (A3C / DPPO style).
+
+    With a central update the learner applies the gradients and sends weights back; with a
+    decentralised update every worker applies the same averaged gradients to its own model and
+    optimizer, so their weights stay equal without any weight broadcast.
+    """
+
+    def __init__(self, config: CollectorConfig, make_agent: Callable[[], Agent]) -> None:
+        torch.set_num_threads(1)
+        self.agent = make_agent()
+        self.collector = Collector(config, self.agent)
+        self.capture = _CaptureStep(self.agent.algorithm.optimizer)
+        self.version = -1
+
+    def set_weights(self, weights: Weights, version: int) -> None:
+        self.agent.set_weights(weights)
+        self.version = version
+
+    def get_weights(self) -> Weights:
+        return self.agent.get_weights()
+
+    def compute_gradients(self) -> GradientResult:
+        rollout = self.collector.collect()
+        algorithm = self.agent.algorithm
+        optimizer, algorithm.optimizer = algorithm.optimizer, self.capture  # type: ignore[assignment]
+        try:
+            stats = algorithm.learn(to_torch(self.agent.preprocess_batch(rollout)))
+        finally:
+            algorithm.optimizer = optimizer
+        assert self.capture.grads is not None, "the algorithm took no optimizer step"
+        return (
+            self.capture.grads,
+            stats,
+            rollout.episode_returns,
+            rollout.episode_lengths,
+            rollout.num_steps,
+            self.version,
+        )
+
+    def apply_gradients(self, grads: list[np.ndarray], version: int) -> None:
+        """Decentralised update: the same averaged gradients on every worker."""
+        apply_gradients(self.agent.algorithm.optimizer, grads)
+        self.version = version
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+def concat_rollouts(rollouts: list[Rollout]) -> Rollout:
+    """Rollouts of the same length side by side: ``[T, B1+B2+...]`` (episodes concatenated)."""
+    if len(rollouts) == 1:
+        return rollouts[0]
+    per_step = {"bootstrap_obs", "bootstrap_value", "episode_returns", "episode_lengths"}
+    fields: dict[str, Any] = {}
+    for name in Rollout._fields:
+        parts = [getattr(r, name) for r in rollouts]
+        fields[name] = np.concatenate(parts, axis=0 if name in per_step else 1)
+    return Rollout(**fields)

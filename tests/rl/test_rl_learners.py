@@ -1,0 +1,146 @@
+"""Distributed learners on a real embedded cluster: every scheme runs, workers that die are
+replaced, checkpoints resume, and schemes that do not fit fail at construction."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any, Coroutine, Iterator, TypeVar
+
+import numpy as np
+import pytest
+
+import actorrt
+import rl
+from rl.collector import env_spaces
+from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme
+
+T = TypeVar("T")
+CONFIG = rl.CollectorConfig("CartPole-v1", num_envs=4, num_steps=16, seed=0)
+
+
+def make_impala() -> rl.Agent:
+    obs, act = env_spaces(CONFIG)
+    return rl.Agent(rl.IMPALA(rl.ActorCritic(obs, act), lr=1e-3, max_grad_norm=0.5))
+
+
+def make_a2c() -> rl.Agent:
+    obs, act = env_spaces(CONFIG)
+    return rl.Agent(rl.A2C(rl.ActorCritic(obs, act), lr=1e-3))
+
+
+def make_ppo() -> rl.Agent:
+    obs, act = env_spaces(CONFIG)
+    return rl.Agent(rl.PPO(rl.ActorCritic(obs, act)))
+
+
+@pytest.fixture(scope="module")
+def rl_cluster() -> Iterator[actorrt.Cluster]:
+    from tests.conftest import shared_embedded_cluster
+
+    with shared_embedded_cluster(num_cpus=2, preload=["rl.learners"]) as c:
+        yield c
+
+
+def on(cluster: actorrt.Cluster, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+    return asyncio.run_coroutine_threadsafe(coro, cluster.loop).result(timeout)
+
+
+@pytest.mark.parametrize(
+    "scheme, make, message",
+    [
+        (impala_scheme(), make_a2c, "A2C has no off-policy correction"),
+        (Scheme(collection="local", collection_mode="async"), make_impala, "needs remote collectors"),
+        (Scheme(gradients="remote"), make_ppo, "PPO takes many optimizer steps"),
+        (Scheme(update="decentralised"), make_a2c, "set gradients='remote'"),
+        (Scheme(gradients="remote", gradient_mode="async", update="decentralised"), make_a2c, "weights would drift"),
+        (Scheme(gradients="remote", collection_mode="async"), make_impala, "collect their own rollouts"),
+        (Scheme(collection="remote", num_collectors=0), make_a2c, "num_collectors >= 1"),
+    ],
+)
+def test_schemes_that_do_not_fit_fail_at_construction(scheme: Scheme, make: Any, message: str) -> None:
+    with pytest.raises(SchemeError, match=message):
+        Learner(make, CONFIG, scheme)
+
+
+def _run(cluster: actorrt.Cluster, make: Any, scheme: Scheme, steps: int, tmp_path: Path) -> Any:
+    async def go() -> Any:
+        logger = rl.TrainingLogger(str(tmp_path / "run"), steps, tensorboard=False, progress=False)
+        try:
+            async with Learner(make, CONFIG, scheme, logger=logger) as learner:
+                result = await learner.train(steps)
+                weights = [await h.get_weights() for h in learner._pool.handles] if scheme.gradients == "remote" else []
+                return result, learner.agent.get_weights(), weights
+        finally:
+            logger.close()
+
+    result, central, remote = on(cluster, go())
+    assert result.env_steps >= steps and result.updates > 0 and result.frames_per_s > 0
+    assert (tmp_path / "run" / "updates.csv").read_text().count("\n") > 1
+    return result, central, remote
+
+
+@pytest.mark.parametrize(
+    "name, make, scheme",
+    [
+        ("impala: async remote collection", make_impala, impala_scheme(2)),
+        ("a2c: sync remote collection", make_a2c, a2c_scheme(2)),
+        ("local collection", make_a2c, Scheme(collection="local")),
+        ("sync gradient workers, central update", make_a2c, Scheme(gradients="remote", num_gradient_workers=2)),
+        ("async gradient workers (A3C)", make_a2c,
+         Scheme(gradients="remote", num_gradient_workers=2, gradient_mode="async")),
+    ],
+)
+def test_every_scheme_trains(rl_cluster: actorrt.Cluster, tmp_path: Path, name: str, make: Any, scheme: Scheme) -> None:
+    result, _, _ = _run(rl_cluster, make, scheme, 3000, tmp_path)
+    if scheme.collection_mode == "sync" and scheme.gradients == "central":
+        assert result.mean_weight_lag == 0  # synchronous: always the newest weights
+
+
+def test_decentralised_update_keeps_every_copy_equal(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
+    scheme = Scheme(gradients="remote", num_gradient_workers=2, update="decentralised")
+    _, central, remote = _run(rl_cluster, make_a2c, scheme, 2000, tmp_path)
+    for weights in remote:  # no weight was ever broadcast, yet all copies agree
+        for k in central:
+            np.testing.assert_allclose(weights[k], central[k], rtol=1e-5, atol=1e-6)
+
+
+def test_a_killed_collector_is_replaced_and_training_goes_on(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
+    async def go() -> Any:
+        async with Learner(make_impala, CONFIG, impala_scheme(2)) as learner:
+            pid = await learner._pool.handles[0].pid()
+            training = asyncio.ensure_future(learner.train(20_000))
+            while learner.updates < 3:
+                await asyncio.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+            return await training
+
+    result = on(rl_cluster, go())
+    assert result.replaced_workers == 1 and result.env_steps >= 20_000
+
+
+def test_checkpoints_resume_a_run(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
+    path = str(tmp_path / "ckpt.pt")
+
+    async def first() -> tuple[int, dict[str, np.ndarray]]:
+        async with Learner(make_impala, CONFIG, impala_scheme(1)) as learner:
+            await learner.train(2000)
+            learner.save(path)
+            return learner.env_steps, learner.agent.get_weights()
+
+    async def second() -> tuple[int, dict[str, np.ndarray], int]:
+        learner = Learner(make_impala, CONFIG, impala_scheme(1))
+        learner.restore(path)
+        restored = learner.agent.get_weights()
+        async with learner:
+            steps_before = learner.env_steps
+            await learner.train(steps_before + 1000)
+            return steps_before, restored, learner.env_steps
+
+    steps, weights = on(rl_cluster, first())
+    steps_before, restored, steps_after = on(rl_cluster, second())
+    assert steps_before == steps and steps_after >= steps + 1000
+    for k in weights:
+        np.testing.assert_array_equal(restored[k], weights[k])
