@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for the project; each command sets up what it needs first.
-#   ./dev.sh demo            the main job: a distributed demo on the embedded cluster
+#   ./dev.sh demo            the main job: IMPALA on CartPole with remote collectors (embedded cluster)
 #   ./dev.sh test [ARGS]     the test suite (what CI runs); ARGS go to pytest
 #   ./dev.sh bench [ARGS]    bench/actor_calls.py
 #   ./dev.sh setup           only create .venv and install (torch 2.13.0 CPU first)
@@ -42,7 +42,7 @@ case "$cmd" in
     setup) setup ;;
     demo)
         setup
-        exec "$PY" examples/parallel_sum.py "$@"
+        exec "$PY" examples/impala_cartpole.py "$@"
         ;;
     test)
         setup
