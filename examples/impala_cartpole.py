@@ -88,7 +88,8 @@ async def main(config: Config) -> dict:
     collector_config = rl.CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
     logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard,
                                progress=config.progress)
-    async with actorrt.connect(config.address, preload=["rl.learners"]):
+    slots = max(os.cpu_count() or 1, config.num_collectors)  # embedded: a slot per collector
+    async with actorrt.connect(config.address, num_cpus=slots, preload=["rl.learners"]):
         learner = Learner(MakeAgent(config), collector_config,
                           impala_scheme(config.num_collectors, config.broadcast_every), logger=logger)
         if config.restore:
