@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 
 from actorrt import _rpc
+from actorrt._metrics import CallStats, metrics_fd_from_env
 from actorrt._serialization import EMPTY, dumps, load_args, loads
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
@@ -61,6 +62,7 @@ class _Actor:
         self.instance = instance
         self.max_concurrency = max(1, max_concurrency)
         self.slots = asyncio.Semaphore(self.max_concurrency)
+        self.stats = CallStats(class_name)  # reported to the daemon; see actorrt._metrics
         self._methods: dict[str, tuple[Callable[..., Any], bool]] = {}
 
     def method(self, name: str) -> tuple[Callable[..., Any], bool]:
@@ -93,7 +95,9 @@ class _Stream:
             self.wake.clear()
             while self.replies:
                 batch, self.replies = self.replies, []
-                await self.context.write(pb.ReplyBatch(replies=batch))
+                msg = pb.ReplyBatch(replies=batch)
+                self.actor.stats.bytes_out += msg.ByteSize()
+                await self.context.write(msg)
             if self.done and not self.tasks:
                 return
 
@@ -131,6 +135,8 @@ class _Stream:
 
     async def run_batch(self, batch: pb.CallBatch) -> None:
         actor = self.actor
+        stats = actor.stats
+        stats.bytes_in += batch.ByteSize()
         started = time.perf_counter()
         for call in batch.calls:
             what = f"{actor.class_name}.{call.method}"
@@ -145,6 +151,7 @@ class _Stream:
                     continue
                 fn, is_async = actor.method(call.method)
             except Exception as e:  # noqa: BLE001
+                stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
                 continue
             await actor.slots.acquire()
@@ -153,15 +160,18 @@ class _Stream:
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
                 continue
+            t0 = time.perf_counter()
             try:
                 value = fn(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
+                stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
             else:
                 self.reply(self._value_reply(call.seq, what, value))
             finally:
                 actor.slots.release()
             now = time.perf_counter()
+            stats.observe(now - t0)
             if now - started > _FLUSH_AFTER_S:
                 started = now
                 await asyncio.sleep(0)  # let the writer send what is ready
@@ -169,14 +179,17 @@ class _Stream:
     async def _run_async(
         self, seq: int, what: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
+        t0 = time.perf_counter()
         try:
             value = await fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001
+            self.actor.stats.errors += 1
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
         else:
             self.reply(self._value_reply(seq, what, value))
         finally:
             self.actor.slots.release()
+            self.actor.stats.observe(time.perf_counter() - t0)
 
 
 class ActorHostServicer(pb_grpc.ActorHostServicer):
@@ -261,8 +274,22 @@ async def serve(bind: str, token: str | None) -> None:
     port = server.add_insecure_port(f"{bind}:0")
     await server.start()
     print(f"{READY_PREFIX} {port}", flush=True)
+    metrics_fd = metrics_fd_from_env()
+    reporter = asyncio.create_task(_report_stats(servicer, metrics_fd)) if metrics_fd is not None else None
     await servicer.finished.wait()
     await server.stop(grace=1.0)
+    if reporter is not None:
+        reporter.cancel()
+        if servicer.actor is not None:
+            servicer.actor.stats.report(metrics_fd)  # type: ignore[arg-type]
+
+
+async def _report_stats(servicer: ActorHostServicer, fd: int, period_s: float = 1.0) -> None:
+    """Send the actor's call statistics to the daemon's pipe about once a second."""
+    while True:
+        await asyncio.sleep(period_s)
+        if servicer.actor is not None:
+            servicer.actor.stats.report(fd)
 
 
 def main() -> None:
