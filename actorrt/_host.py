@@ -277,11 +277,11 @@ async def serve(bind: str, token: str | None) -> None:
     metrics_fd = metrics_fd_from_env()
     reporter = asyncio.create_task(_report_stats(servicer, metrics_fd)) if metrics_fd is not None else None
     await servicer.finished.wait()
-    await server.stop(grace=1.0)
-    if reporter is not None:
+    if reporter is not None:  # now: the daemon's SIGTERM may come before the stop below ends
         reporter.cancel()
         if servicer.actor is not None:
             servicer.actor.stats.report(metrics_fd)  # type: ignore[arg-type]
+    await server.stop(grace=1.0)
 
 
 async def _report_stats(servicer: ActorHostServicer, fd: int, period_s: float = 1.0) -> None:

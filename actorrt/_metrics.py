@@ -154,7 +154,7 @@ class CallStats:
             "errors": self.errors,
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
-            "buckets": self.buckets,
+            "buckets": list(self.buckets),
             "sum": self.sum,
         }
 
