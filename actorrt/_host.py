@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import inspect
 import os
 import sys
@@ -25,7 +26,7 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 
 from actorrt import _rpc
-from actorrt._metrics import CallStats, metrics_fd_from_env
+from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env
 from actorrt._serialization import EMPTY, dumps, load_args, loads
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
@@ -137,6 +138,7 @@ class _Stream:
         actor = self.actor
         stats = actor.stats
         stats.bytes_in += batch.ByteSize()
+        buckets, bucket_of, bounds = stats.buckets, bisect.bisect_left, LATENCY_BUCKETS
         started = time.perf_counter()
         for call in batch.calls:
             what = f"{actor.class_name}.{call.method}"
@@ -171,7 +173,8 @@ class _Stream:
             finally:
                 actor.slots.release()
             now = time.perf_counter()
-            stats.observe(now - t0)
+            stats.sum += now - t0  # CallStats.observe, inlined: this runs once per call
+            buckets[bucket_of(bounds, now - t0)] += 1
             if now - started > _FLUSH_AFTER_S:
                 started = now
                 await asyncio.sleep(0)  # let the writer send what is ready
