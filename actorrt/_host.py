@@ -16,6 +16,7 @@ import asyncio
 import bisect
 import inspect
 import os
+import signal
 import sys
 import threading
 import time
@@ -279,12 +280,27 @@ async def serve(bind: str, token: str | None) -> None:
     print(f"{READY_PREFIX} {port}", flush=True)
     metrics_fd = metrics_fd_from_env()
     reporter = asyncio.create_task(_report_stats(servicer, metrics_fd)) if metrics_fd is not None else None
+    if metrics_fd is not None:
+        _report_on_sigterm(servicer, metrics_fd)
     await servicer.finished.wait()
     if reporter is not None:  # now: the daemon's SIGTERM may come before the stop below ends
         reporter.cancel()
         if servicer.actor is not None:
             servicer.actor.stats.report(metrics_fd)  # type: ignore[arg-type]
     await server.stop(grace=1.0)
+
+
+def _report_on_sigterm(servicer: ActorHostServicer, fd: int) -> None:
+    """On SIGTERM (the daemon stopping this actor) send the last call statistics, then die of
+    the signal as before, so the exit status and its cause read the same."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if servicer.actor is not None:
+            servicer.actor.stats.report(fd)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 async def _report_stats(servicer: ActorHostServicer, fd: int, period_s: float = 1.0) -> None:

@@ -171,3 +171,33 @@ def test_a_busy_metrics_port_is_one_clear_line(fresh_home: Path) -> None:
     assert "cannot serve metrics" in out.stderr and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0
     assert not list((fresh_home / "processes").glob("*.json"))
+
+
+@actorrt.remote_class
+class Doomed:
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+async def test_calls_just_before_a_sigterm_are_counted(metrics_cluster: MetricsCluster) -> None:
+    import os
+    import signal
+
+    c = metrics_cluster
+    async with c.connect() as cluster:
+        a = await Doomed.remote()
+        pids = await asyncio.gather(*[a.pid() for _ in range(10)])
+        os.kill(pids[0], signal.SIGTERM)  # well within the host's 1 s reporting period
+
+        def counted() -> bool:
+            s = scrape_all(c.metrics_targets)
+            return total(s, "actorrt_actor_calls_total", **{"class": "Doomed"}) == 10
+
+        assert await asyncio.to_thread(wait_until, counted, 10)
+
+        def died_of_the_signal() -> bool:  # it still dies of it
+            return total(scrape(c.metrics_targets[0]), "actorrt_actor_deaths_total", cause="signal") == 1
+
+        assert await asyncio.to_thread(wait_until, died_of_the_signal, 10)
