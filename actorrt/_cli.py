@@ -1,4 +1,4 @@
-"""``actorrt start | connect | status | stop``: bring up and inspect nodes.
+"""``actorrt start | connect | status | logs | stop``: bring up and inspect nodes.
 
 Every failure the user can cause (bad flags, unreachable address, busy port, missing token)
 prints one line to stderr and exits non-zero, without a traceback.
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from actorrt import _rpc
+from actorrt import _ops, _rpc
 from actorrt._errors import ActorRTError
 
 DEFAULT_PORT = 8010
@@ -66,12 +66,10 @@ def _alive(pid: int) -> bool:
 # ---- start / connect ------------------------------------------------------------------------
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+def _configure_logging(level: str, fmt: str = "text") -> None:
+    from actorrt._logs import configure_logging
+
+    configure_logging(level, fmt)
 
 
 def _background(argv: list[str], kind: str, timeout_s: float) -> dict[str, Any]:
@@ -125,8 +123,11 @@ async def _run_start(args: argparse.Namespace) -> None:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s: reachable from other machines; only token holders are served", args.host)
     tls = _tls(args)
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()  # the master's and the local worker's metrics, one endpoint
     master = Master(args.host, args.port, token=token, tls=tls, worker_timeout_s=args.worker_timeout,
-                    client_grace_s=args.client_grace)
+                    client_grace_s=args.client_grace, metrics_registry=registry)
     try:
         await master.start()
     except OSError as e:
@@ -137,7 +138,7 @@ async def _run_start(args: argparse.Namespace) -> None:
     if args.cpus != 0:  # --cpus 0: a head node that only schedules
         worker = WorkerDaemon(
             master.address, token=token, tls=tls, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True,
-            preload=_modules(args.preload),
+            preload=_modules(args.preload), metrics_registry=registry,
         )
         try:
             await worker.start()
@@ -145,12 +146,19 @@ async def _run_start(args: argparse.Namespace) -> None:
             await master.close()
             raise
         services.append(worker)
+    try:
+        metrics = _ops.start_metrics(args, registry, node_ip)
+    except _ops.OpsError as e:
+        for service in reversed(services):
+            await service.close()
+        raise CLIError(str(e)) from e
     (_rpc.state_dir() / "address").write_text(master.address + "\n")
-    record = _write_record(kind="master", address=master.address, token_file=str(token_file), ready=True)
+    record = _write_record(kind="master", address=master.address, token_file=str(token_file), ready=True,
+                           metrics=metrics.url if metrics else "")
     cpus = services[1].cpus if len(services) > 1 else 0
     print(f"actorrt master running at {master.address} with a local worker of {cpus} cpus", flush=True)
     try:
-        await _serve_until_signal(*services)
+        await _serve_until_signal(*services, *([metrics] if metrics else []))
     finally:
         record.unlink(missing_ok=True)
 
@@ -163,8 +171,12 @@ async def _run_connect(args: argparse.Namespace) -> None:
         raise CLIError(
             f"actorrt connect: no token: pass --token, set ACTORRT_TOKEN, or copy {_rpc.token_path()} from the master"
         )
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
     worker = WorkerDaemon(
         args.address,
+        metrics_registry=registry,
         token=token,
         tls=_tls(args),
         cpus=args.cpus,
@@ -178,22 +190,30 @@ async def _run_connect(args: argparse.Namespace) -> None:
         await worker.start()
     except (ActorRTError, OSError) as e:
         raise CLIError(f"actorrt connect: {e}") from e
-    record = _write_record(kind="worker", address=args.address, worker_id=worker.worker_id, ready=True)
+    try:
+        metrics = _ops.start_metrics(args, registry, args.node_ip)
+    except _ops.OpsError as e:
+        await worker.close()
+        raise CLIError(str(e)) from e
+    record = _write_record(kind="worker", address=args.address, worker_id=worker.worker_id, ready=True,
+                           metrics=metrics.url if metrics else "")
     print(f"actorrt worker {worker.worker_id} joined {args.address} with {worker.cpus} cpus", flush=True)
     try:
-        await _serve_until_signal(worker)
+        await _serve_until_signal(worker, *([metrics] if metrics else []))
     finally:
         record.unlink(missing_ok=True)
 
 
 def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
     if args.block:
-        _configure_logging(args.log_level)
+        _configure_logging(args.log_level, args.log_format)
         _run(_run_start(args))
         return 0
     record = _background(argv, "master", timeout_s=60)
     address = record["address"]
     print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
+    if record.get("metrics"):
+        print(f"metrics at {record['metrics']}")
     print(f"token written to {record['token_file']} (mode 0600)")
     print("connect from Python:   async with actorrt.connect(\"%s\") as cluster: ..." % address)
     print(f"add a machine:         ACTORRT_TOKEN=<token> actorrt connect --address {address} --node-ip <its ip>")
@@ -203,11 +223,13 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
 
 def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
     if args.block:
-        _configure_logging(args.log_level)
+        _configure_logging(args.log_level, args.log_format)
         _run(_run_connect(args))
         return 0
     record = _background(argv, "worker", timeout_s=args.timeout + 30)
     print(f"actorrt worker {record['worker_id']} joined {record['address']} (pid {record['pid']}, log {record['log']})")
+    if record.get("metrics"):
+        print(f"metrics at {record['metrics']}")
     return 0
 
 
@@ -240,9 +262,14 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
                 raise CLIError(f"actorrt status: {_rpc.translate(e, 'status', address)}") from e
             return ClusterStatus.from_proto(msg)
 
-    status = _run(fetch())
-    print(json.dumps(status.to_dict(), indent=2) if args.json else status)
-    return 0
+    return _ops.run_status(args, lambda: _run(fetch()))
+
+
+def cmd_logs(args: argparse.Namespace, argv: list[str]) -> int:
+    try:
+        return _ops.run_logs(args, args.address or _default_address())
+    except _ops.OpsError as e:
+        raise CLIError(str(e)) from e
 
 
 def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
@@ -337,7 +364,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="actorrt", description="Bring up and inspect actorrt clusters.")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{start,connect,status,stop}", parser_class=_Parser
+        dest="command", required=True, metavar="{start,connect,status,logs,stop}", parser_class=_Parser
     )
 
     start = sub.add_parser("start", help="start a master and a local worker")
@@ -354,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tls_flags(start, server=True)
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _ops.add_daemon_args(start)
     start.set_defaults(func=cmd_start)
 
     conn = sub.add_parser("connect", help="join a machine's worker daemon to a cluster")
@@ -367,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tls_flags(conn, server=True)
     conn.add_argument("--block", action="store_true", help="stay in the foreground")
     conn.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _ops.add_daemon_args(conn)
     conn.set_defaults(func=cmd_connect)
 
     status = sub.add_parser("status", help="show nodes, slots, actors and clients")
@@ -375,7 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tls_flags(status, server=False)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--timeout", type=float, default=5.0)
+    _ops.add_status_args(status)
     status.set_defaults(func=cmd_status)
+
+    _ops.add_logs_parser(sub, _address).set_defaults(func=cmd_logs)
 
     stop = sub.add_parser("stop", help="stop what start/connect started on this machine (by recorded PID)")
     stop.add_argument("--timeout", type=float, default=10.0, help="seconds before SIGKILL")

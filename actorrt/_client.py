@@ -31,6 +31,7 @@ from actorrt import _rpc
 from actorrt._errors import ClusterConnectionError, MasterUnreachableError, PlacementError
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorConnection, ActorHandle
+from actorrt._logs import print_actor_output
 from actorrt._serialization import dumps, ship_local_modules
 from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import common_pb2
@@ -105,25 +106,9 @@ class ClusterStatus:
         }
 
     def __str__(self) -> str:
-        lines = [
-            f"cluster {self.address}  up {self.uptime_s:.0f}s  "
-            f"slots {self.slots_used}/{self.slots_total} used ({self.slots_free} free)  "
-            f"actors {len(self.actors)}  clients {len(self.clients)}  waiting {self.placements_waiting}",
-            "",
-            f"{'NODE':<20} {'WORKER':<14} {'ADDRESS':<16} {'CPUS':>9} {'GPUS':>7} {'READY':>5} {'LOAD':>5}",
-        ]
-        for n in self.nodes:
-            lines.append(
-                f"{n['node'][:20]:<20} {n['worker_id'][:14]:<14} {n['node_ip'][:16]:<16} "
-                f"{n['cpus_used']:>4}/{n['cpus']:<4} {n['gpus_used']:>3}/{n['gpus']:<3} "
-                f"{n['slots_ready']:>5} {n['load']:>5.2f}"
-            )
-        if self.actors:
-            by_class: dict[str, int] = {}
-            for a in self.actors:
-                by_class[a["class_name"]] = by_class.get(a["class_name"], 0) + 1
-            lines += ["", "ACTORS BY CLASS"] + [f"  {k:<30} {v}" for k, v in sorted(by_class.items())]
-        return "\n".join(lines)
+        from actorrt._ops import format_status
+
+        return format_status(self)
 
 
 def _collect_files(patterns: Sequence[str]) -> list[actor_host_pb2.ShippedFile]:
@@ -158,6 +143,7 @@ class Cluster:
         tls: _rpc.TLS | None,
         max_payload_mb: int,
         preload: Sequence[str] = (),
+        log_to_driver: bool = True,
     ) -> None:
         self._preload = tuple(preload)
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
@@ -170,6 +156,7 @@ class Cluster:
         self.timeout = timeout
         self.placement_timeout = placement_timeout
         self.closed = False
+        self.log_to_driver = log_to_driver
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._files_patterns = tuple(files)
         self._files: list[actor_host_pb2.ShippedFile] = []
@@ -217,8 +204,11 @@ class Cluster:
         await master.start()
         self._embedded.append(master)
         self.address = master.address
+        # The daemon does not echo actors' lines here: they reach this process's terminal as
+        # forwarded ActorOutput, like on a real cluster, so log_to_driver=False silences them.
         worker = WorkerDaemon(
-            self.address, token=self.token, cpus=self._embedded_cpus, reconnect=False, preload=self._preload
+            self.address, token=self.token, cpus=self._embedded_cpus, reconnect=False, preload=self._preload,
+            echo_output=False,
         )
         self._embedded.append(worker)
         await worker.start()
@@ -235,6 +225,7 @@ class Cluster:
                         client_id=self.client_id,
                         hostname=socket.gethostname(),
                         pid=os.getpid(),
+                        mute_actor_output=not self.log_to_driver,
                     )
                 )
             )
@@ -328,6 +319,9 @@ class Cluster:
             self._place_msgs.pop(notice.placement_failed.request_id, None)
             if fut is not None and not fut.done():
                 fut.set_exception(PlacementError(notice.placement_failed.reason))
+        elif kind == "actor_output":
+            if self.log_to_driver:
+                print_actor_output(notice.actor_output)
         elif kind == "actor_died":
             died = notice.actor_died
             self._deaths[died.actor_id] = died.cause
@@ -576,6 +570,7 @@ def connect(
     tls_key: str | None = None,
     max_payload_mb: int = 1024,
     preload: Sequence[str] = (),
+    log_to_driver: bool = True,
 ) -> Cluster:
     """Connect to a cluster: ``async with actorrt.connect() as cluster`` (or plain ``with``).
 
@@ -596,6 +591,10 @@ def connect(
             may return; a call over it fails alone, with a clear error.
         preload: modules the embedded cluster's warm actor hosts import before they take an
             actor (e.g. ``["torch"]``), so actors that need them start fast.
+        log_to_driver: print what this connection's actors print (stdout and stderr, line by
+            line, prefixed ``(Class pid=N id=XXXXXXXX)``) on this process's terminal. False
+            turns it off for this connection; the lines still go to the actor's log file on its
+            node (``actorrt logs ACTOR_ID``).
     """
     return Cluster(
         address,
@@ -607,6 +606,7 @@ def connect(
         tls=_rpc.TLS.from_env(tls_ca, tls_cert, tls_key),
         max_payload_mb=max_payload_mb,
         preload=preload,
+        log_to_driver=log_to_driver,
     )
 
 

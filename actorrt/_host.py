@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import importlib
 import inspect
 import os
+import signal
 import sys
 import threading
 import time
@@ -27,6 +29,7 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 
 from actorrt import _rpc
+from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env
 from actorrt._serialization import EMPTY, describe_size, dumps, load_args, loads, payload_size
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
@@ -66,6 +69,7 @@ class _Actor:
         self.instance = instance
         self.max_concurrency = max(1, max_concurrency)
         self.slots = asyncio.Semaphore(self.max_concurrency)
+        self.stats = CallStats(class_name)  # reported to the daemon; see actorrt._metrics
         self._methods: dict[str, tuple[Callable[..., Any], bool]] = {}
 
     def method(self, name: str) -> tuple[Callable[..., Any], bool]:
@@ -98,7 +102,9 @@ class _Stream:
             self.wake.clear()
             while self.replies:
                 batch, self.replies = self.replies, []
-                await self.context.write(pb.ReplyBatch(replies=batch))
+                msg = pb.ReplyBatch(replies=batch)
+                self.actor.stats.bytes_out += msg.ByteSize()
+                await self.context.write(msg)
             if self.done and not self.tasks:
                 return
 
@@ -144,6 +150,9 @@ class _Stream:
 
     async def run_batch(self, batch: pb.CallBatch) -> None:
         actor = self.actor
+        stats = actor.stats
+        stats.bytes_in += batch.ByteSize()
+        buckets, bucket_of, bounds = stats.buckets, bisect.bisect_left, LATENCY_BUCKETS
         started = time.perf_counter()
         for call in batch.calls:
             what = f"{actor.class_name}.{call.method}"
@@ -158,6 +167,7 @@ class _Stream:
                     continue
                 fn, is_async = actor.method(call.method)
             except Exception as e:  # noqa: BLE001
+                stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
                 continue
             await actor.slots.acquire()
@@ -166,15 +176,19 @@ class _Stream:
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
                 continue
+            t0 = time.perf_counter()
             try:
                 value = fn(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
+                stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
             else:
                 self.reply(self._value_reply(call.seq, what, value))
             finally:
                 actor.slots.release()
             now = time.perf_counter()
+            stats.sum += now - t0  # CallStats.observe, inlined: this runs once per call
+            buckets[bucket_of(bounds, now - t0)] += 1
             if now - started > _FLUSH_AFTER_S:
                 started = now
                 await asyncio.sleep(0)  # let the writer send what is ready
@@ -182,14 +196,17 @@ class _Stream:
     async def _run_async(
         self, seq: int, what: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
+        t0 = time.perf_counter()
         try:
             value = await fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001
+            self.actor.stats.errors += 1
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
         else:
             self.reply(self._value_reply(seq, what, value))
         finally:
             self.actor.slots.release()
+            self.actor.stats.observe(time.perf_counter() - t0)
 
 
 class ActorHostServicer(pb_grpc.ActorHostServicer):
@@ -270,8 +287,37 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     port = _rpc.listen(server, f"{bind}:0", tls)
     await server.start()
     print(f"{READY_PREFIX} {port}", flush=True)
+    metrics_fd = metrics_fd_from_env()
+    reporter = asyncio.create_task(_report_stats(servicer, metrics_fd)) if metrics_fd is not None else None
+    if metrics_fd is not None:
+        _report_on_sigterm(servicer, metrics_fd)
     await servicer.finished.wait()
+    if reporter is not None:  # now: the daemon's SIGTERM may come before the stop below ends
+        reporter.cancel()
+        if servicer.actor is not None:
+            servicer.actor.stats.report(metrics_fd)  # type: ignore[arg-type]
     await server.stop(grace=1.0)
+
+
+def _report_on_sigterm(servicer: ActorHostServicer, fd: int) -> None:
+    """On SIGTERM (the daemon stopping this actor) send the last call statistics, then die of
+    the signal as before, so the exit status and its cause read the same."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if servicer.actor is not None:
+            servicer.actor.stats.report(fd)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+async def _report_stats(servicer: ActorHostServicer, fd: int, period_s: float = 1.0) -> None:
+    """Send the actor's call statistics to the daemon's pipe about once a second."""
+    while True:
+        await asyncio.sleep(period_s)
+        if servicer.actor is not None:
+            servicer.actor.stats.report(fd)
 
 
 def main() -> None:

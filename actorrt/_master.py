@@ -12,10 +12,14 @@ import time
 from typing import AsyncIterator
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from actorrt import _rpc
 from actorrt._errors import PlacementError
 from actorrt._lifecycle import Service
+from actorrt._logs import ids
+from actorrt._master_logs import MasterLogs
+from actorrt._metrics import MasterMetrics
 from actorrt._table import Actor, ClusterTable, Placement, Request
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
@@ -26,7 +30,7 @@ __all__ = ["Master", "MasterServicer"]
 log = logging.getLogger("actorrt.master")
 
 
-class MasterServicer(pb_grpc.MasterServicer):
+class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def __init__(
         self,
         table: ClusterTable,
@@ -35,8 +39,10 @@ class MasterServicer(pb_grpc.MasterServicer):
         heartbeat_interval_s: float = 1.0,
         worker_timeout_s: float = 10.0,
         client_grace_s: float = 10.0,
+        metrics: MasterMetrics | None = None,
     ) -> None:
         self.table = table
+        self.metrics = metrics or MasterMetrics(table)
         self.address = address
         self.heartbeat_interval_s = heartbeat_interval_s
         self.worker_timeout_s = worker_timeout_s
@@ -45,6 +51,7 @@ class MasterServicer(pb_grpc.MasterServicer):
         self._to_worker: dict[str, asyncio.Queue[pb.WorkerCommand | None]] = {}
         self._to_client: dict[str, asyncio.Queue[pb.ClientNotice | None]] = {}
         self._timeouts: dict[tuple[str, int], asyncio.TimerHandle] = {}
+        self._init_logs()
 
     # ---- effects: table answers -> messages --------------------------------------------------
 
@@ -53,6 +60,7 @@ class MasterServicer(pb_grpc.MasterServicer):
             handle = self._timeouts.pop((p.request.client_id, p.request.request_id), None)
             if handle is not None:
                 handle.cancel()
+            self.metrics.placement_done(p.request)
             actor = self.table.actors[p.actor_id]
             self._send_worker(
                 p.worker_id,
@@ -86,7 +94,10 @@ class MasterServicer(pb_grpc.MasterServicer):
 
     def _report_death(self, actor: Actor, cause: str, exit_code: int = 0) -> None:
         self.table.record_death(actor.actor_id, cause)
-        log.info("actor %s (%s) died: %s", actor.actor_id, actor.class_name, cause)
+        log.info("actor %s (%s) died: %s", actor.actor_id, actor.class_name, cause,
+                 extra=ids(actor_id=actor.actor_id, worker_id=actor.worker_id, client_id=actor.client_id))
+        self.metrics.actor_died(cause)
+        self.remember_dead(actor, cause)
         self._send_client(
             actor.client_id,
             pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor.actor_id, cause=cause, exit_code=exit_code)),
@@ -190,6 +201,10 @@ class MasterServicer(pb_grpc.MasterServicer):
                     if actor is not None:
                         self._report_death(actor, actor.stopping or ev.actor_exited.cause, ev.actor_exited.exit_code)
                     self._announce(placements)
+                elif kind == "actor_output":
+                    self.forward_output(ev.actor_output)
+                elif kind == "actor_log":
+                    self.log_read_answered(ev.actor_log)
                 else:
                     log.warning("worker %s sent an unexpected %s; ignored", worker_id, kind)
         except (asyncio.CancelledError, grpc.RpcError):
@@ -223,6 +238,7 @@ class MasterServicer(pb_grpc.MasterServicer):
         if old is not None:
             old.put_nowait(None)
         self.table.open_client(client_id, opening.hostname, opening.pid)
+        self.set_muted(client_id, opening.mute_actor_output)
         queue: asyncio.Queue[pb.ClientNotice | None] = asyncio.Queue()
         self._to_client[client_id] = queue
         await context.write(
@@ -287,9 +303,11 @@ class MasterServicer(pb_grpc.MasterServicer):
             max_memory_mb=msg.resources.max_memory_mb,
             class_name=msg.class_name,
         )
+        self.metrics.placement_requested(client_id, msg.request_id)
         try:
             placement = self.table.request(req)
         except PlacementError as e:
+            self.metrics.placement_dropped(client_id, msg.request_id)
             self._fail_placement(client_id, msg.request_id, str(e))
             return
         if placement is not None:
@@ -302,6 +320,7 @@ class MasterServicer(pb_grpc.MasterServicer):
 
     def _expire(self, client_id: str, request_id: int, timeout_s: float, class_name: str) -> None:
         self._timeouts.pop((client_id, request_id), None)
+        self.metrics.placement_dropped(client_id, request_id)
         if self.table.cancel_request(client_id, request_id):
             used, total = self.table.slots()
             self._fail_placement(
@@ -317,6 +336,7 @@ class MasterServicer(pb_grpc.MasterServicer):
         )
 
     def _client_gone(self, client_id: str) -> None:
+        self.set_muted(client_id, False)
         for actor in self.table.remove_client(client_id):
             self._stop(actor)
 
@@ -405,7 +425,9 @@ class Master(Service):
         heartbeat_interval_s: float = 1.0,
         worker_timeout_s: float = 10.0,
         client_grace_s: float = 10.0,
+        metrics_registry: CollectorRegistry | None = None,
     ) -> None:
+        """``metrics_registry``: where the master's metrics register (see ``actorrt._metrics``)."""
         self.host = host
         self.port = port
         self.token = token
@@ -416,6 +438,7 @@ class Master(Service):
             heartbeat_interval_s=heartbeat_interval_s,
             worker_timeout_s=worker_timeout_s,
             client_grace_s=client_grace_s,
+            metrics=MasterMetrics(self.table, metrics_registry),
         )
         self._server: grpc.aio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None

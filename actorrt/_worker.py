@@ -17,10 +17,12 @@ import socket
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
+from prometheus_client import CollectorRegistry
 
-from actorrt import _rpc
+from actorrt import _logs, _metrics, _rpc
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
 from actorrt._lifecycle import Service
@@ -74,8 +76,9 @@ class _Slot:
     @property
     def label(self) -> str:
         pid = self.proc.pid if self.proc else 0
-        name = self.actor.class_name if self.actor else "idle"
-        return f"({name} pid={pid})"
+        if self.actor is None:
+            return f"(idle pid={pid})"
+        return _logs.prefix(self.actor.class_name, self.actor.actor_id, pid)
 
 
 class WorkerDaemon(Service):
@@ -95,6 +98,9 @@ class WorkerDaemon(Service):
         reconnect: bool = True,
         wait_ready: bool = False,
         preload: tuple[str, ...] = (),
+        metrics_registry: CollectorRegistry | None = None,
+        log_dir: Path | None = None,
+        echo_output: bool = True,
     ) -> None:
         """Join the cluster at ``master_address``.
 
@@ -103,6 +109,10 @@ class WorkerDaemon(Service):
         else with the certificate itself (one self-signed certificate for the whole cluster).
         ``wait_ready``: ``start()`` returns only once every slot's host is warm.
         ``preload``: modules every warm actor host imports before it is ready (e.g. ``torch``).
+        ``metrics_registry``: where the daemon's metrics register. ``log_dir``: per-actor log
+        files (default ``ACTORRT_HOME/logs/actors``). ``echo_output``: also print actors' lines
+        on this process's stdout/stderr (off in an embedded cluster, whose client prints the
+        forwarded copy).
         """
         self.master_address = master_address
         self.token = token
@@ -125,6 +135,11 @@ class WorkerDaemon(Service):
         self._channel: grpc.aio.Channel | None = None
         self._fatal: BaseException | None = None
         self._closing = False
+        self.echo_output = echo_output
+        self.output = _logs.ActorOutput(
+            lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir
+        )
+        self.metrics = _metrics.WorkerMetrics(self._slot_views, metrics_registry)
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -175,6 +190,7 @@ class WorkerDaemon(Service):
             if slot.tasks:
                 await asyncio.gather(*slot.tasks, return_exceptions=True)
             _remove_dir(slot.workdir)
+        self.output.close()
         if self._channel is not None:
             await self._channel.close(grace=None)
 
@@ -201,7 +217,9 @@ class WorkerDaemon(Service):
             slot.proc, slot.ready, slot.actor, slot.stop_cause = None, False, None, ""
             _remove_dir(slot.workdir)
             if actor is not None:
-                log.info("actor %s (%s) exited: %s", actor.actor_id, actor.class_name, cause)
+                log.info("actor %s (%s) exited: %s", actor.actor_id, actor.class_name, cause,
+                         extra=_logs.ids(actor_id=actor.actor_id, worker_id=self.worker_id, slot=slot.index))
+                self.output.actor_ended(actor.actor_id)  # its last lines go before its exit
                 self._emit(
                     pb.WorkerEvent(
                         actor_exited=pb.ActorExited(
@@ -219,20 +237,30 @@ class WorkerDaemon(Service):
             env["ACTORRT_TOKEN"] = self.token
         if self.tls is not None:  # actor hosts serve clients with this node's certificate
             env.update(self.tls.env())
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "actorrt._host",
-            "--bind",
-            self.node_ip,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=slot.workdir,
-            env=env,
-        )
+        stats_r, stats_w = _metrics.stats_pipe()  # call statistics; never mixed with user output
+        env[_metrics.METRICS_FD_ENV] = str(stats_w)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "actorrt._host",
+                "--bind",
+                self.node_ip,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=slot.workdir,
+                env=env,
+                pass_fds=(stats_w,),
+            )
+        except BaseException:
+            os.close(stats_r)
+            raise
+        finally:
+            os.close(stats_w)
         slot.proc = proc
         assert proc.stdout is not None and proc.stderr is not None
+        slot.tasks.append(asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics)))
         slot.tasks.append(asyncio.create_task(self._pump(slot, proc.stderr, sys.stderr)))
         line = (await proc.stdout.readline()).decode(errors="replace").strip()
         if not line.startswith(READY_PREFIX):
@@ -246,13 +274,28 @@ class WorkerDaemon(Service):
         self._emit(pb.WorkerEvent(slot_ready=pb.SlotReady(slot=slot.index, endpoint=slot.endpoint)))
 
     async def _pump(self, slot: _Slot, stream: asyncio.StreamReader, sink: object) -> None:
-        """Copy an actor's output to ours, line by line, prefixed with its class and pid."""
+        """Route an actor's output, line by line: to its log file and owner (``self.output``),
+        and to ours prefixed with its class, pid and id when echoing."""
         while line := await stream.readline():
             text = line.decode(errors="replace").rstrip("\n")
-            try:
-                print(f"{slot.label} {text}", file=sink, flush=True)  # type: ignore[call-overload]
-            except (OSError, ValueError):
-                pass
+            actor, pid = slot.actor, slot.proc.pid if slot.proc else 0
+            if actor is not None:
+                self.output.line(actor.actor_id, actor.class_name, pid, text, stderr=sink is sys.stderr)
+            if actor is None or self.echo_output:
+                try:
+                    print(f"{slot.label} {text}", file=sink, flush=True)  # type: ignore[call-overload]
+                except (OSError, ValueError):
+                    pass
+
+    def _slot_views(self) -> list[_metrics.SlotView]:
+        """The pool as the metrics collector sees it (called on the metrics HTTP thread)."""
+        views = []
+        for slot in list(self.slots):
+            actor, proc = slot.actor, slot.proc
+            state = "busy" if actor is not None else "ready" if slot.ready else "starting"
+            views.append(_metrics.SlotView(state, proc.pid if proc else 0,
+                                           actor.actor_id if actor else "", actor.class_name if actor else ""))
+        return views
 
     def _start_actor(self, cmd: pb.StartActor) -> None:
         slot = self.slots[cmd.slot] if cmd.slot < len(self.slots) else None
@@ -385,6 +428,8 @@ class WorkerDaemon(Service):
                     self._start_actor(cmd.start_actor)
                 elif kind == "stop_actor":
                     self._stop_actor(cmd.stop_actor)
+                elif kind == "read_actor_log":
+                    self._emit(pb.WorkerEvent(actor_log=_logs.answer_log_read(self.output, cmd.read_actor_log)))
         finally:
             writer.cancel()
             call.cancel()

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ ASYNC_TEST_TIMEOUT_S = 120
 # hosts only, never those of another program running on the machine.
 SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"
 os.environ["ACTORRT_TEST_SESSION"] = SESSION_TAG.split("=", 1)[1]
+# Embedded clusters keep actor log files under ACTORRT_HOME (default ~/.actorrt): not in ~.
+if not os.environ.get("ACTORRT_HOME"):
+    os.environ["ACTORRT_HOME"] = tempfile.mkdtemp(prefix="actorrt-test-home-")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -8,16 +8,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class WorkerEvent(_message.Message):
-    __slots__ = ("register_worker", "heartbeat", "slot_ready", "actor_exited")
+    __slots__ = ("register_worker", "heartbeat", "slot_ready", "actor_exited", "actor_output", "actor_log")
     REGISTER_WORKER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SLOT_READY_FIELD_NUMBER: _ClassVar[int]
     ACTOR_EXITED_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_LOG_FIELD_NUMBER: _ClassVar[int]
     register_worker: RegisterWorker
     heartbeat: Heartbeat
     slot_ready: SlotReady
     actor_exited: ActorExited
-    def __init__(self, register_worker: _Optional[_Union[RegisterWorker, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., slot_ready: _Optional[_Union[SlotReady, _Mapping]] = ..., actor_exited: _Optional[_Union[ActorExited, _Mapping]] = ...) -> None: ...
+    actor_output: ActorOutput
+    actor_log: ActorLog
+    def __init__(self, register_worker: _Optional[_Union[RegisterWorker, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., slot_ready: _Optional[_Union[SlotReady, _Mapping]] = ..., actor_exited: _Optional[_Union[ActorExited, _Mapping]] = ..., actor_output: _Optional[_Union[ActorOutput, _Mapping]] = ..., actor_log: _Optional[_Union[ActorLog, _Mapping]] = ...) -> None: ...
 
 class RegisterWorker(_message.Message):
     __slots__ = ("version", "node", "node_ip", "cpus", "gpus", "memory_bytes", "worker_id", "live_actors", "pid")
@@ -95,14 +99,16 @@ class ActorExited(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., cause: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
 class WorkerCommand(_message.Message):
-    __slots__ = ("worker_registered", "start_actor", "stop_actor")
+    __slots__ = ("worker_registered", "start_actor", "stop_actor", "read_actor_log")
     WORKER_REGISTERED_FIELD_NUMBER: _ClassVar[int]
     START_ACTOR_FIELD_NUMBER: _ClassVar[int]
     STOP_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    READ_ACTOR_LOG_FIELD_NUMBER: _ClassVar[int]
     worker_registered: WorkerRegistered
     start_actor: StartActor
     stop_actor: StopActor
-    def __init__(self, worker_registered: _Optional[_Union[WorkerRegistered, _Mapping]] = ..., start_actor: _Optional[_Union[StartActor, _Mapping]] = ..., stop_actor: _Optional[_Union[StopActor, _Mapping]] = ...) -> None: ...
+    read_actor_log: ReadActorLog
+    def __init__(self, worker_registered: _Optional[_Union[WorkerRegistered, _Mapping]] = ..., start_actor: _Optional[_Union[StartActor, _Mapping]] = ..., stop_actor: _Optional[_Union[StopActor, _Mapping]] = ..., read_actor_log: _Optional[_Union[ReadActorLog, _Mapping]] = ...) -> None: ...
 
 class WorkerRegistered(_message.Message):
     __slots__ = ("worker_id", "heartbeat_interval_s")
@@ -149,16 +155,18 @@ class ClientEvent(_message.Message):
     def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ...) -> None: ...
 
 class OpenSession(_message.Message):
-    __slots__ = ("version", "client_id", "hostname", "pid")
+    __slots__ = ("version", "client_id", "hostname", "pid", "mute_actor_output")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    MUTE_ACTOR_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     version: int
     client_id: str
     hostname: str
     pid: int
-    def __init__(self, version: _Optional[int] = ..., client_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    mute_actor_output: bool
+    def __init__(self, version: _Optional[int] = ..., client_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ..., mute_actor_output: _Optional[bool] = ...) -> None: ...
 
 class PlaceActor(_message.Message):
     __slots__ = ("request_id", "resources", "class_name", "timeout_s")
@@ -185,16 +193,18 @@ class CloseSession(_message.Message):
     def __init__(self) -> None: ...
 
 class ClientNotice(_message.Message):
-    __slots__ = ("session_opened", "actor_placed", "placement_failed", "actor_died")
+    __slots__ = ("session_opened", "actor_placed", "placement_failed", "actor_died", "actor_output")
     SESSION_OPENED_FIELD_NUMBER: _ClassVar[int]
     ACTOR_PLACED_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FAILED_FIELD_NUMBER: _ClassVar[int]
     ACTOR_DIED_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     session_opened: SessionOpened
     actor_placed: ActorPlaced
     placement_failed: PlacementFailed
     actor_died: ActorDied
-    def __init__(self, session_opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., actor_placed: _Optional[_Union[ActorPlaced, _Mapping]] = ..., placement_failed: _Optional[_Union[PlacementFailed, _Mapping]] = ..., actor_died: _Optional[_Union[ActorDied, _Mapping]] = ...) -> None: ...
+    actor_output: ActorOutput
+    def __init__(self, session_opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., actor_placed: _Optional[_Union[ActorPlaced, _Mapping]] = ..., placement_failed: _Optional[_Union[PlacementFailed, _Mapping]] = ..., actor_died: _Optional[_Union[ActorDied, _Mapping]] = ..., actor_output: _Optional[_Union[ActorOutput, _Mapping]] = ...) -> None: ...
 
 class SessionOpened(_message.Message):
     __slots__ = ("client_id", "version")
@@ -319,3 +329,75 @@ class ClientStatus(_message.Message):
     actors: int
     connected: bool
     def __init__(self, client_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ..., actors: _Optional[int] = ..., connected: _Optional[bool] = ...) -> None: ...
+
+class ActorOutput(_message.Message):
+    __slots__ = ("actor_id", "class_name", "pid", "lines")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    class_name: str
+    pid: int
+    lines: _containers.RepeatedCompositeFieldContainer[OutputLine]
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., pid: _Optional[int] = ..., lines: _Optional[_Iterable[_Union[OutputLine, _Mapping]]] = ...) -> None: ...
+
+class OutputLine(_message.Message):
+    __slots__ = ("text", "stderr")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    stderr: bool
+    def __init__(self, text: _Optional[str] = ..., stderr: _Optional[bool] = ...) -> None: ...
+
+class ReadActorLog(_message.Message):
+    __slots__ = ("request_id", "actor_id", "max_bytes")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    actor_id: str
+    max_bytes: int
+    def __init__(self, request_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ActorLog(_message.Message):
+    __slots__ = ("request_id", "actor_id", "found", "data", "truncated")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    actor_id: str
+    found: bool
+    data: bytes
+    truncated: bool
+    def __init__(self, request_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., found: _Optional[bool] = ..., data: _Optional[bytes] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class GetActorLogRequest(_message.Message):
+    __slots__ = ("actor_id", "max_bytes")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    max_bytes: int
+    def __init__(self, actor_id: _Optional[str] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class GetActorLogResponse(_message.Message):
+    __slots__ = ("actor_id", "class_name", "node", "worker_id", "alive", "data", "truncated", "cause")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    class_name: str
+    node: str
+    worker_id: str
+    alive: bool
+    data: bytes
+    truncated: bool
+    cause: str
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., node: _Optional[str] = ..., worker_id: _Optional[str] = ..., alive: _Optional[bool] = ..., data: _Optional[bytes] = ..., truncated: _Optional[bool] = ..., cause: _Optional[str] = ...) -> None: ...

@@ -50,6 +50,11 @@ class MasterStub:
                 request_serializer=actorrt_dot_v1_dot_master__pb2.GetClusterStatusRequest.SerializeToString,
                 response_deserializer=actorrt_dot_v1_dot_master__pb2.GetClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.GetActorLog = channel.unary_unary(
+                '/actorrt.v1.Master/GetActorLog',
+                request_serializer=actorrt_dot_v1_dot_master__pb2.GetActorLogRequest.SerializeToString,
+                response_deserializer=actorrt_dot_v1_dot_master__pb2.GetActorLogResponse.FromString,
+                _registered_method=True)
 
 
 class MasterServicer:
@@ -78,6 +83,14 @@ class MasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetActorLog(self, request, context):
+        """A live or dead actor's output log, read from the worker daemon that hosted it, for
+        `actorrt logs`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MasterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +108,11 @@ def add_MasterServicer_to_server(servicer, server):
                     servicer.GetClusterStatus,
                     request_deserializer=actorrt_dot_v1_dot_master__pb2.GetClusterStatusRequest.FromString,
                     response_serializer=actorrt_dot_v1_dot_master__pb2.GetClusterStatusResponse.SerializeToString,
+            ),
+            'GetActorLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetActorLog,
+                    request_deserializer=actorrt_dot_v1_dot_master__pb2.GetActorLogRequest.FromString,
+                    response_serializer=actorrt_dot_v1_dot_master__pb2.GetActorLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -179,6 +197,33 @@ class Master:
             '/actorrt.v1.Master/GetClusterStatus',
             actorrt_dot_v1_dot_master__pb2.GetClusterStatusRequest.SerializeToString,
             actorrt_dot_v1_dot_master__pb2.GetClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetActorLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/actorrt.v1.Master/GetActorLog',
+            actorrt_dot_v1_dot_master__pb2.GetActorLogRequest.SerializeToString,
+            actorrt_dot_v1_dot_master__pb2.GetActorLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

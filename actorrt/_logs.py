@@ -1,0 +1,289 @@
+"""Actor output and the daemons' own logs.
+
+- ``ActorOutput`` (worker daemon): every line an actor prints goes to a per-actor log file with
+  rotation under the worker's state dir, and, batched and rate-limited, to the master as an
+  ``ActorOutput`` event, which forwards it to the owning client (see ``print_actor_output``).
+- ``read_log_tail``: the tail of a live or dead actor's log, for ``actorrt logs``.
+- ``configure_logging``: one line per event, with the event's ids as ``key=value`` fields
+  (``--log-format text``) or as JSON objects (``--log-format json``). Code attaches ids with
+  ``log.info("...", extra=ids(actor_id=..., worker_id=...))``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from actorrt import _rpc
+from actorrt.v1 import master_pb2 as pb
+
+__all__ = [
+    "ActorOutput",
+    "configure_logging",
+    "default_log_dir",
+    "ids",
+    "prefix",
+    "print_actor_output",
+    "read_log_tail",
+]
+
+DEFAULT_LOG_BYTES = 10 * 2**20  # per file; with BACKUPS rotations kept
+BACKUPS = 2
+MAX_ACTOR_LOGS = 1000  # per worker log dir; the oldest go first
+FORWARD_LINES_PER_S = 1000.0  # to the client; the log file keeps everything
+FORWARD_BURST = 5000
+FORWARD_MAX_LINE = 8192
+FLUSH_AFTER_S = 0.05
+DEFAULT_TAIL_BYTES = 2**20
+
+
+def default_log_dir() -> Path:
+    return _rpc.state_dir() / "logs" / "actors"
+
+
+def prefix(class_name: str, actor_id: str, pid: int) -> str:
+    """``(Counter pid=4242 id=3f2a9c1b)``: how an actor's lines are labelled everywhere."""
+    return f"({class_name or 'actor'} pid={pid} id={actor_id[:8]})"
+
+
+def print_actor_output(msg: pb.ActorOutput, out: TextIO | None = None, err: TextIO | None = None) -> None:
+    """Print forwarded lines on the client's terminal, stdout lines to stdout, stderr to stderr."""
+    label = prefix(msg.class_name, msg.actor_id, msg.pid)
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        for line in msg.lines:
+            print(f"{label} {line.text}", file=err if line.stderr else out)
+        out.flush()
+        err.flush()
+    except (OSError, ValueError):  # a closed terminal must not break the session
+        pass
+
+
+# ---- worker side -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Stream:
+    actor_id: str
+    class_name: str
+    pid: int
+    file: logging.Handler
+    pending: list[pb.OutputLine] = field(default_factory=list)
+    tokens: float = FORWARD_BURST
+    refilled: float = field(default_factory=time.monotonic)
+    dropped: int = 0
+
+
+class ActorOutput:
+    """Per-actor log files and forwarding of output lines. The worker daemon's loop only.
+
+    ``emit`` gets one ``ActorOutput`` message per flush (the daemon puts it on its session).
+    """
+
+    def __init__(
+        self,
+        emit: Callable[[pb.ActorOutput], None],
+        log_dir: Path | None = None,
+        *,
+        max_bytes: int = DEFAULT_LOG_BYTES,
+        backups: int = BACKUPS,
+        forward: bool = True,
+    ) -> None:
+        self.emit = emit
+        self.log_dir = log_dir or default_log_dir()
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self.forward = forward
+        self._streams: dict[str, _Stream] = {}
+        self._flush_handle: Any = None
+
+    def line(self, actor_id: str, class_name: str, pid: int, text: str, stderr: bool) -> None:
+        s = self._streams.get(actor_id) or self._open(actor_id, class_name, pid)
+        try:
+            s.file.emit(logging.makeLogRecord({"msg": text, "args": None}))
+        except Exception:  # noqa: BLE001 - a full disk must not stop the actor's output
+            pass
+        if not self.forward:
+            return
+        now = time.monotonic()
+        s.tokens = min(FORWARD_BURST, s.tokens + (now - s.refilled) * FORWARD_LINES_PER_S)
+        s.refilled = now
+        if s.tokens < 1:
+            s.dropped += 1
+            return
+        s.tokens -= 1
+        if len(text) > FORWARD_MAX_LINE:
+            text = text[:FORWARD_MAX_LINE] + f" [... {len(text) - FORWARD_MAX_LINE} more characters]"
+        s.pending.append(pb.OutputLine(text=text, stderr=stderr))
+        if len(s.pending) >= 500:
+            self._flush_one(s)
+        elif self._flush_handle is None:
+            import asyncio
+
+            self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_AFTER_S, self.flush)
+
+    def flush(self) -> None:
+        self._flush_handle = None
+        for s in list(self._streams.values()):
+            self._flush_one(s)
+
+    def _flush_one(self, s: _Stream) -> None:
+        if s.dropped:
+            s.pending.append(
+                pb.OutputLine(
+                    text=f"[actorrt: {s.dropped} lines not forwarded (over {FORWARD_LINES_PER_S:g} lines/s); "
+                    f"'actorrt logs {s.actor_id}' has them all]",
+                    stderr=True,
+                )
+            )
+            s.dropped = 0
+        if s.pending:
+            lines, s.pending = s.pending, []
+            self.emit(pb.ActorOutput(actor_id=s.actor_id, class_name=s.class_name, pid=s.pid, lines=lines))
+
+    def actor_ended(self, actor_id: str) -> None:
+        """Forward what is pending and close the log file (it stays readable)."""
+        s = self._streams.pop(actor_id, None)
+        if s is None:
+            return
+        self._flush_one(s)
+        s.file.close()
+
+    def close(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        for actor_id in list(self._streams):
+            self.actor_ended(actor_id)
+
+    def _open(self, actor_id: str, class_name: str, pid: int) -> _Stream:
+        self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._prune()
+        handler = logging.handlers.RotatingFileHandler(
+            self.log_dir / f"{_safe(actor_id)}.log", maxBytes=self.max_bytes, backupCount=self.backups,
+            encoding="utf-8", delay=True,
+        )
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        s = _Stream(actor_id, class_name, pid, handler)
+        self._streams[actor_id] = s
+        return s
+
+    def _prune(self) -> None:
+        try:
+            logs = sorted(self.log_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
+        except OSError:
+            return
+        for old in logs[: max(0, len(logs) - MAX_ACTOR_LOGS + 1)]:
+            if old.stem in self._streams:
+                continue
+            for path in [old, *old.parent.glob(old.name + ".*")]:
+                path.unlink(missing_ok=True)
+
+    def read(self, actor_id: str, max_bytes: int = DEFAULT_TAIL_BYTES) -> tuple[bool, bytes, bool]:
+        s = self._streams.get(actor_id)
+        if s is not None:
+            s.file.flush()
+        return read_log_tail(self.log_dir, actor_id, max_bytes)
+
+
+def read_log_tail(log_dir: Path, actor_id: str, max_bytes: int = DEFAULT_TAIL_BYTES) -> tuple[bool, bytes, bool]:
+    """(found, the last ``max_bytes`` of the actor's log over its rotations, truncated)."""
+    base = log_dir / f"{_safe(actor_id)}.log"
+    rotated = sorted(log_dir.glob(base.name + ".*"), key=lambda p: -int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0)
+    files = [p for p in [*rotated, base] if p.exists()]
+    if not files:
+        return False, b"", False
+    chunks: list[bytes] = []
+    need = max_bytes if max_bytes > 0 else DEFAULT_TAIL_BYTES
+    truncated = False
+    newest_first = list(reversed(files))
+    for i, path in enumerate(newest_first):
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            if size > need:
+                f.seek(size - need)
+                chunks.append(f.read(need))
+                truncated = True
+                break
+            f.seek(0)
+            data = f.read()
+        chunks.append(data)
+        need -= len(data)
+        if need <= 0 and i < len(newest_first) - 1:
+            truncated = True
+            break
+    return True, b"".join(reversed(chunks)), truncated
+
+
+def _safe(actor_id: str) -> str:
+    return "".join(ch for ch in actor_id if ch.isalnum() or ch in "-_") or "unknown"
+
+
+# ---- structured logs of the daemons ----------------------------------------------------------
+
+_FIELDS = ("worker_id", "actor_id", "class_name", "client_id", "node", "slot", "pid", "cause", "address")
+
+
+def ids(**fields: Any) -> dict[str, Any]:
+    """``extra=`` for a log call: the event's ids, shown as fields by the formatters below."""
+    return {k: v for k, v in fields.items() if v not in (None, "")}
+
+
+class EventFormatter(logging.Formatter):
+    """``2026-01-02T03:04:05.678Z INFO actorrt.master actor died actor_id=3f.. cause="..."``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        parts = [ts, record.levelname, record.name, record.getMessage()]
+        for key in _FIELDS:
+            value = record.__dict__.get(key)
+            if value not in (None, ""):
+                text = str(value)
+                parts.append(f"{key}={json.dumps(text) if (' ' in text or '=' in text or not text) else text}")
+        line = " ".join(parts)
+        if record.exc_info:
+            line += " exc=" + json.dumps(self.formatException(record.exc_info))
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        event: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key in _FIELDS:
+            value = record.__dict__.get(key)
+            if value not in (None, ""):
+                event[key] = value
+        if record.exc_info:
+            event["exc"] = self.formatException(record.exc_info)
+        return json.dumps(event, default=str)
+
+
+def configure_logging(level: str = "info", fmt: str = "text", stream: TextIO | None = None) -> None:
+    """Configure the root logger of a daemon process: one line per event on stderr."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else EventFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper()))
+
+
+def answer_log_read(output: ActorOutput, cmd: pb.ReadActorLog) -> pb.ActorLog:
+    """The worker's answer to the master's ``ReadActorLog``."""
+    try:
+        found, data, truncated = output.read(cmd.actor_id, cmd.max_bytes)
+    except OSError:
+        found, data, truncated = False, b"", False
+    return pb.ActorLog(request_id=cmd.request_id, actor_id=cmd.actor_id, found=found, data=data, truncated=truncated)

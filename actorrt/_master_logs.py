@@ -1,0 +1,147 @@
+"""The master's part in actor output and logs: forwarding output to owners, ``GetActorLog``.
+
+A mixin of ``MasterServicer`` (it uses the servicer's table and session queues), kept apart so
+the servicer stays about sessions and placement. Everything runs on the master's loop.
+
+- ``ActorOutput`` events from a worker go to the actor's owning client, unless that client
+  opened its session with ``mute_actor_output`` (``connect(log_to_driver=False)``).
+- ``GetActorLog`` finds the worker that hosts (or hosted: the master remembers the last
+  ``DEAD_ACTORS_KEPT`` dead actors) the actor and asks it over its ``WorkerSession`` for the tail
+  of the actor's log file: the log stays on its node and the master only relays the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from actorrt._logs import DEFAULT_TAIL_BYTES
+from actorrt.v1 import master_pb2 as pb
+
+if TYPE_CHECKING:
+    from actorrt._table import Actor, ClusterTable
+
+__all__ = ["MasterLogs"]
+
+DEAD_ACTORS_KEPT = 10_000
+LOG_READ_TIMEOUT_S = 10.0
+MAX_TAIL_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class _DeadActor:
+    actor_id: str
+    class_name: str
+    worker_id: str
+    node: str
+    cause: str
+
+
+class MasterLogs:
+    table: ClusterTable
+    _to_worker: dict[str, Any]
+    _to_client: dict[str, Any]
+
+    def _init_logs(self) -> None:
+        self._muted: set[str] = set()
+        self._dead: OrderedDict[str, _DeadActor] = OrderedDict()
+        self._log_reads: dict[int, asyncio.Future[pb.ActorLog]] = {}
+        self._log_read_ids = itertools.count(1)
+
+    # ---- hooks called by the servicer ----------------------------------------------------------
+
+    def set_muted(self, client_id: str, muted: bool) -> None:
+        if muted:
+            self._muted.add(client_id)
+        else:
+            self._muted.discard(client_id)
+
+    def remember_dead(self, actor: Actor, cause: str) -> None:
+        worker = self.table.workers.get(actor.worker_id)
+        self._dead[actor.actor_id] = _DeadActor(
+            actor.actor_id, actor.class_name, actor.worker_id, worker.node if worker else "", cause
+        )
+        while len(self._dead) > DEAD_ACTORS_KEPT:
+            self._dead.popitem(last=False)
+
+    def forward_output(self, msg: pb.ActorOutput) -> None:
+        actor = self.table.actors.get(msg.actor_id)
+        if actor is None or actor.client_id in self._muted:
+            return
+        queue = self._to_client.get(actor.client_id)
+        if queue is not None:
+            queue.put_nowait(pb.ClientNotice(actor_output=msg))
+
+    def log_read_answered(self, msg: pb.ActorLog) -> None:
+        fut = self._log_reads.pop(msg.request_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+    # ---- GetActorLog ------------------------------------------------------------------------
+
+    def _find_actor(self, wanted: str) -> tuple[str, str, str, bool, str]:
+        """(actor_id, class_name, worker_id, alive, cause) for an id or a unique id prefix."""
+        live = [a for a in self.table.actors if a.startswith(wanted)]
+        dead = [a for a in self._dead if a.startswith(wanted) and a not in self.table.actors]
+        if wanted in self.table.actors or wanted in self._dead:
+            live, dead = ([wanted], []) if wanted in self.table.actors else ([], [wanted])
+        matches = live + dead
+        if not matches:
+            raise LookupError(f"no actor {wanted!r}: not alive, and not among the {len(self._dead)} recent dead")
+        if len(matches) > 1:
+            raise ValueError(f"actor id prefix {wanted!r} matches {len(matches)} actors; give more of it")
+        if live:
+            a = self.table.actors[live[0]]
+            return a.actor_id, a.class_name, a.worker_id, True, ""
+        d = self._dead[dead[0]]
+        return d.actor_id, d.class_name, d.worker_id, False, d.cause
+
+    async def GetActorLog(  # noqa: N802 - gRPC's name
+        self, request: pb.GetActorLogRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetActorLogResponse:
+        if not request.actor_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "GetActorLog needs an actor_id")
+        try:
+            actor_id, class_name, worker_id, alive, cause = self._find_actor(request.actor_id)
+        except LookupError as e:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        worker = self.table.workers.get(worker_id)
+        queue = self._to_worker.get(worker_id)
+        if worker is None or queue is None:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"actor {actor_id} ran on worker {worker_id or '?'}, which is no longer in the cluster; "
+                f"its log stays on that node under ACTORRT_HOME/logs/actors/",
+            )
+        request_id = next(self._log_read_ids)
+        fut: asyncio.Future[pb.ActorLog] = asyncio.get_running_loop().create_future()
+        self._log_reads[request_id] = fut
+        max_bytes = min(request.max_bytes or DEFAULT_TAIL_BYTES, MAX_TAIL_BYTES)
+        queue.put_nowait(
+            pb.WorkerCommand(read_actor_log=pb.ReadActorLog(request_id=request_id, actor_id=actor_id, max_bytes=max_bytes))
+        )
+        try:
+            answer = await asyncio.wait_for(fut, LOG_READ_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED, f"worker {worker_id} did not send the log within {LOG_READ_TIMEOUT_S:g}s"
+            )
+        finally:
+            self._log_reads.pop(request_id, None)
+        return pb.GetActorLogResponse(
+            actor_id=actor_id,
+            class_name=class_name,
+            node=worker.node,
+            worker_id=worker_id,
+            alive=alive,
+            data=answer.data,  # empty when the actor printed nothing (no file)
+            truncated=answer.truncated,
+            cause=cause,
+        )

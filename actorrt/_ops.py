@@ -1,0 +1,220 @@
+"""Operations commands and flags of the CLI: metrics endpoints, ``status`` (table, ``--json``,
+``--watch``) and ``logs``. ``_cli.py`` wires these into its parser; they run on the CLI's thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from actorrt import _rpc
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from actorrt._client import ClusterStatus
+    from actorrt._metrics import MetricsServer
+
+__all__ = [
+    "add_daemon_args",
+    "add_logs_parser",
+    "add_status_args",
+    "format_status",
+    "start_metrics",
+    "run_status",
+]
+
+
+class OpsError(Exception):
+    """One line for the user; the CLI prints it and exits 1."""
+
+
+# ---- start / connect: metrics and log flags ---------------------------------------------------
+
+
+def add_daemon_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port", type=_port, default=0,
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off)",
+    )
+    parser.add_argument(
+        "--metrics-host", default=None,
+        help="address the metrics endpoint listens on (default: --host for start, --node-ip for connect)",
+    )
+    parser.add_argument(
+        "--log-format", default="text", choices=["text", "json"],
+        help="daemon log lines: 'text' (one line per event, ids as key=value) or 'json'",
+    )
+
+
+def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default_host: str) -> MetricsServer | None:
+    """Serve ``registry`` when ``--metrics-port`` is set; raises OpsError if the port is taken."""
+    if not args.metrics_port:
+        return None
+    from actorrt._metrics import serve
+
+    try:
+        return serve(registry, args.metrics_port, args.metrics_host or default_host)
+    except OSError as e:
+        raise OpsError(f"actorrt {args.command}: {e}") from e
+
+
+# ---- status ------------------------------------------------------------------------------------
+
+
+def add_status_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--watch", action="store_true", help="refresh the table until Ctrl-C")
+    parser.add_argument("--interval", type=_positive, default=2.0, help="seconds between --watch refreshes")
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _mib(n: int | str) -> str:
+    return f"{int(n) / 2**20:.0f}M"
+
+
+def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
+    """The human table of ``actorrt status``: summary, nodes, actors by class, actors, clients."""
+    connected = sum(1 for c in st.clients if c.get("connected"))
+    lines = [
+        f"cluster {st.address}  up {_duration(st.uptime_s)}  "
+        f"slots {st.slots_used}/{st.slots_total} used ({st.slots_free} free)  "
+        f"actors {len(st.actors)}  clients {len(st.clients)} ({connected} connected)  "
+        f"waiting {st.placements_waiting}",
+        "",
+        f"{'NODE':<20} {'WORKER':<14} {'ADDRESS':<16} {'SLOTS':>9} {'GPUS':>7} {'READY':>5} {'LOAD':>5}",
+    ]
+    for n in st.nodes:
+        lines.append(
+            f"{n['node'][:20]:<20} {n['worker_id'][:14]:<14} {n['node_ip'][:16]:<16} "
+            f"{n['cpus_used']:>4}/{n['cpus']:<4} {n['gpus_used']:>3}/{n['gpus']:<3} "
+            f"{n['slots_ready']:>5} {n['load']:>5.2f}"
+        )
+    if st.actors:
+        by_class: dict[str, int] = {}
+        for a in st.actors:
+            by_class[a["class_name"]] = by_class.get(a["class_name"], 0) + 1
+        lines += ["", "ACTORS BY CLASS"] + [f"  {k:<30} {v}" for k, v in sorted(by_class.items())]
+        lines += ["", f"{'ACTOR':<18} {'CLASS':<24} {'NODE':<20} {'SLOT':>4} {'RSS':>7}"]
+        for a in st.actors[:max_actors]:
+            lines.append(
+                f"{a['actor_id']:<18} {a['class_name'][:24]:<24} {a['node'][:20]:<20} {a['slot']:>4} "
+                f"{_mib(a['rss_bytes']):>7}"
+            )
+        if len(st.actors) > max_actors:
+            lines.append(f"... and {len(st.actors) - max_actors} more (--json lists them all)")
+    if st.clients:
+        lines += ["", f"{'CLIENT':<18} {'HOST':<20} {'PID':>8} {'ACTORS':>6}  STATE"]
+        for c in st.clients:
+            state = "connected" if c.get("connected") else "lost (grace period)"
+            lines.append(f"{c['client_id']:<18} {c['hostname'][:20]:<20} {c['pid']:>8} {c['actors']:>6}  {state}")
+    return "\n".join(lines)
+
+
+def run_status(args: argparse.Namespace, fetch: Callable[[], ClusterStatus]) -> int:
+    """Print the status once, or with ``--watch`` every ``--interval`` seconds until Ctrl-C."""
+    if not args.watch:
+        st = fetch()
+        print(json.dumps(st.to_dict(), indent=2) if args.json else st)
+        return 0
+    clear = sys.stdout.isatty() and not args.json
+    try:
+        while True:
+            st = fetch()
+            text = json.dumps(st.to_dict()) if args.json else str(st)
+            if clear:
+                sys.stdout.write("\x1b[H\x1b[2J")
+            stamp = time.strftime("%H:%M:%S")
+            print(text if args.json else f"{text}\n\n(every {args.interval:g}s at {stamp}; Ctrl-C to stop)\n",
+                  flush=True)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+# ---- logs --------------------------------------------------------------------------------------
+
+
+def add_logs_parser(sub: Any, address_type: Callable[[str], str]) -> argparse.ArgumentParser:
+    logs = sub.add_parser("logs", help="print a live or dead actor's output log, read from its node")
+    logs.add_argument("actor_id", help="the actor's id, or a unique prefix of it (as in '(Class pid=N id=...)')")
+    logs.add_argument("--address", type=address_type, default=None, help="master HOST:PORT (default: the last start)")
+    logs.add_argument("--token", default=None)
+    logs.add_argument("--tail", type=_positive_int, default=2**20, help="print at most the last N bytes (default 1 MiB)")
+    logs.add_argument("--timeout", type=float, default=15.0)
+    return logs
+
+
+def run_logs(args: argparse.Namespace, address: str) -> int:
+    import grpc
+
+    from actorrt.v1 import master_pb2, master_pb2_grpc
+
+    token = _rpc.load_token(args.token)
+
+    async def fetch() -> master_pb2.GetActorLogResponse:
+        async with grpc.aio.insecure_channel(address, options=_rpc.channel_options()) as channel:
+            stub = master_pb2_grpc.MasterStub(channel)
+            try:
+                return await stub.GetActorLog(
+                    master_pb2.GetActorLogRequest(actor_id=args.actor_id, max_bytes=args.tail),
+                    metadata=_rpc.auth_metadata(token),
+                    timeout=args.timeout,
+                )
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+                    raise OpsError(f"actorrt logs: {e.details()}") from e
+                if e.code() == grpc.StatusCode.UNAVAILABLE and "no longer in the cluster" in (e.details() or ""):
+                    raise OpsError(f"actorrt logs: {e.details()}") from e
+                raise OpsError(f"actorrt logs: {_rpc.translate(e, 'logs', address)}") from e
+
+    try:
+        import uvloop
+
+        msg = uvloop.run(fetch())
+    except ImportError:
+        msg = asyncio.run(fetch())
+    state = "alive" if msg.alive else f"dead: {msg.cause}" if msg.cause else "dead"
+    note = " (showing the tail; --tail for more)" if msg.truncated else ""
+    empty = "; it printed nothing" if not msg.data else ""
+    print(f"== actor {msg.actor_id} ({msg.class_name}) on {msg.node}, {state}{note}{empty}", file=sys.stderr)
+    sys.stdout.buffer.write(msg.data)
+    sys.stdout.flush()
+    return 0
+
+
+# ---- argument types ------------------------------------------------------------------------------
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value

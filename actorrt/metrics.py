@@ -1,0 +1,21 @@
+"""Public metrics helpers: serve a prometheus-client registry the way actorrt's daemons do.
+
+The daemons serve theirs with ``actorrt start|connect --metrics-port P``. Your own processes
+(an RL learner, a driver script) can export more on the same stack::
+
+    from prometheus_client import CollectorRegistry, Counter
+    from actorrt.metrics import serve
+
+    registry = CollectorRegistry()
+    steps = Counter("myapp_steps", "Steps taken.", registry=registry)
+    server = serve(registry, port=9320)        # http://127.0.0.1:9320/metrics
+    ...
+    server.stop()
+
+``rl.metrics.LearnerMetrics`` is that, for the ``actorrt_rl_*`` metrics of the rl learners.
+``METRIC_NAMES`` lists the families the master and the worker daemons export.
+"""
+
+from actorrt._metrics import LATENCY_BUCKETS, METRIC_NAMES, MetricsServer, serve
+
+__all__ = ["LATENCY_BUCKETS", "METRIC_NAMES", "MetricsServer", "serve"]
