@@ -136,7 +136,7 @@ class LearnerResult:
             "solved": self.solved,
             "env_steps": self.env_steps,
             "wall_s": round(self.wall_s, 3),
-            "mean_return": round(self.mean_return, 2),
+            "mean_return": None if np.isnan(self.mean_return) else round(self.mean_return, 2),
             "frames_per_s": round(self.frames_per_s, 1),
             "updates": self.updates,
             "mean_weight_lag": round(self.mean_weight_lag, 2),
@@ -160,6 +160,8 @@ class Learner:
 
     ``make_agent`` builds a fresh :class:`rl.Agent`; it runs here for the learner's copy and in
     every remote worker's process for theirs, so it must be picklable (a module-level function).
+    ``env_fn`` (picklable too) builds one environment when ``gym.make(config.env_id)`` is not
+    enough (wrappers, e.g. :class:`rl.atari.AtariEnv`).
     """
 
     def __init__(
@@ -171,8 +173,10 @@ class Learner:
         logger: TrainingLogger | None = None,
         metrics: LearnerMetrics | None = None,
         window: int = 20,
+        env_fn: Callable[[], Any] | None = None,
     ) -> None:
         self.make_agent = make_agent
+        self.env_fn = env_fn
         self.config = collector_config
         self.scheme = scheme
         self.agent = make_agent()
@@ -203,10 +207,12 @@ class Learner:
         elif s.collection == "remote":
             self._pool = self._make_pool(RemoteCollector, s.num_collectors)
         else:
-            self._local = Collector(self.config, self.agent)
+            self._local = Collector(self.config, self.agent, self.env_fn)
         if self._pool is not None:
             self._pool.handles = list(
-                await asyncio.gather(*[self._pool.cls.remote(c, self.make_agent) for c in self._pool.configs])
+                await asyncio.gather(
+                    *[self._pool.cls.remote(c, self.make_agent, self.env_fn) for c in self._pool.configs]
+                )
             )
             weights = self.agent.get_weights()
             await asyncio.gather(*[h.set_weights(weights, self.version) for h in self._pool.handles])
@@ -225,7 +231,7 @@ class Learner:
         if self.logger is not None:
             self.logger.note(f"{self._pool.cls.__name__} {i} died ({error}); replaced")
         config = replace(self._pool.configs[i], seed=self._pool.configs[i].seed + 997 * self._pool.generation)
-        handle = await self._pool.cls.remote(config, self.make_agent)
+        handle = await self._pool.cls.remote(config, self.make_agent, self.env_fn)
         await handle.set_weights(self.agent.get_weights(), self.version)
         self._pool.handles[i] = handle
         return handle

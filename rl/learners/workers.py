@@ -27,9 +27,11 @@ Weights = dict[str, np.ndarray]
 class RemoteCollector:
     """A :class:`rl.Collector` in its own process."""
 
-    def __init__(self, config: CollectorConfig, make_agent: Callable[[], Agent]) -> None:
+    def __init__(
+        self, config: CollectorConfig, make_agent: Callable[[], Agent], env_fn: Callable[[], Any] | None = None
+    ) -> None:
         torch.set_num_threads(1)
-        self.collector = Collector(config, make_agent())
+        self.collector = Collector(config, make_agent(), env_fn)
         self.version = -1
 
     def set_weights(self, weights: Weights, version: int) -> None:
@@ -90,10 +92,12 @@ class GradientWorker:
     optimizer, so their weights stay equal without any weight broadcast.
     """
 
-    def __init__(self, config: CollectorConfig, make_agent: Callable[[], Agent]) -> None:
+    def __init__(
+        self, config: CollectorConfig, make_agent: Callable[[], Agent], env_fn: Callable[[], Any] | None = None
+    ) -> None:
         torch.set_num_threads(1)
         self.agent = make_agent()
-        self.collector = Collector(config, self.agent)
+        self.collector = Collector(config, self.agent, env_fn)
         self.capture = _CaptureStep(self.agent.algorithm.optimizer)
         self.version = -1
 
