@@ -11,60 +11,24 @@ Exits 0 when solved (mean of the last 20 training-episode returns >= 475).
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from dataclasses import dataclass
 
-import torch
-
-import actorrt
 import rl
 from rl.collector import env_spaces
-from rl.learners import Learner, a2c_scheme
-from rl.metrics import LearnerMetrics
+from rl.learners import a2c_scheme
+from rl.learners.run import DistributedRun, main
 
 
 @dataclass
-class Config:
+class Config(DistributedRun):
     """Train A2C on CartPole-v1 with remote collectors."""
 
-    env_id: str = "CartPole-v1"
-    """gymnasium environment id."""
-    seed: int = 0
-    """Seed for torch and the environments (collector i adds its own offset)."""
-    total_steps: int = 1_000_000
-    """Environment steps at most."""
-    num_collectors: int = 2
-    """Remote collector actors."""
-    num_envs: int = 8
-    """Environments per collector."""
     num_steps: int = 8
     """Steps per environment per rollout."""
-    lr: float = 1e-3
-    """RMSprop learning rate."""
-    gamma: float = 0.99
-    """Discount factor."""
     gae_lambda: float = 1.0
     """GAE lambda (1.0: n-step returns, as in A2C)."""
-    ent_coef: float = 0.0
-    """Entropy bonus coefficient."""
-    solved_return: float = 475.0
-    """Mean return over the last 20 training episodes that counts as solved."""
-    address: str | None = None
-    """Master HOST:PORT of a running cluster; default: an embedded cluster."""
     run_dir: str = "runs/a2c_cartpole"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
-    tensorboard: bool = True
-    """Write TensorBoard scalars."""
-    progress: bool = True
-    """Show the live progress line (on stderr)."""
-    metrics_port: int = 0
-    """Serve the learner's Prometheus metrics (actorrt_rl_*) on this port; 0: off."""
-    save: str | None = None
-    """Save a learner checkpoint to this path at the end."""
-    restore: str | None = None
-    """Resume from a learner checkpoint."""
 
 
 class MakeAgent:
@@ -81,32 +45,5 @@ class MakeAgent:
         return rl.Agent(algorithm)
 
 
-async def main(config: Config) -> dict:
-    torch.manual_seed(config.seed)
-    collector_config = rl.CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
-    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard,
-                               progress=config.progress)
-    slots = max(os.cpu_count() or 1, config.num_collectors)  # embedded: a slot per collector
-    async with actorrt.connect(config.address, num_cpus=slots, preload=["rl.learners"]):
-        metrics = LearnerMetrics("a2c")
-        server = metrics.serve(config.metrics_port) if config.metrics_port else None
-        learner = Learner(MakeAgent(config), collector_config, a2c_scheme(config.num_collectors), logger=logger,
-                          metrics=metrics)
-        if config.restore:
-            learner.restore(config.restore)
-        async with learner:
-            result = await learner.train(config.total_steps, config.solved_return)
-            if config.save:
-                learner.save(config.save)
-        if server is not None:
-            server.stop()
-    logger.close()
-    logger.plot(f"A2C on {config.env_id} ({config.num_collectors} remote collectors)", config.solved_return)
-    return {"env": config.env_id, "algo": "A2C", **result.json_fields()}
-
-
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config)
-    line = actorrt.run(main(cfg))
-    print(json.dumps(line), flush=True)
-    sys.exit(0 if line["solved"] else 1)
+    main(Config, MakeAgent, lambda c: a2c_scheme(c.num_collectors), "A2C")

@@ -14,61 +14,36 @@ cores give in minutes, so this example is first a throughput demonstration here.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-import actorrt
 import rl
 from rl.atari import AtariEnv, ConvActorCritic, frames
-from rl.learners import Learner, impala_scheme
-from rl.metrics import LearnerMetrics
+from rl.learners import impala_scheme
+from rl.learners.run import DistributedRun, main
 
 
 @dataclass
-class Config:
+class Config(DistributedRun):
     """Train IMPALA on an Atari game with remote collectors."""
 
     env_id: str = "ALE/Pong-v5"
     """ALE game id."""
-    seed: int = 0
-    """Seed for torch and the environments."""
     total_steps: int = 10_000_000
     """Agent steps at most (each is 4 emulator frames)."""
-    num_collectors: int = 2
-    """Remote collector actors."""
-    num_envs: int = 8
-    """Environments per collector."""
     num_steps: int = 20
     """Steps per environment per rollout."""
     lr: float = 6e-4
     """RMSprop learning rate."""
-    gamma: float = 0.99
-    """Discount factor."""
     ent_coef: float = 0.01
     """Entropy bonus coefficient."""
     max_grad_norm: float = 40.0
     """Gradient norm clip (the paper's)."""
     solved_return: float = 18.0
     """Mean return over the last 20 training episodes that counts as solved."""
-    address: str | None = None
-    """Master HOST:PORT of a running cluster; default: an embedded cluster."""
     run_dir: str = "runs/impala_atari"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
-    tensorboard: bool = True
-    """Write TensorBoard scalars."""
-    progress: bool = True
-    """Show the live progress line (on stderr)."""
-    metrics_port: int = 0
-    """Serve the learner's Prometheus metrics on this port; 0: off."""
-    save: str | None = None
-    """Save a learner checkpoint to this path at the end."""
-    restore: str | None = None
-    """Resume from a learner checkpoint."""
 
 
 class AtariAgent(rl.Agent):
@@ -79,6 +54,8 @@ class AtariAgent(rl.Agent):
 
 
 class MakeAgent:
+    """Builds the agent; runs in the learner and in every collector's process (picklable)."""
+
     def __init__(self, config: Config) -> None:
         self.config = config
 
@@ -91,34 +68,13 @@ class MakeAgent:
         return AtariAgent(algorithm)
 
 
-async def main(config: Config) -> dict:
-    torch.manual_seed(config.seed)
-    collector_config = rl.CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
-    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard,
-                               progress=config.progress)
-    slots = max(os.cpu_count() or 1, config.num_collectors)
-    async with actorrt.connect(config.address, num_cpus=slots, preload=["rl.learners", "rl.atari"]):
-        metrics = LearnerMetrics("impala_atari")
-        server = metrics.serve(config.metrics_port) if config.metrics_port else None
-        learner = Learner(MakeAgent(config), collector_config, impala_scheme(config.num_collectors), logger=logger,
-                          metrics=metrics, env_fn=AtariEnv(config.env_id))
-        if config.restore:
-            learner.restore(config.restore)
-        async with learner:
-            result = await learner.train(config.total_steps, config.solved_return)
-            if config.save:
-                learner.save(config.save)
-        if server is not None:
-            server.stop()
-    logger.close()
-    logger.plot(f"IMPALA on {config.env_id}", config.solved_return)
-    line = {"env": config.env_id, "algo": "IMPALA", **result.json_fields()}
-    line["emulator_frames_per_s"] = round(frames(1) * result.frames_per_s, 1)
-    return line
-
-
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config)
-    out = actorrt.run(main(cfg))
-    print(json.dumps(out), flush=True)
-    sys.exit(0 if out["solved"] else 1)
+    main(
+        Config,
+        MakeAgent,
+        lambda c: impala_scheme(c.num_collectors),
+        "IMPALA",
+        env_fn=lambda c: AtariEnv(c.env_id),
+        preload=("rl.learners", "rl.atari"),
+        extra=lambda c, result: {"emulator_frames_per_s": round(frames(1) * result.frames_per_s, 1)},
+    )
