@@ -3,6 +3,13 @@
     python examples/dqn_cartpole.py                  # outputs under runs/dqn_cartpole/
     python examples/dqn_cartpole.py --seed 1 --save runs/dqn.pt
     python examples/dqn_cartpole.py --restore runs/dqn.pt --epsilon-start 0.05
+
+The defaults solve CartPole-v1 (mean of the last 20 training returns >= 475) on seeds 0-4 in
+49k-59k env steps (13-31 s on a loaded 2-core machine). What mattered: the squared TD error
+(the Huber loss lets Q diverge here, see :mod:`rl.algorithms.dqn`) and a target network synced
+often enough (every 50 updates, i.e. every 200 env steps) for values to propagate over the
+~100-step horizon of gamma .99. The rl-zoo settings (lr 2.3e-3, 128 updates per 256 steps) did
+not reach 475 on seeds 0 and 1: SB3's DQN within 100k steps, ours (squared loss) within 60k.
 """
 
 from __future__ import annotations
@@ -25,12 +32,12 @@ class Config:
     """Seed for torch, the environments and the replay buffer."""
     total_steps: int = 100_000
     """Environment steps at most."""
-    num_envs: int = 4
+    num_envs: int = 8
     """Environments stepped together."""
     num_steps: int = 4
     """Steps per environment between bursts of updates."""
     gradient_steps: int = 8
-    """Updates after each ``num_envs x num_steps`` environment steps."""
+    """Updates after each ``num_envs x num_steps`` environment steps (1 per 4 env steps)."""
     batch_size: int = 64
     """Transitions per update."""
     buffer_size: int = 100_000
@@ -41,17 +48,19 @@ class Config:
     """Adam learning rate."""
     gamma: float = 0.99
     """Discount factor."""
-    hidden: int = 256
+    hidden: int = 128
     """Width of the two hidden layers of the Q-network."""
-    target_update_interval: int = 250
+    target_update_interval: int = 50
     """Updates between target-network synchronisations."""
     tau: float = 1.0
     """Target update rate (1: hard copy)."""
+    loss: str = "mse"
+    """TD loss: ``mse`` or ``huber``."""
     epsilon_start: float = 1.0
     """Initial exploration rate."""
-    epsilon_end: float = 0.04
+    epsilon_end: float = 0.02
     """Final exploration rate."""
-    exploration_fraction: float = 0.16
+    exploration_fraction: float = 0.1
     """Fraction of ``total_steps`` over which epsilon decays linearly."""
     solved_return: float = 475.0
     """Mean return over the last 20 training episodes that counts as solved."""
@@ -80,6 +89,7 @@ def main(config: Config) -> rl.TrainResult:
         gamma=config.gamma,
         target_update_interval=config.target_update_interval,
         tau=config.tau,
+        loss=config.loss,
     )
     agent = rl.Agent(algorithm)
     if config.restore:
