@@ -1,4 +1,8 @@
-"""PPO (clipped, GAE) on CartPole-v1: solved (mean of the last 20 returns >= 475) in ~30k steps.
+"""PPO (clipped, GAE) on CartPole-v1: solved (mean of the last 20 returns >= 475) in ~30k-60k steps.
+
+Few gradient steps per sample (5 epochs of one minibatch, lr 3e-3): on seeds 0-4 this needs a
+quarter of the gradient steps of the rl-zoo's 20 epochs at lr 1e-3, for ~1.5x the env steps,
+and less wall-clock time, since the gradient steps dominated it.
 
     python examples/ppo_cartpole.py                 # train; outputs under runs/ppo_cartpole/
     python examples/ppo_cartpole.py --seed 3 --save runs/ppo.pt
@@ -30,7 +34,7 @@ class Config:
     """Environments stepped in parallel (one process)."""
     num_steps: int = 32
     """Steps per environment per rollout."""
-    lr: float = 1e-3
+    lr: float = 3e-3
     """Adam learning rate."""
     gamma: float = 0.98
     """Discount factor."""
@@ -38,7 +42,7 @@ class Config:
     """GAE lambda."""
     clip_range: float = 0.2
     """PPO clipping epsilon."""
-    num_epochs: int = 20
+    num_epochs: int = 5
     """Passes over each rollout."""
     num_minibatches: int = 1
     """Minibatches per pass."""

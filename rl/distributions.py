@@ -14,6 +14,7 @@ __all__ = [
     "categorical_sample",
     "categorical_log_prob",
     "categorical_entropy",
+    "categorical_log_prob_entropy",
     "gaussian_sample",
     "gaussian_log_prob",
     "gaussian_entropy",
@@ -40,6 +41,13 @@ def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
     """``-sum_a pi(a) log pi(a)``."""
     log_probs = torch.log_softmax(logits, dim=-1)
     return -(log_probs.exp() * log_probs).sum(-1)
+
+
+def categorical_log_prob_entropy(logits: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log pi(action), H[pi])`` from one ``log_softmax`` (what the learners need together)."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    log_prob = log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+    return log_prob, -(log_probs.exp() * log_probs).sum(-1)
 
 
 def gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

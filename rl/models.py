@@ -1,18 +1,48 @@
-"""Small MLP networks: an actor-critic with a categorical or Gaussian head, and a Q-network."""
+"""Small MLP networks: an actor-critic (policy and value MLPs in one pass) and a Q-network."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from rl import distributions as D
 from rl.model import Model
 
-__all__ = ["mlp", "ActorCritic", "QNetwork"]
+__all__ = ["mlp", "FastTanh", "TwinMLP", "ActorCritic", "QNetwork"]
+
+
+class _Tanh(torch.autograd.Function):
+    """``tanh(x) = 2 sigmoid(2x) - 1``; backward ``g (1 - y^2)`` from the saved output."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
+class FastTanh(nn.Module):
+    """``nn.Tanh`` computed as ``2 sigmoid(2x) - 1`` (equal to within 2e-7).
+
+    With the CPU build of torch 2.13 used here, ``torch.tanh`` on a ``[256, 128]`` float32 tensor
+    takes ~110 us against ~35 us for this form; forward plus backward ~130 us against ~85 us.
+    That is two of these per PPO gradient step. Small tensors (acting on a few envs) go to
+    ``torch.tanh``: there the cost of a Python autograd function is larger than the saving.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Elementwise tanh."""
+        return torch.tanh(x) if x.numel() < 4096 else _Tanh.apply(x)
 
 
 def mlp(
@@ -47,8 +77,70 @@ def _flat_dim(space: gym.Space) -> int:
     return int(np.prod(space.shape))
 
 
+class TwinMLP(nn.Module):
+    """Two MLPs with the same hidden sizes, over the same input, evaluated in one pass.
+
+    Mathematically ``(mlp_a(x), mlp_b(x))`` with separate weights; computed as one matmul for
+    the first layer (both weight matrices stacked), one batched matmul (``baddbmm`` over the pair)
+    per further hidden layer, and one linear layer per head. For the small networks of classic
+    control this halves the number of torch operations (forward and backward), which is what
+    the time of a gradient step is made of at these sizes. Initialised like :func:`mlp`.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: Sequence[int],
+        out_a: int,
+        out_b: int,
+        activation: type[nn.Module] = nn.Tanh,
+        gain_a: float = 1.0,
+        gain_b: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if not hidden:
+            raise ValueError("TwinMLP needs at least one hidden layer")
+        self.hidden = tuple(int(h) for h in hidden)
+        self.activation = activation()
+        hidden_gain = float(np.sqrt(2))
+        h0 = self.hidden[0]
+        first = torch.empty(2 * h0, in_dim)
+        nn.init.orthogonal_(first[:h0], gain=hidden_gain)
+        nn.init.orthogonal_(first[h0:], gain=hidden_gain)
+        self.first_weight = nn.Parameter(first)
+        """``[2 * h0, in]``: rows ``[:h0]`` for network a, ``[h0:]`` for network b."""
+        self.first_bias = nn.Parameter(torch.zeros(2 * h0))
+        self.weights = nn.ParameterList()
+        """Per further hidden layer ``[2, h_in, h_out]`` (already transposed for ``baddbmm``)."""
+        self.biases = nn.ParameterList()
+        """Per further hidden layer ``[2, 1, h_out]``."""
+        for h_in, h_out in zip(self.hidden, self.hidden[1:]):
+            w = torch.empty(2, h_out, h_in)
+            nn.init.orthogonal_(w[0], gain=hidden_gain)
+            nn.init.orthogonal_(w[1], gain=hidden_gain)
+            self.weights.append(nn.Parameter(w.transpose(1, 2).contiguous()))
+            self.biases.append(nn.Parameter(torch.zeros(2, 1, h_out)))
+        self.head_a = nn.Linear(self.hidden[-1], out_a)
+        self.head_b = nn.Linear(self.hidden[-1], out_b)
+        for head, gain in ((self.head_a, gain_a), (self.head_b, gain_b)):
+            nn.init.orthogonal_(head.weight, gain=gain)
+            nn.init.zeros_(head.bias)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mlp_a(x), mlp_b(x))`` for ``x`` of shape ``[..., in]``."""
+        lead = x.shape[:-1]
+        x = x.reshape(-1, x.shape[-1])
+        h = self.activation(F.linear(x, self.first_weight, self.first_bias))
+        h = h.view(h.shape[0], 2, self.hidden[0]).transpose(0, 1)  # [2, N, h0]
+        for w, b in zip(self.weights, self.biases):
+            h = self.activation(torch.baddbmm(b, h, w))
+        a = self.head_a(h[0])
+        b_out = self.head_b(h[1])
+        return a.reshape(*lead, a.shape[-1]), b_out.reshape(*lead, b_out.shape[-1])
+
+
 class ActorCritic(Model):
-    """Separate policy and value MLPs over flat observations.
+    """Separate policy and value MLPs over flat observations, evaluated together (:class:`TwinMLP`).
 
     Discrete action spaces get a categorical head (logits); ``Box`` action spaces get a diagonal
     Gaussian whose ``log_std`` is a state-independent parameter. Used by PolicyGradient, A2C, PPO
@@ -60,7 +152,7 @@ class ActorCritic(Model):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden: Sequence[int] = (64, 64),
-        activation: type[nn.Module] = nn.Tanh,
+        activation: type[nn.Module] = FastTanh,
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__()
@@ -73,39 +165,43 @@ class ActorCritic(Model):
             act_dim = int(action_space.n)
         else:
             raise TypeError(f"ActorCritic: unsupported action space {action_space}")
-        self.policy_net = mlp(obs_dim, hidden, act_dim, activation, out_gain=0.01)
-        self.value_net = mlp(obs_dim, hidden, 1, activation, out_gain=1.0)
+        self.nets = TwinMLP(obs_dim, hidden, act_dim, 1, activation, gain_a=0.01, gain_b=1.0)
+        """Network a: the policy (logits or Gaussian mean); network b: the value."""
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(policy output, V(obs))``: logits or Gaussian mean ``[..., act]``, value ``[...]``."""
+        out, value = self.nets(obs)
+        return out, value.squeeze(-1)
 
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; return ``(action, log_prob, value)`` for a batch ``[B, obs_dim]``."""
-        out = self.policy_net(obs)
+        out, value = self(obs)
         if self.continuous:
             action, log_prob = D.gaussian_sample(out, self.log_std)
         else:
             action, log_prob = D.categorical_sample(out)
-        return action, log_prob, self.value_net(obs).squeeze(-1)
+        return action, log_prob, value
 
     def greedy(self, obs: torch.Tensor) -> torch.Tensor:
         """Most likely action (argmax, or the Gaussian mean)."""
-        out = self.policy_net(obs)
+        out, _ = self(obs)
         return out if self.continuous else out.argmax(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs)``, shape ``[...]`` (observation dims removed)."""
-        return self.value_net(obs).squeeze(-1)
+        return self(obs)[1]
 
     def evaluate(
         self, obs: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log pi(action|obs), entropy, V(obs))`` with gradients, for any leading dims."""
-        out = self.policy_net(obs)
+        out, value = self(obs)
         if self.continuous:
             log_prob = D.gaussian_log_prob(out, self.log_std, action)
             entropy = D.gaussian_entropy(self.log_std).expand(log_prob.shape)
         else:
-            log_prob = D.categorical_log_prob(out, action)
-            entropy = D.categorical_entropy(out)
-        return log_prob, entropy, self.value_net(obs).squeeze(-1)
+            log_prob, entropy = D.categorical_log_prob_entropy(out, action)
+        return log_prob, entropy, value
 
 
 class QNetwork(Model):

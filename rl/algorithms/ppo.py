@@ -5,7 +5,8 @@
     loss       = -L^CLIP + vf_coef * E[ (V(s_t) - R_t)^2 ] - ent_coef * H[pi]
 
 ``A_t`` is GAE(lambda) computed once per rollout with the behaviour values; then ``num_epochs``
-passes of ``num_minibatches`` minibatches over the flattened ``T x B`` samples.
+passes of ``num_minibatches`` minibatches over the flattened ``T x B`` samples. The statistics
+:meth:`PPO.learn` returns are means over the minibatches of the last epoch it ran.
 """
 
 from __future__ import annotations
@@ -68,37 +69,47 @@ class PPO(ActorCriticAlgorithm):
         old_log_prob = batch.log_probs.reshape(n)
         advantages, returns = advantages.reshape(n), returns.reshape(n)
         mb_size = max(1, n // self.num_minibatches)
+        whole = mb_size == n  # one minibatch: no shuffling, normalise the advantages once
+        if whole and self.normalize_advantages and n > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
         # 3. Optimise the clipped surrogate for a few epochs.
         sums = torch.zeros(5)  # policy_loss, value_loss, entropy, approx_kl, clip_fraction
         updates = 0
-        for _ in range(self.num_epochs):
-            perm = torch.randperm(n, generator=self._generator)
+        for epoch in range(self.num_epochs):
+            # Statistics (tensors: no sync) from the last epoch only, or every epoch for target_kl.
+            track = self.target_kl is not None or epoch == self.num_epochs - 1
+            perm = None if whole else torch.randperm(n, generator=self._generator)
             epoch_kl = torch.zeros(())
             for start in range(0, n - mb_size + 1, mb_size):
-                idx = perm[start : start + mb_size]
-                log_prob, entropy, value = self.model.evaluate(obs[idx], actions[idx])
-                adv = advantages[idx]
-                if self.normalize_advantages and len(idx) > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                if perm is None:
+                    mb_obs, mb_actions, mb_old, adv, mb_returns = obs, actions, old_log_prob, advantages, returns
+                else:
+                    idx = perm[start : start + mb_size]
+                    mb_obs, mb_actions, mb_old = obs[idx], actions[idx], old_log_prob[idx]
+                    adv, mb_returns = advantages[idx], returns[idx]
+                    if self.normalize_advantages and mb_size > 1:
+                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                log_prob, entropy, value = self.model.evaluate(mb_obs, mb_actions)
 
-                log_ratio = log_prob - old_log_prob[idx]
+                log_ratio = log_prob - mb_old
                 ratio = log_ratio.exp()
                 surrogate = torch.min(
                     ratio * adv, ratio.clamp(1.0 - self.clip_range, 1.0 + self.clip_range) * adv
                 )
                 policy_loss = -surrogate.mean()
-                value_loss = (returns[idx] - value).pow(2).mean()
+                value_loss = (mb_returns - value).pow(2).mean()
                 entropy_mean = entropy.mean()
                 loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
                 self._step(loss, self.max_grad_norm)
 
-                with torch.no_grad():  # statistics stay tensors: no sync per minibatch
-                    approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
-                    clip_fraction = ((ratio - 1).abs() > self.clip_range).float().mean()
-                    sums += torch.stack([policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction])
-                    epoch_kl = torch.maximum(epoch_kl, approx_kl)
-                updates += 1
+                if track:
+                    with torch.no_grad():
+                        approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
+                        clip_fraction = ((ratio - 1).abs() > self.clip_range).float().mean()
+                        sums += torch.stack([policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction])
+                        epoch_kl = torch.maximum(epoch_kl, approx_kl)
+                    updates += 1
             if self.target_kl is not None and float(epoch_kl) > self.target_kl:
                 break
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")

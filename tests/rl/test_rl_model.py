@@ -8,8 +8,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 import rl
+from rl.models import FastTanh, TwinMLP
 
 
 def _ac(seed: int = 0) -> rl.ActorCritic:
@@ -25,14 +27,14 @@ def test_weights_round_trip_is_numpy_and_picklable() -> None:
     for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
         assert ka == kb and torch.equal(va, vb)
     # get_weights returns copies: mutating them does not touch the model
-    w["policy_net.0.weight"][:] = 0
-    assert not torch.all(a.policy_net[0].weight == 0)
+    w["nets.first_weight"][:] = 0
+    assert not torch.all(a.nets.first_weight == 0)
 
 
 def test_set_weights_rejects_wrong_names() -> None:
     a = _ac()
     w = a.get_weights()
-    w.pop("value_net.0.bias")
+    w.pop("nets.head_b.bias")
     with pytest.raises(KeyError):
         a.set_weights(w)
 
@@ -70,3 +72,31 @@ def test_agent_numpy_in_out_and_preprocess_hook() -> None:
     assert step.action.shape == (3,) and step.action.dtype == np.int64
     assert step.log_prob is not None and step.log_prob.shape == (3,)
     np.testing.assert_allclose(step.value, model.value(torch.full((3, 4), 2.0)).detach().numpy(), rtol=1e-6)
+
+
+def test_twin_mlp_is_two_separate_mlps() -> None:
+    """One pass over both networks gives what two plain MLPs with the same weights give."""
+    torch.manual_seed(0)
+    twin = TwinMLP(4, (8, 6, 5), 3, 1)
+    x = torch.randn(2, 7, 4)
+
+    def plain(i: int, head: torch.nn.Linear) -> torch.Tensor:
+        h0 = twin.hidden[0]
+        h = torch.tanh(F.linear(x, twin.first_weight[i * h0 : (i + 1) * h0], twin.first_bias[i * h0 : (i + 1) * h0]))
+        for w, b in zip(twin.weights, twin.biases):
+            h = torch.tanh(h @ w[i] + b[i])
+        return head(h)
+
+    a, b = twin(x)
+    torch.testing.assert_close(a, plain(0, twin.head_a))
+    torch.testing.assert_close(b, plain(1, twin.head_b))
+
+
+def test_fast_tanh_matches_tanh_and_its_gradient() -> None:
+    x = torch.linspace(-12, 12, 8192, requires_grad=True)  # large enough for the fast path
+    y = FastTanh()(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    xr = x.detach().requires_grad_()
+    (gr,) = torch.autograd.grad(torch.tanh(xr).sum(), xr)
+    torch.testing.assert_close(y, torch.tanh(x.detach()), atol=3e-7, rtol=0)
+    torch.testing.assert_close(g, gr, atol=1e-6, rtol=0)
