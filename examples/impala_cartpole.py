@@ -37,6 +37,8 @@ class Config(DistributedRun):
     """Learner updates between weight broadcasts (IMPALA's K)."""
     lr: float = 1.5e-3
     """RMSprop learning rate."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient (without it, some seeds collapse to a deterministic policy)."""
     max_grad_norm: float = 0.5
     """Gradient norm clip."""
     run_dir: str = "runs/impala_cartpole"
