@@ -210,8 +210,15 @@ class WorkerDaemon(Service):
                 continue
             assert slot.proc is not None
             returncode = await slot.proc.wait()
-            for task in slot.tasks[1:]:
-                await asyncio.gather(task, return_exceptions=True)
+            _kill_group(slot.proc.pid)  # whatever the actor started dies with it
+            # Output readers end at EOF, normally at once; a process that inherited the pipes
+            # must not hold back the exit report.
+            readers = slot.tasks[1:]
+            if readers:
+                _, late = await asyncio.wait(readers, timeout=1.0)
+                for task in late:
+                    task.cancel()
+                await asyncio.gather(*readers, return_exceptions=True)
             del slot.tasks[1:]
             actor, cause = slot.actor, slot.stop_cause or describe_exit(returncode)
             slot.proc, slot.ready, slot.actor, slot.stop_cause = None, False, None, ""
@@ -252,6 +259,7 @@ class WorkerDaemon(Service):
                 cwd=slot.workdir,
                 env=env,
                 pass_fds=(stats_w,),
+                start_new_session=True,  # its own process group: the daemon can end all it started
             )
         except BaseException:
             os.close(stats_r)
@@ -446,6 +454,13 @@ def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _remove_dir(path: str) -> None:

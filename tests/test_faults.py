@@ -218,3 +218,24 @@ async def test_memory_limit_stops_the_actor_and_names_it(one_worker: ProcCluster
 
 async def _slots_used_is(c: actorrt.Cluster, n: int) -> bool:
     return (await c.status()).slots_used == n
+
+
+@actorrt.remote_class
+class Spawner:
+    def spawn(self) -> int:
+        """A child that inherits the actor's stdout and would outlive it."""
+        import subprocess
+
+        return subprocess.Popen(["sleep", "1000"]).pid
+
+
+async def test_an_actors_children_die_with_it_and_do_not_delay_its_exit(one_worker: ProcCluster) -> None:
+    async with one_worker.connect() as c:
+        actor = await Spawner.remote()
+        child = await actor.spawn()
+        t0 = time.monotonic()
+        await actorrt.kill(actor)
+        assert time.monotonic() - t0 < 3.0  # the exit was reported though the child held the pipe
+        assert wait_until(lambda: not Path(f"/proc/{child}").exists() or
+                          Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] == "Z", 5)
+        assert (await c.status()).slots_used == 0
