@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
-from actorrt import _rpc
+from actorrt import _rpc, _shm
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._serialization import describe_size, dump_args, loads, payload_size
@@ -58,6 +58,11 @@ class ActorConnection:
         self.set_attr_error: RemoteError | None = None
         self._seq = itertools.count(1)
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
+        # Large buffers go through /dev/shm once the host proved it shares it with us.
+        self.shm = False
+        # seq -> shared-memory files this call's arguments were written to: removed when the
+        # call ends (the host has normally taken them already) or the actor dies.
+        self._shm_files: dict[int, list[str]] = {}
         self._outgoing: list[pb.Call] = []
         self._wake = asyncio.Event()
         self._channel: grpc.aio.Channel | None = None
@@ -71,6 +76,9 @@ class ActorConnection:
         self._call = pb_grpc.ActorHostStub(self._channel).Calls(
             metadata=_rpc.auth_metadata(self.cluster.token)
         )
+        probe = _shm.make_probe()
+        if probe is not None:
+            construct.shm_probe = probe
         try:
             await self._call.write(pb.CallBatch(construct=construct))
             reply = await asyncio.wait_for(self._call.read(), timeout_s if timeout_s > 0 else None)
@@ -78,6 +86,10 @@ class ActorConnection:
             await self._teardown()
             detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
             raise ActorDiedError(self.actor_id, f"could not construct {self.class_name}: {detail}") from e
+        finally:
+            if probe is not None:
+                _shm.unlink([probe])
+                construct.shm_probe = ""
         if reply is grpc.aio.EOF or not reply.replies:
             await self._teardown()
             raise ActorDiedError(self.actor_id, f"actor host closed the stream while constructing {self.class_name}")
@@ -85,37 +97,51 @@ class ActorConnection:
         if first.HasField("error"):
             await self._teardown()
             raise _remote_error(f"{self.class_name}.__init__", first.error)
+        self.shm = reply.shared_memory
         self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
     def submit(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallFuture[Any]:
         what = f"{self.class_name}.{name}"
-        payload = dump_args(what, args, kwargs)
-        if payload.buffers or len(payload.pickle) > 65536:
-            size = payload_size(payload)
-            if size > self.cluster.max_payload_bytes:
-                raise SerializationError(
-                    f"arguments of {what} are {describe_size(size)}, over the limit of "
-                    f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); nothing was sent"
-                )
+        shm: list[str] | None = [] if self.shm and (args or kwargs) else None
+        try:
+            payload = dump_args(what, args, kwargs, shm)
+            if payload.buffers or payload.shared or len(payload.pickle) > 65536:
+                size = payload_size(payload)
+                if size > self.cluster.max_payload_bytes:
+                    raise SerializationError(
+                        f"arguments of {what} are {describe_size(size)}, over the limit of "
+                        f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); "
+                        "nothing was sent"
+                    )
+        except BaseException:
+            if shm:
+                _shm.unlink(shm)
+            raise
         fut: CallFuture[Any] = CallFuture(loop=self.loop)
         call = pb.Call(method=name, args=payload, kind=kind)  # type: ignore[arg-type]
         if threading.get_ident() == self._loop_thread:
-            self._enqueue(call, fut, what)
+            self._enqueue(call, fut, what, shm)
         else:
-            self.loop.call_soon_threadsafe(self._enqueue, call, fut, what)
+            self.loop.call_soon_threadsafe(self._enqueue, call, fut, what, shm)
         return fut
 
-    def _enqueue(self, call: pb.Call, fut: CallFuture[Any], what: str) -> None:
+    def _enqueue(self, call: pb.Call, fut: CallFuture[Any], what: str, shm: list[str] | None = None) -> None:
         if self.dead is not None:
+            if shm:
+                _shm.unlink(shm)
             fut.set_exception(self.dead)
             return
         if self.set_attr_error is not None and call.kind != pb.CALL_KIND_SET_ATTR:
+            if shm:
+                _shm.unlink(shm)
             err, self.set_attr_error = self.set_attr_error, None
             fut.set_exception(err)
             return
         call.seq = next(self._seq)
+        if shm:
+            self._shm_files[call.seq] = shm
         self._pending[call.seq] = (fut, what, call.kind)
         self._outgoing.append(call)
         self._wake.set()
@@ -140,6 +166,8 @@ class ActorConnection:
         try:
             while (batch := await self._call.read()) is not grpc.aio.EOF:
                 for reply in batch.replies:
+                    if self._shm_files:
+                        _shm.unlink(self._shm_files.pop(reply.seq, ()))
                     entry = self._pending.pop(reply.seq, None)
                     if entry is None:
                         continue
@@ -170,6 +198,9 @@ class ActorConnection:
         if self.dead is None:
             self.dead = ActorDiedError(self.actor_id, cause)
         pending, self._pending = self._pending, {}
+        files, self._shm_files = self._shm_files, {}
+        for names in files.values():
+            _shm.unlink(names)
         for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(self.dead)

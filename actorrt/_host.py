@@ -25,8 +25,8 @@ from typing import Any, AsyncIterator, Callable
 
 import grpc
 
-from actorrt import _rpc
-from actorrt._serialization import EMPTY, describe_size, dumps, load_args, loads, payload_size
+from actorrt import _rpc, _shm
+from actorrt._serialization import EMPTY, describe_size, dumps, load_args, loads, payload_size, shared_names
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 
@@ -83,9 +83,13 @@ class _Actor:
 class _Stream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
-    def __init__(self, actor: _Actor, context: grpc.aio.ServicerContext) -> None:
+    def __init__(self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False) -> None:
         self.actor = actor
         self.context = context
+        # Large return values go through /dev/shm (the client proved it shares it). Files of
+        # replies not yet taken by the client: pruned as it takes them, removed at stream end.
+        self.shm = shm
+        self.shm_files: list[str] = []
         self.replies: list[pb.Reply] = []
         self.wake = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -108,8 +112,13 @@ class _Stream:
     def _value_reply(self, seq: int, what: str, value: Any) -> pb.Reply:
         if value is None:
             return pb.Reply(seq=seq, value=EMPTY)
+        shm: list[str] | None = None
+        if self.shm:
+            if len(self.shm_files) > 64:
+                self.shm_files = [n for n in self.shm_files if os.path.exists(os.path.join(_shm.SHM_DIR, n))]
+            shm = self.shm_files
         try:
-            payload = dumps(value)
+            payload = dumps(value, shm)
         except Exception as e:  # noqa: BLE001
             err: Exception = TypeError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) "
@@ -117,7 +126,8 @@ class _Stream:
             )
             return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
         limit = self.actor.max_payload_bytes
-        if limit and (payload.buffers or len(payload.pickle) > 65536) and payload_size(payload) > limit:
+        if limit and (payload.buffers or payload.shared or len(payload.pickle) > 65536) and payload_size(payload) > limit:
+            _shm.unlink(shared_names(payload))
             err = ValueError(
                 f"return value of {what} is {describe_size(payload_size(payload))}, over the limit of "
                 f"{describe_size(limit)} (connect(max_payload_mb=...))"
@@ -140,6 +150,9 @@ class _Stream:
                 await writer
             except Exception:  # noqa: BLE001 - the client is gone; nothing to tell it
                 pass
+            finally:
+                _shm.unlink(self.shm_files)  # replies the client never took
+                self.shm_files = []
 
     async def run_batch(self, batch: pb.CallBatch) -> None:
         actor = self.actor
@@ -205,6 +218,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             first = await anext(request_iterator)
         except StopAsyncIteration:
             return
+        shm = False
         if first.HasField("construct"):
             step = first.construct
             if step.version != _rpc.PROTOCOL_VERSION:
@@ -220,7 +234,8 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, error=_failure(e))]))
                 self.finished.set()
                 return
-            await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)]))
+            shm = _shm.check_probe(step.shm_probe)
+            await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)], shared_memory=shm))
         elif first.HasField("attach"):
             if first.attach.version != _rpc.PROTOCOL_VERSION:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(first.attach.version))
@@ -233,7 +248,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             return
         assert self.actor is not None
         first.ClearField("construct")
-        await _Stream(self.actor, context).run(request_iterator, first)
+        await _Stream(self.actor, context, shm).run(request_iterator, first)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)

@@ -19,27 +19,50 @@ from typing import Any
 
 import cloudpickle
 
+from actorrt import _shm
 from actorrt._errors import SerializationError
 from actorrt.v1 import common_pb2
 
-__all__ = ["dumps", "loads", "dump_args", "payload_size", "ship_local_modules", "EMPTY"]
+__all__ = ["dumps", "loads", "dump_args", "payload_size", "shared_names", "ship_local_modules", "EMPTY"]
 
 EMPTY = common_pb2.Payload()
 _NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
 
 
-def dumps(value: Any) -> common_pb2.Payload:
-    """Pickle ``value``; raises whatever pickling raises."""
+def dumps(value: Any, shm: list[str] | None = None) -> common_pb2.Payload:
+    """Pickle ``value``; raises whatever pickling raises.
+
+    With ``shm`` (a list), out-of-band buffers of at least ``_shm.THRESHOLD`` bytes are written
+    to shared memory and their file names appended to ``shm``: the caller owns those files until
+    the receiver takes them. A buffer that cannot be written there travels inline."""
     buffers: list[pickle.PickleBuffer] = []
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     if not buffers:
         return common_pb2.Payload(pickle=data)
-    # protobuf takes bytes only (not memoryview): one copy per out-of-band buffer.
-    return common_pb2.Payload(pickle=data, buffers=[b.raw().tobytes() for b in buffers])
+    inline: list[bytes] = []
+    shared: list[common_pb2.SharedBuffer] = []
+    for i, b in enumerate(buffers):
+        raw = b.raw()
+        if shm is not None and raw.nbytes >= _shm.THRESHOLD:
+            try:
+                name = _shm.write(raw)
+            except OSError:
+                pass
+            else:
+                shm.append(name)
+                shared.append(common_pb2.SharedBuffer(index=i, name=name, size=raw.nbytes))
+                continue
+        # protobuf takes bytes only (not memoryview): one copy per inline buffer.
+        inline.append(raw.tobytes())
+    return common_pb2.Payload(pickle=data, buffers=inline, shared=shared)
+
+
+def shared_names(payload: common_pb2.Payload) -> list[str]:
+    return [s.name for s in payload.shared]
 
 
 def payload_size(payload: common_pb2.Payload) -> int:
-    return len(payload.pickle) + sum(len(b) for b in payload.buffers)
+    return len(payload.pickle) + sum(len(b) for b in payload.buffers) + sum(s.size for s in payload.shared)
 
 
 def describe_size(n: int) -> str:
@@ -47,18 +70,43 @@ def describe_size(n: int) -> str:
 
 
 def loads(payload: common_pb2.Payload) -> Any:
-    """Unpickle a payload. Out-of-band buffers come back writable (one copy each)."""
+    """Unpickle a payload. Out-of-band buffers come back writable: inline ones by one copy each,
+    shared-memory ones as copy-on-write maps (no copy). Every shared-memory file of the payload
+    is unlinked, whether or not this succeeds."""
+    if payload.shared:
+        return pickle.loads(payload.pickle, buffers=_take_buffers(payload))
     if payload.buffers:
         return pickle.loads(payload.pickle, buffers=[bytearray(b) for b in payload.buffers])
     return pickle.loads(payload.pickle)
 
 
-def dump_args(what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> common_pb2.Payload:
-    """Pickle call arguments, or raise ``SerializationError`` naming the argument that failed."""
+def _take_buffers(payload: common_pb2.Payload) -> list[Any]:
+    total = len(payload.buffers) + len(payload.shared)
+    out: list[Any] = [None] * total
+    try:
+        for s in payload.shared:
+            if s.index >= total or out[s.index] is not None:
+                raise ValueError(f"bad shared-memory buffer index {s.index}")
+            out[s.index] = _shm.take(s.name, s.size)
+    except BaseException:
+        _shm.unlink(shared_names(payload))
+        raise
+    inline = iter(payload.buffers)
+    for i in range(total):
+        if out[i] is None:
+            out[i] = bytearray(next(inline))
+    return out
+
+
+def dump_args(
+    what: str, args: tuple[Any, ...], kwargs: dict[str, Any], shm: list[str] | None = None
+) -> common_pb2.Payload:
+    """Pickle call arguments, or raise ``SerializationError`` naming the argument that failed.
+    ``shm`` as in ``dumps``."""
     if not args and not kwargs:
         return EMPTY
     try:
-        return dumps((args, kwargs))
+        return dumps((args, kwargs), shm)
     except Exception as e:  # noqa: BLE001 - find the culprit, then re-raise with its name
         for i, arg in enumerate(args):
             _check_one(what, f"argument {i}", arg, e)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from actorrt import _rpc
+from actorrt import _rpc, _shm
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
 from actorrt._lifecycle import Service
@@ -191,6 +191,7 @@ class WorkerDaemon(Service):
                 continue
             assert slot.proc is not None
             returncode = await slot.proc.wait()
+            _shm.remove_owned_by(slot.proc.pid)  # replies its client never took
             for task in slot.tasks[1:]:
                 await asyncio.gather(task, return_exceptions=True)
             del slot.tasks[1:]

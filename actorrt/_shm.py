@@ -1,0 +1,144 @@
+"""Large buffers through the node's shared memory (/dev/shm) instead of the socket.
+
+The sender writes each large out-of-band buffer once into its own file
+``/dev/shm/actorrt-<pid>-<random>``; the receiver maps it ``MAP_PRIVATE`` (a writable,
+copy-on-write view: no copy) and unlinks it at once, so the data lives exactly as long as the
+value that uses it. Two processes use this only after proving they share /dev/shm: the client
+names a probe file it wrote in ``ConstructActor``/``AttachActor``, and the host answers whether it
+could read it as the same user. Never assumed from an IP address.
+
+Nothing may be left behind: the receiver unlinks what it maps (also when unpickling fails);
+the client unlinks, when a call ends or its actor dies, whatever files it wrote for that call;
+the host unlinks what is left of its replies' files when a stream ends; the worker daemon
+removes every file an actor host process wrote once that process has exited
+(``remove_owned_by``). All functions are synchronous and thread-safe.
+"""
+
+from __future__ import annotations
+
+import glob
+import mmap
+import os
+import re
+import secrets
+from typing import Iterable
+
+__all__ = [
+    "THRESHOLD",
+    "available",
+    "write",
+    "take",
+    "unlink",
+    "make_probe",
+    "check_probe",
+    "remove_owned_by",
+]
+
+SHM_DIR = "/dev/shm"
+PREFIX = "actorrt-"
+# Buffers at least this large go through shared memory; smaller ones are cheaper inline.
+THRESHOLD = 1 << 20
+_NAME = re.compile(r"^actorrt-[0-9]+-[0-9a-f]{16,}$")
+_PROBE_TEXT = b"actorrt shared memory probe"
+
+
+def available() -> bool:
+    return os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK | os.X_OK)
+
+
+def _path(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(f"not an actorrt shared-memory file name: {name!r}")
+    return os.path.join(SHM_DIR, name)
+
+
+def _new_name() -> str:
+    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def write(data: memoryview) -> str:
+    """Write ``data`` to a new file in /dev/shm and return its name; raises OSError (e.g. no
+    space), leaving no file behind."""
+    name = _new_name()
+    path = os.path.join(SHM_DIR, name)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+        written = 0
+        total = len(view)
+        while written < total:
+            written += os.write(fd, view[written:])
+    except BaseException:
+        os.close(fd)
+        unlink([name])
+        raise
+    os.close(fd)
+    return name
+
+
+def take(name: str, size: int) -> mmap.mmap:
+    """Map the file ``name`` (copy-on-write, writable) and unlink it. Raises OSError or
+    ValueError; the file is unlinked in every case."""
+    path = _path(name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"shared-memory buffer {name} is gone (its sender cleaned up)") from e
+    try:
+        os.unlink(path)
+        actual = os.fstat(fd).st_size
+        if actual != size:
+            raise ValueError(f"shared-memory buffer {name} has {actual} bytes, expected {size}")
+        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+
+
+def unlink(names: Iterable[str]) -> None:
+    """Remove these files where they still exist."""
+    for name in names:
+        try:
+            os.unlink(_path(name))
+        except (FileNotFoundError, ValueError):
+            pass
+        except OSError:
+            pass
+
+
+def make_probe() -> str | None:
+    """Write a probe file and return its name, or None when this process has no /dev/shm."""
+    if not available():
+        return None
+    try:
+        return write(memoryview(_PROBE_TEXT))
+    except OSError:
+        return None
+
+
+def check_probe(name: str) -> bool:
+    """True when the probe file ``name`` is there, ours (same user) and says what it should."""
+    if not name:
+        return False
+    try:
+        path = _path(name)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return False
+    try:
+        return os.fstat(fd).st_uid == os.getuid() and os.read(fd, 64) == _PROBE_TEXT and available()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_owned_by(pid: int) -> int:
+    """Remove every file process ``pid`` wrote (call once it has exited); returns how many."""
+    removed = 0
+    for path in glob.glob(os.path.join(SHM_DIR, f"{PREFIX}{pid}-*")):
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
