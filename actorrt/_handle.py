@@ -20,9 +20,10 @@ import grpc
 from actorrt import _rpc, _shm
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
-from actorrt._serialization import describe_size, dump_args, loads, payload_size
+from actorrt._serialization import describe_size, dump_args, loads, payload_size, shared_names
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
+from actorrt.v1 import common_pb2
 
 if TYPE_CHECKING:
     from actorrt._client import Cluster
@@ -58,11 +59,13 @@ class ActorConnection:
         self.set_attr_error: RemoteError | None = None
         self._seq = itertools.count(1)
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
-        # Large buffers go through /dev/shm once the host proved it shares it with us.
+        # Large buffers go through /dev/shm once the host proved it shares it with us: ours in
+        # this pool's segments; the host's segments we mapped are named in _released once we
+        # let go of them (sent with the next batch), and unlinked by us too when we close.
         self.shm = False
-        # seq -> shared-memory files this call's arguments were written to: removed when the
-        # call ends (the host has normally taken them already) or the actor dies.
-        self._shm_files: dict[int, list[str]] = {}
+        self._pool: _shm.Pool | None = None
+        self._released: list[str] = []
+        self._seen_host_segments: set[str] = set()
         self._outgoing: list[pb.Call] = []
         self._wake = asyncio.Event()
         self._channel: grpc.aio.Channel | None = None
@@ -98,15 +101,18 @@ class ActorConnection:
             await self._teardown()
             raise _remote_error(f"{self.class_name}.__init__", first.error)
         self.shm = reply.shared_memory
+        if self.shm:
+            self._pool = _shm.Pool()
         self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
     def submit(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallFuture[Any]:
         what = f"{self.class_name}.{name}"
-        shm: list[str] | None = [] if self.shm and (args or kwargs) else None
+        payload: common_pb2.Payload | None = None
+        pool = self._pool if self.shm and (args or kwargs) else None
         try:
-            payload = dump_args(what, args, kwargs, shm)
+            payload = dump_args(what, args, kwargs, pool)
             if payload.buffers or payload.shared or len(payload.pickle) > 65536:
                 size = payload_size(payload)
                 if size > self.cluster.max_payload_bytes:
@@ -116,32 +122,28 @@ class ActorConnection:
                         "nothing was sent"
                     )
         except BaseException:
-            if shm:
-                _shm.unlink(shm)
+            if pool is not None and payload is not None:
+                pool.release(shared_names(payload))
             raise
         fut: CallFuture[Any] = CallFuture(loop=self.loop)
         call = pb.Call(method=name, args=payload, kind=kind)  # type: ignore[arg-type]
         if threading.get_ident() == self._loop_thread:
-            self._enqueue(call, fut, what, shm)
+            self._enqueue(call, fut, what)
         else:
-            self.loop.call_soon_threadsafe(self._enqueue, call, fut, what, shm)
+            self.loop.call_soon_threadsafe(self._enqueue, call, fut, what)
         return fut
 
-    def _enqueue(self, call: pb.Call, fut: CallFuture[Any], what: str, shm: list[str] | None = None) -> None:
+    def _enqueue(self, call: pb.Call, fut: CallFuture[Any], what: str) -> None:
         if self.dead is not None:
-            if shm:
-                _shm.unlink(shm)
             fut.set_exception(self.dead)
             return
         if self.set_attr_error is not None and call.kind != pb.CALL_KIND_SET_ATTR:
-            if shm:
-                _shm.unlink(shm)
+            if call.args.shared and self._pool is not None:
+                self._pool.release(shared_names(call.args))
             err, self.set_attr_error = self.set_attr_error, None
             fut.set_exception(err)
             return
         call.seq = next(self._seq)
-        if shm:
-            self._shm_files[call.seq] = shm
         self._pending[call.seq] = (fut, what, call.kind)
         self._outgoing.append(call)
         self._wake.set()
@@ -154,9 +156,10 @@ class ActorConnection:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                while self._outgoing:
+                while self._outgoing or self._released:
                     batch, self._outgoing = self._outgoing, []
-                    await self._call.write(pb.CallBatch(calls=batch))
+                    released, self._released = self._released, []
+                    await self._call.write(pb.CallBatch(calls=batch, released=released))
         except (grpc.RpcError, asyncio.InvalidStateError):
             pass  # the reader sees the break and fails the pending calls
 
@@ -165,9 +168,9 @@ class ActorConnection:
         detail = "the actor host closed the stream"
         try:
             while (batch := await self._call.read()) is not grpc.aio.EOF:
+                if batch.released and self._pool is not None:
+                    self._pool.release(batch.released)
                 for reply in batch.replies:
-                    if self._shm_files:
-                        _shm.unlink(self._shm_files.pop(reply.seq, ()))
                     entry = self._pending.pop(reply.seq, None)
                     if entry is None:
                         continue
@@ -181,8 +184,10 @@ class ActorConnection:
                             fut.exception()
                             self.set_attr_error = err
                     else:
+                        if reply.value.shared:
+                            self._seen_host_segments.update(s.name for s in reply.value.shared if s.pooled)
                         try:
-                            fut.set_result(loads(reply.value) if reply.value.pickle else None)
+                            fut.set_result(loads(reply.value, self._on_release) if reply.value.pickle else None)
                         except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                             fut.set_exception(e)
         except grpc.RpcError as e:
@@ -193,14 +198,28 @@ class ActorConnection:
             cause = await self.cluster.death_cause(self.actor_id, wait_s=0.5) or detail
             self.mark_dead(cause)
 
+    def _on_release(self, name: str) -> None:
+        """A host segment we mapped is no longer used (any thread, from the GC)."""
+        try:
+            self.loop.call_soon_threadsafe(self._queue_release, name)
+        except RuntimeError:  # the loop is closed: the segment went with the connection
+            pass
+
+    def _queue_release(self, name: str) -> None:
+        if self.dead is None:
+            self._released.append(name)
+            self._wake.set()
+
     def mark_dead(self, cause: str) -> None:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""
         if self.dead is None:
             self.dead = ActorDiedError(self.actor_id, cause)
         pending, self._pending = self._pending, {}
-        files, self._shm_files = self._shm_files, {}
-        for names in files.values():
-            _shm.unlink(names)
+        self.shm = False
+        if self._pool is not None:
+            self._pool.close()
+        _shm.unlink(self._seen_host_segments)
+        self._seen_host_segments.clear()
         for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(self.dead)

@@ -86,10 +86,13 @@ class _Stream:
     def __init__(self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False) -> None:
         self.actor = actor
         self.context = context
-        # Large return values go through /dev/shm (the client proved it shares it). Files of
-        # replies not yet taken by the client: pruned as it takes them, removed at stream end.
-        self.shm = shm
-        self.shm_files: list[str] = []
+        # Large values go through /dev/shm (the client proved it shares it): our replies in this
+        # pool's segments; the client's segments we mapped are named in `released` once the
+        # actor lets go of them, and unlinked by us too when the stream ends.
+        self.pool = _shm.Pool() if shm else None
+        self.released: list[str] = []
+        self.seen_client_segments: set[str] = set()
+        self.loop = asyncio.get_running_loop()
         self.replies: list[pb.Reply] = []
         self.wake = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -99,11 +102,24 @@ class _Stream:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            while self.replies:
+            while self.replies or self.released:
                 batch, self.replies = self.replies, []
-                await self.context.write(pb.ReplyBatch(replies=batch))
+                released, self.released = self.released, []
+                await self.context.write(pb.ReplyBatch(replies=batch, released=released))
             if self.done and not self.tasks:
                 return
+
+    def on_release(self, name: str) -> None:
+        """A client segment the actor used is free again (any thread, from the GC)."""
+        try:
+            self.loop.call_soon_threadsafe(self._queue_release, name)
+        except RuntimeError:  # the loop is closed: the process is ending
+            pass
+
+    def _queue_release(self, name: str) -> None:
+        if not self.done:
+            self.released.append(name)
+            self.wake.set()
 
     def reply(self, msg: pb.Reply) -> None:
         self.replies.append(msg)
@@ -112,13 +128,8 @@ class _Stream:
     def _value_reply(self, seq: int, what: str, value: Any) -> pb.Reply:
         if value is None:
             return pb.Reply(seq=seq, value=EMPTY)
-        shm: list[str] | None = None
-        if self.shm:
-            if len(self.shm_files) > 64:
-                self.shm_files = [n for n in self.shm_files if os.path.exists(os.path.join(_shm.SHM_DIR, n))]
-            shm = self.shm_files
         try:
-            payload = dumps(value, shm)
+            payload = dumps(value, self.pool)
         except Exception as e:  # noqa: BLE001
             err: Exception = TypeError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) "
@@ -127,7 +138,8 @@ class _Stream:
             return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
         limit = self.actor.max_payload_bytes
         if limit and (payload.buffers or payload.shared or len(payload.pickle) > 65536) and payload_size(payload) > limit:
-            _shm.unlink(shared_names(payload))
+            if self.pool is not None:
+                self.pool.release(shared_names(payload))
             err = ValueError(
                 f"return value of {what} is {describe_size(payload_size(payload))}, over the limit of "
                 f"{describe_size(limit)} (connect(max_payload_mb=...))"
@@ -151,16 +163,21 @@ class _Stream:
             except Exception:  # noqa: BLE001 - the client is gone; nothing to tell it
                 pass
             finally:
-                _shm.unlink(self.shm_files)  # replies the client never took
-                self.shm_files = []
+                if self.pool is not None:
+                    self.pool.close()
+                _shm.unlink(self.seen_client_segments)
 
     async def run_batch(self, batch: pb.CallBatch) -> None:
         actor = self.actor
         started = time.perf_counter()
+        if batch.released and self.pool is not None:
+            self.pool.release(batch.released)
         for call in batch.calls:
             what = f"{actor.class_name}.{call.method}"
             try:
-                args, kwargs = load_args(call.args)
+                if call.args.shared:
+                    self.seen_client_segments.update(s.name for s in call.args.shared if s.pooled)
+                args, kwargs = load_args(call.args, self.on_release)
                 if call.kind == pb.CALL_KIND_GET_ATTR:
                     self.reply(self._value_reply(call.seq, what, getattr(actor.instance, call.method)))
                     continue

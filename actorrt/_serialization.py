@@ -15,7 +15,7 @@ import site
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import cloudpickle
 
@@ -29,12 +29,13 @@ EMPTY = common_pb2.Payload()
 _NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
 
 
-def dumps(value: Any, shm: list[str] | None = None) -> common_pb2.Payload:
+def dumps(value: Any, pool: _shm.Pool | None = None) -> common_pb2.Payload:
     """Pickle ``value``; raises whatever pickling raises.
 
-    With ``shm`` (a list), out-of-band buffers of at least ``_shm.THRESHOLD`` bytes are written
-    to shared memory and their file names appended to ``shm``: the caller owns those files until
-    the receiver takes them. A buffer that cannot be written there travels inline."""
+    With a ``pool``, out-of-band buffers of at least ``_shm.THRESHOLD`` bytes are copied into
+    its shared-memory segments (``shared``, ``pooled``) instead of travelling inline; the
+    segments stay busy until the receiver releases them (or the caller does, if the payload is
+    never sent). A buffer the pool cannot take travels inline."""
     buffers: list[pickle.PickleBuffer] = []
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     if not buffers:
@@ -43,14 +44,13 @@ def dumps(value: Any, shm: list[str] | None = None) -> common_pb2.Payload:
     shared: list[common_pb2.SharedBuffer] = []
     for i, b in enumerate(buffers):
         raw = b.raw()
-        if shm is not None and raw.nbytes >= _shm.THRESHOLD:
+        if pool is not None and raw.nbytes >= _shm.THRESHOLD:
             try:
-                name = _shm.write(raw)
+                name = pool.put(raw)
             except OSError:
                 pass
             else:
-                shm.append(name)
-                shared.append(common_pb2.SharedBuffer(index=i, name=name, size=raw.nbytes))
+                shared.append(common_pb2.SharedBuffer(index=i, name=name, size=raw.nbytes, pooled=True))
                 continue
         # protobuf takes bytes only (not memoryview): one copy per inline buffer.
         inline.append(raw.tobytes())
@@ -69,27 +69,32 @@ def describe_size(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
 
 
-def loads(payload: common_pb2.Payload) -> Any:
+def _never(name: str) -> None:
+    return None
+
+
+def loads(payload: common_pb2.Payload, on_release: Callable[[str], None] = _never) -> Any:
     """Unpickle a payload. Out-of-band buffers come back writable: inline ones by one copy each,
-    shared-memory ones as copy-on-write maps (no copy). Every shared-memory file of the payload
-    is unlinked, whether or not this succeeds."""
+    shared-memory ones as maps (no copy). ``on_release(name)`` runs, on whichever thread lets go
+    of the value, when a pooled segment is no longer used; single-use files are unlinked
+    whether or not this succeeds."""
     if payload.shared:
-        return pickle.loads(payload.pickle, buffers=_take_buffers(payload))
+        return pickle.loads(payload.pickle, buffers=_take_buffers(payload, on_release))
     if payload.buffers:
         return pickle.loads(payload.pickle, buffers=[bytearray(b) for b in payload.buffers])
     return pickle.loads(payload.pickle)
 
 
-def _take_buffers(payload: common_pb2.Payload) -> list[Any]:
+def _take_buffers(payload: common_pb2.Payload, on_release: Callable[[str], None]) -> list[Any]:
     total = len(payload.buffers) + len(payload.shared)
     out: list[Any] = [None] * total
     try:
         for s in payload.shared:
             if s.index >= total or out[s.index] is not None:
                 raise ValueError(f"bad shared-memory buffer index {s.index}")
-            out[s.index] = _shm.take(s.name, s.size)
+            out[s.index] = _shm.map_pooled(s.name, s.size, on_release) if s.pooled else _shm.take(s.name, s.size)
     except BaseException:
-        _shm.unlink(shared_names(payload))
+        _shm.unlink(s.name for s in payload.shared if not s.pooled)
         raise
     inline = iter(payload.buffers)
     for i in range(total):
@@ -99,14 +104,14 @@ def _take_buffers(payload: common_pb2.Payload) -> list[Any]:
 
 
 def dump_args(
-    what: str, args: tuple[Any, ...], kwargs: dict[str, Any], shm: list[str] | None = None
+    what: str, args: tuple[Any, ...], kwargs: dict[str, Any], pool: _shm.Pool | None = None
 ) -> common_pb2.Payload:
     """Pickle call arguments, or raise ``SerializationError`` naming the argument that failed.
-    ``shm`` as in ``dumps``."""
+    ``pool`` as in ``dumps``."""
     if not args and not kwargs:
         return EMPTY
     try:
-        return dumps((args, kwargs), shm)
+        return dumps((args, kwargs), pool)
     except Exception as e:  # noqa: BLE001 - find the culprit, then re-raise with its name
         for i, arg in enumerate(args):
             _check_one(what, f"argument {i}", arg, e)
@@ -115,10 +120,12 @@ def dump_args(
         raise SerializationError(f"arguments of {what} cannot be pickled: {e}") from e
 
 
-def load_args(payload: common_pb2.Payload) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def load_args(
+    payload: common_pb2.Payload, on_release: Callable[[str], None] = _never
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if not payload.pickle:
         return _NO_ARGS
-    args, kwargs = loads(payload)
+    args, kwargs = loads(payload, on_release)
     return args, kwargs
 
 

@@ -7,9 +7,16 @@ value that uses it. Two processes use this only after proving they share /dev/sh
 names a probe file it wrote in ``ConstructActor``/``AttachActor``, and the host answers whether it
 could read it as the same user. Never assumed from an IP address.
 
+Fresh tmpfs pages are slow (allocating, zeroing and freeing 64 MiB costs ~60 ms here, more than
+the copy), so each side of a stream keeps a ``Pool`` of reusable segments: the sender copies a
+buffer into a free segment (warm pages: one memcpy), the receiver maps it shared (no copy) and,
+once the value using it is gone, names it in a ``released`` list on its next batch; the sender
+then reuses it. A segment is never written while its receiver may still use it.
+
 Nothing may be left behind: the receiver unlinks what it maps (also when unpickling fails);
 the client unlinks, when a call ends or its actor dies, whatever files it wrote for that call;
-the host unlinks what is left of its replies' files when a stream ends; the worker daemon
+the host unlinks what is left of its replies' files when a stream ends; each side unlinks its
+pool's segments, and the peer's segments it has seen, when the stream ends; the worker daemon
 removes every file an actor host process wrote once that process has exited
 (``remove_owned_by``). All functions are synchronous and thread-safe.
 """
@@ -21,7 +28,10 @@ import mmap
 import os
 import re
 import secrets
-from typing import Iterable
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 __all__ = [
     "THRESHOLD",
@@ -32,6 +42,8 @@ __all__ = [
     "make_probe",
     "check_probe",
     "remove_owned_by",
+    "Pool",
+    "map_pooled",
 ]
 
 SHM_DIR = "/dev/shm"
@@ -142,3 +154,126 @@ def remove_owned_by(pid: int) -> int:
         except OSError:
             pass
     return removed
+
+
+# ---- pooled segments ----------------------------------------------------------------------
+
+
+class _Mapped(mmap.mmap):
+    """An mmap that weak references (``weakref.finalize``) can watch."""
+
+
+@dataclass
+class _Segment:
+    name: str
+    capacity: int
+    mem: mmap.mmap
+
+
+class Pool:
+    """A sender's reusable shared-memory segments. Thread-safe: ``put`` runs on the thread that
+    makes a call, ``release`` and ``close`` on the event loop."""
+
+    def __init__(self, max_free_bytes: int = 256 << 20) -> None:
+        self.max_free_bytes = max_free_bytes
+        self._lock = threading.Lock()
+        self._free: list[_Segment] = []
+        self._busy: dict[str, _Segment] = {}
+        self._closed = False
+
+    def put(self, data: memoryview) -> str:
+        """Copy ``data`` into a free (or new) segment; returns its name. Raises OSError (e.g.
+        /dev/shm full, or the pool closed)."""
+        view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+        n = len(view)
+        with self._lock:
+            if self._closed:
+                raise OSError("shared-memory pool closed")
+            seg = self._take_free(n)
+        if seg is None:
+            seg = self._create(max(THRESHOLD, -(-n // THRESHOLD) * THRESHOLD))
+        seg.mem[:n] = view
+        with self._lock:
+            if self._closed:
+                _drop(seg)
+                raise OSError("shared-memory pool closed")
+            self._busy[seg.name] = seg
+        return seg.name
+
+    def _take_free(self, n: int) -> _Segment | None:
+        fits = [s for s in self._free if n <= s.capacity <= 2 * n + THRESHOLD]
+        if not fits:
+            return None
+        seg = min(fits, key=lambda s: s.capacity)
+        self._free.remove(seg)
+        return seg
+
+    def _create(self, capacity: int) -> _Segment:
+        name = _new_name()
+        path = os.path.join(SHM_DIR, name)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            # Reserve the pages now: writing to a mapping of a full tmpfs is SIGBUS, not OSError.
+            os.posix_fallocate(fd, 0, capacity)
+            mem = mmap.mmap(fd, capacity, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            unlink([name])
+            raise
+        os.close(fd)
+        return _Segment(name, capacity, mem)
+
+    def release(self, names: Iterable[str]) -> None:
+        """The receiver is done with these segments: reuse them (keeping at most
+        ``max_free_bytes`` of free segments)."""
+        with self._lock:
+            for name in names:
+                seg = self._busy.pop(name, None)
+                if seg is None:
+                    continue
+                if self._closed:
+                    _drop(seg)
+                else:
+                    self._free.append(seg)
+            while self._free and sum(s.capacity for s in self._free) > self.max_free_bytes:
+                _drop(self._free.pop(0))
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return [s.name for s in self._free] + list(self._busy)
+
+    def close(self) -> None:
+        """Unlink every segment (a receiver's own mapping stays valid). Idempotent."""
+        with self._lock:
+            self._closed = True
+            segs, self._free = self._free, []
+            busy, self._busy = self._busy, {}
+        for seg in [*segs, *busy.values()]:
+            _drop(seg)  # a receiver's map of it stays valid until it lets go
+
+
+def _drop(seg: _Segment) -> None:
+    unlink([seg.name])
+    try:
+        seg.mem.close()
+    except BufferError:  # still exported somewhere: it unmaps when that goes
+        pass
+
+
+def map_pooled(name: str, size: int, on_release: Callable[[str], None]) -> memoryview:
+    """Map the sender's segment ``name`` shared and writable; ``on_release(name)`` runs (on
+    whatever thread drops the last reference) once nothing uses the returned view any more."""
+    path = _path(name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"shared-memory segment {name} is gone (its sender closed)") from e
+    try:
+        capacity = os.fstat(fd).st_size
+        if capacity < size:
+            raise ValueError(f"shared-memory segment {name} has {capacity} bytes, expected at least {size}")
+        mem = _Mapped(fd, capacity, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    weakref.finalize(mem, on_release, name)
+    return memoryview(mem)[:size]

@@ -134,6 +134,31 @@ def test_probe_is_checked_by_content_and_name() -> None:
         _shm.unlink([other])
 
 
+def test_pool_reuses_a_segment_once_its_receiver_lets_go() -> None:
+    pool = _shm.Pool()
+    released: list[str] = []
+    try:
+        data = np.arange(2 * MIB, dtype=np.uint8)
+        name = pool.put(memoryview(data))
+        view = _shm.map_pooled(name, data.nbytes, released.append)
+        arr = np.frombuffer(view, dtype=np.uint8)
+        del view
+        assert (arr == data).all()
+        arr[0] = 42  # writable
+        assert pool.put(memoryview(data)) != name  # still in use: a second segment
+        assert not released
+        del arr
+        assert released == [name]
+        pool.release(released)
+        assert pool.put(memoryview(data)) == name  # reused
+    finally:
+        names = pool.names()
+        pool.close()
+    assert names and not any((Path(_shm.SHM_DIR) / n).exists() for n in names)
+    with pytest.raises(OSError):
+        pool.put(memoryview(data))
+
+
 # ---- on a cluster -----------------------------------------------------------------------------
 
 
@@ -151,6 +176,13 @@ async def test_large_arrays_travel_through_shared_memory_both_ways(cluster: Proc
         assert all(int(m.sum()) == 2 * MIB for m in many)
         small = await s.bump(np.zeros(10, dtype=np.uint8))  # below the threshold: inline
         assert small[0] == 1
+        del many, y
+        x = np.ones(4 * MIB, dtype=np.uint8)
+        for _ in range(20):  # segments come back and are reused: the pool does not grow
+            assert await s.keep(x) == 4 * MIB
+            await s.make(4 * MIB)
+        mine = [n for n in os.listdir(_shm.SHM_DIR) if n.startswith(f"{_shm.PREFIX}{os.getpid()}-")]
+        assert len(mine) <= 6, mine
         await actorrt.kill(s)
 
 
@@ -185,3 +217,37 @@ async def test_an_actor_dying_with_large_calls_in_flight_leaves_no_file(
         # removes the file.
         with pytest.raises(actorrt.ActorDiedError):
             await s.make_and_die(2 * MIB)
+
+
+_CLIENT = """
+import sys, time, numpy as np, actorrt
+from tests.test_shm import Store
+
+async def main():
+    async with actorrt.connect(sys.argv[1], token=sys.argv[2]):
+        s = await Store.remote()
+        for _ in range(3):
+            await s.keep(np.ones(2 * 2**20, dtype=np.uint8))
+        print("sent", flush=True)
+        time.sleep(60)
+
+actorrt.run(main())
+"""
+
+
+def test_a_client_killed_with_segments_out_leaves_no_file(cluster: ProcCluster, no_shm_leak: None) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _CLIENT, cluster.address, cluster.token], stdout=subprocess.PIPE,
+                            cwd=Path(__file__).resolve().parent.parent)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"sent"
+        pid = proc.pid
+        assert any(n.startswith(f"{_shm.PREFIX}{pid}-") for n in os.listdir(_shm.SHM_DIR))
+    finally:
+        proc.kill()
+        proc.wait()
+    # The host unlinks the segments of its client when the stream breaks; the actor goes after
+    # the client grace period.
+    assert wait_until(lambda: not cluster.status()["actors"], 20)

@@ -17,14 +17,16 @@ class Payload(_message.Message):
     def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ...) -> None: ...
 
 class SharedBuffer(_message.Message):
-    __slots__ = ("index", "name", "size")
+    __slots__ = ("index", "name", "size", "pooled")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    POOLED_FIELD_NUMBER: _ClassVar[int]
     index: int
     name: str
     size: int
-    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    pooled: bool
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., pooled: _Optional[bool] = ...) -> None: ...
 
 class Resources(_message.Message):
     __slots__ = ("num_cpus", "num_gpus", "max_memory_mb")
