@@ -66,7 +66,9 @@ class ActorConnection:
         self._pool: _shm.Pool | None = None
         self._released: list[str] = []
         self._seen_host_segments: set[str] = set()
-        self._outgoing: list[pb.Call] = []
+        # Calls are added straight into the next batch (cheaper than building a Call and
+        # copying it into a CallBatch).
+        self._out = pb.CallBatch()
         self._wake = asyncio.Event()
         self._channel: grpc.aio.Channel | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -126,26 +128,27 @@ class ActorConnection:
                 pool.release(shared_names(payload))
             raise
         fut: CallFuture[Any] = CallFuture(loop=self.loop)
-        call = pb.Call(method=name, args=payload, kind=kind)  # type: ignore[arg-type]
         if threading.get_ident() == self._loop_thread:
-            self._enqueue(call, fut, what)
+            self._enqueue(kind, name, payload, fut, what)
         else:
-            self.loop.call_soon_threadsafe(self._enqueue, call, fut, what)
+            self.loop.call_soon_threadsafe(self._enqueue, kind, name, payload, fut, what)
         return fut
 
-    def _enqueue(self, call: pb.Call, fut: CallFuture[Any], what: str) -> None:
+    def _enqueue(self, kind: int, name: str, payload: common_pb2.Payload, fut: CallFuture[Any], what: str) -> None:
         if self.dead is not None:
             fut.set_exception(self.dead)
             return
-        if self.set_attr_error is not None and call.kind != pb.CALL_KIND_SET_ATTR:
-            if call.args.shared and self._pool is not None:
-                self._pool.release(shared_names(call.args))
+        if self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
+            if payload.shared and self._pool is not None:
+                self._pool.release(shared_names(payload))
             err, self.set_attr_error = self.set_attr_error, None
             fut.set_exception(err)
             return
-        call.seq = next(self._seq)
-        self._pending[call.seq] = (fut, what, call.kind)
-        self._outgoing.append(call)
+        seq = next(self._seq)
+        call = self._out.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
+        if payload.pickle:
+            call.args.CopyFrom(payload)
+        self._pending[seq] = (fut, what, kind)
         self._wake.set()
 
     # ---- loop tasks -------------------------------------------------------------------------
@@ -156,10 +159,12 @@ class ActorConnection:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                while self._outgoing or self._released:
-                    batch, self._outgoing = self._outgoing, []
-                    released, self._released = self._released, []
-                    await self._call.write(pb.CallBatch(calls=batch, released=released))
+                while self._out.calls or self._released:
+                    batch, self._out = self._out, pb.CallBatch()
+                    if self._released:
+                        batch.released.extend(self._released)
+                        self._released = []
+                    await self._call.write(batch)
         except (grpc.RpcError, asyncio.InvalidStateError):
             pass  # the reader sees the break and fails the pending calls
 
@@ -224,7 +229,7 @@ class ActorConnection:
             if not fut.done():
                 fut.set_exception(self.dead)
                 fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
-        self._outgoing.clear()
+        self._out = pb.CallBatch()
 
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)

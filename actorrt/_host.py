@@ -93,7 +93,9 @@ class _Stream:
         self.released: list[str] = []
         self.seen_client_segments: set[str] = set()
         self.loop = asyncio.get_running_loop()
-        self.replies: list[pb.Reply] = []
+        # Replies are added straight into the next batch: building a Reply and copying it into
+        # a ReplyBatch cost ~1.2 us per call, ``replies.add(seq=...)`` ~0.35 us.
+        self.out = pb.ReplyBatch()
         self.wake = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = False
@@ -102,10 +104,12 @@ class _Stream:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            while self.replies or self.released:
-                batch, self.replies = self.replies, []
-                released, self.released = self.released, []
-                await self.context.write(pb.ReplyBatch(replies=batch, released=released))
+            while self.out.replies or self.released:
+                batch, self.out = self.out, pb.ReplyBatch()
+                if self.released:
+                    batch.released.extend(self.released)
+                    self.released = []
+                await self.context.write(batch)
             if self.done and not self.tasks:
                 return
 
@@ -122,12 +126,17 @@ class _Stream:
             self.wake.set()
 
     def reply(self, msg: pb.Reply) -> None:
-        self.replies.append(msg)
+        self.out.replies.append(msg)
         self.wake.set()
 
+    def reply_value(self, seq: int, what: str, value: Any) -> None:
+        if value is None:  # the common case, made cheap: a reply with no outcome reads as None
+            self.out.replies.add(seq=seq)
+            self.wake.set()
+        else:
+            self.reply(self._value_reply(seq, what, value))
+
     def _value_reply(self, seq: int, what: str, value: Any) -> pb.Reply:
-        if value is None:
-            return pb.Reply(seq=seq, value=EMPTY)
         try:
             payload = dumps(value, self.pool)
         except Exception as e:  # noqa: BLE001
@@ -179,11 +188,11 @@ class _Stream:
                     self.seen_client_segments.update(s.name for s in call.args.shared if s.pooled)
                 args, kwargs = load_args(call.args, self.on_release)
                 if call.kind == pb.CALL_KIND_GET_ATTR:
-                    self.reply(self._value_reply(call.seq, what, getattr(actor.instance, call.method)))
+                    self.reply_value(call.seq, what, getattr(actor.instance, call.method))
                     continue
                 if call.kind == pb.CALL_KIND_SET_ATTR:
                     setattr(actor.instance, call.method, args[0])
-                    self.reply(pb.Reply(seq=call.seq, value=EMPTY))
+                    self.reply_value(call.seq, what, None)
                     continue
                 fn, is_async = actor.method(call.method)
             except Exception as e:  # noqa: BLE001
@@ -200,7 +209,7 @@ class _Stream:
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
             else:
-                self.reply(self._value_reply(call.seq, what, value))
+                self.reply_value(call.seq, what, value)
             finally:
                 actor.slots.release()
             now = time.perf_counter()
@@ -216,7 +225,7 @@ class _Stream:
         except Exception as e:  # noqa: BLE001
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
         else:
-            self.reply(self._value_reply(seq, what, value))
+            self.reply_value(seq, what, value)
         finally:
             self.actor.slots.release()
 

@@ -118,8 +118,9 @@ def unlink(names: Iterable[str]) -> None:
 
 
 def make_probe() -> str | None:
-    """Write a probe file and return its name, or None when this process has no /dev/shm."""
-    if not available():
+    """Write a probe file and return its name, or None when this process has no /dev/shm (or
+    ``ACTORRT_SHM=0`` turns shared memory off, e.g. to measure the socket path)."""
+    if os.environ.get("ACTORRT_SHM", "1") == "0" or not available():
         return None
     try:
         return write(memoryview(_PROBE_TEXT))
