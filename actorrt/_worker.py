@@ -158,6 +158,7 @@ class WorkerDaemon(Service):
         for slot in self.slots:
             for task in slot.tasks:
                 task.cancel()
+        every_pid = [s.proc.pid for s in self.slots if s.proc is not None]
         procs = [s.proc for s in self.slots if s.proc is not None and s.proc.returncode is None]
         for proc in procs:
             _signal(proc, signal.SIGTERM)
@@ -168,6 +169,8 @@ class WorkerDaemon(Service):
                     _signal(proc, signal.SIGKILL)
             if pending:
                 await asyncio.wait(pending, timeout=2.0)
+        for pid in every_pid:  # _run_slot, which would have, is cancelled
+            _shm.remove_owned_by(pid)
         for slot in self.slots:
             if slot.tasks:
                 await asyncio.gather(*slot.tasks, return_exceptions=True)

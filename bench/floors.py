@@ -62,8 +62,8 @@ async def _tcp_server() -> None:
                 head = await reader.readexactly(4)
                 body = await reader.readexactly(_FRAME.unpack(head)[0])
                 writer.write(head + body)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            writer.close()  # the client went, or the server is closing
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)

@@ -97,5 +97,5 @@ def parl_status(python: str) -> str | None:
         return f"no PARL interpreter ({e})"
     if out.returncode == 0:
         return None
-    return (f"not installed: `pip install {PARL_PIN}` fails on Python 3.11 (a pinned dependency has no "
-            "3.11 wheel and its sdist's setup.py needs pkg_resources)")
+    return (f"not installed: `pip install {PARL_PIN}` fails on Python 3.11: it pins grpcio==1.37.0, which has "
+            "no 3.11 wheel, and building that sdist fails (ModuleNotFoundError: pkg_resources)")

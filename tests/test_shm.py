@@ -251,3 +251,11 @@ def test_a_client_killed_with_segments_out_leaves_no_file(cluster: ProcCluster, 
     # The host unlinks the segments of its client when the stream breaks; the actor goes after
     # the client grace period.
     assert wait_until(lambda: not cluster.status()["actors"], 20)
+
+
+async def test_an_embedded_cluster_closing_with_segments_out_leaves_no_file(no_shm_leak: None) -> None:
+    async with actorrt.connect(num_cpus=1):
+        s = await Store.remote()
+        held = await s.make(2 * MIB)  # a host segment still mapped here when the cluster closes
+        assert await s.keep(np.ones(2 * MIB, dtype=np.uint8)) == 2 * MIB  # and one of ours there
+    assert int(held.sum()) == 2 * MIB  # our map outlives the files
