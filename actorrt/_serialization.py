@@ -62,7 +62,9 @@ def shared_names(payload: common_pb2.Payload) -> list[str]:
 
 
 def payload_size(payload: common_pb2.Payload) -> int:
-    return len(payload.pickle) + sum(len(b) for b in payload.buffers) + sum(s.size for s in payload.shared)
+    """Bytes the payload carries: its encoded size (a few bytes of framing over the data; reading
+    ``payload.buffers`` instead would copy every buffer) plus its shared-memory buffers."""
+    return payload.ByteSize() + sum(s.size for s in payload.shared)
 
 
 def describe_size(n: int) -> str:
