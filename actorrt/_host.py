@@ -294,11 +294,13 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
 
 
 def _exit_when_parent_dies() -> None:
-    """The daemon holds our stdin; EOF means it is gone, so we go too (no orphans)."""
+    """The daemon holds our stdin; EOF means it is gone, so we go too (no orphans), taking our
+    shared-memory segments along (the daemon that would have removed them is gone)."""
     try:
         while sys.stdin.buffer.read(4096):
             pass
     finally:
+        _shm.remove_owned_by(os.getpid())
         os._exit(70)
 
 

@@ -259,3 +259,20 @@ async def test_an_embedded_cluster_closing_with_segments_out_leaves_no_file(no_s
         held = await s.make(2 * MIB)  # a host segment still mapped here when the cluster closes
         assert await s.keep(np.ones(2 * MIB, dtype=np.uint8)) == 2 * MIB  # and one of ours there
     assert int(held.sum()) == 2 * MIB  # our map outlives the files
+
+
+async def test_a_worker_daemon_killed_with_segments_out_leaves_no_file(tmp_path: Path, no_shm_leak: None) -> None:
+    import signal
+
+    c = ProcCluster(tmp_path / "home").start(workers=1)
+    try:
+        async with c.connect():
+            s = await Store.remote()
+            held = await s.make(2 * MIB)  # a host segment mapped here
+            host_pid = await s.pid()
+            c.procs[1].send_signal(signal.SIGKILL)  # the worker daemon: its host exits on stdin EOF
+            c.procs[1].wait()
+            assert wait_until(lambda: not Path(f"/proc/{host_pid}").exists(), 10)
+            assert int(held.sum()) == 2 * MIB
+    finally:
+        c.stop()
