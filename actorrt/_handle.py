@@ -17,12 +17,20 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
-from actorrt import _rpc, _shm
+from actorrt import _rpc, _shm, _wire
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
-from actorrt._serialization import describe_size, dump_args, loads, payload_size, shared_names
+from actorrt._serialization import (
+    RAW_MIN,
+    describe_size,
+    dump_args,
+    dump_args_parts,
+    loads,
+    payload_size,
+    shared_names,
+    to_payload,
+)
 from actorrt.v1 import actor_host_pb2 as pb
-from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 from actorrt.v1 import common_pb2
 
 if TYPE_CHECKING:
@@ -31,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["ActorHandle", "ActorConnection"]
 
 T = TypeVar("T")
+_CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 
 
 def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
@@ -69,6 +78,9 @@ class ActorConnection:
         # Calls are added straight into the next batch (cheaper than building a Call and
         # copying it into a CallBatch).
         self._out = pb.CallBatch()
+        # Messages to send before _out, in order: earlier batches, and hand-encoded one-call
+        # batches of calls with large inline buffers (``_wire``).
+        self._queue: list[pb.CallBatch | bytes] = []
         self._wake = asyncio.Event()
         self._channel: grpc.aio.Channel | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -78,9 +90,10 @@ class ActorConnection:
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
         """Construct the actor; raises RemoteError if its __init__ raised, ActorDiedError if gone."""
         self._channel = _rpc.open_channel(self.endpoint, self.cluster.tls)
-        self._call = pb_grpc.ActorHostStub(self._channel).Calls(
-            metadata=_rpc.auth_metadata(self.cluster.token)
-        )
+        # The stub's own serializer, except that pre-encoded batches (bytes) pass through.
+        self._call = self._channel.stream_stream(
+            _CALLS_METHOD, request_serializer=_wire.passthrough, response_deserializer=pb.ReplyBatch.FromString
+        )(metadata=_rpc.auth_metadata(self.cluster.token))
         probe = _shm.make_probe()
         if probe is not None:
             construct.shm_probe = probe
@@ -113,26 +126,58 @@ class ActorConnection:
         what = f"{self.class_name}.{name}"
         payload: common_pb2.Payload | None = None
         pool = self._pool if self.shm and (args or kwargs) else None
+        if pool is None and (args or kwargs):
+            data, raws = dump_args_parts(what, args, kwargs)
+            inline = sum(r.nbytes for r in raws)
+            self._check_size(what, len(data) + inline)
+            if inline >= RAW_MIN:  # encoded now: the arguments are copied when the call is made
+                seq = next(self._seq)
+                encoded = _wire.call_batch(seq, name, kind, data, raws)
+                del raws
+                fut: CallFuture[Any] = CallFuture(loop=self.loop)
+                if threading.get_ident() == self._loop_thread:
+                    self._enqueue_encoded(seq, kind, encoded, fut, what)
+                else:
+                    self.loop.call_soon_threadsafe(self._enqueue_encoded, seq, kind, encoded, fut, what)
+                return fut
+            payload = to_payload(data, raws)
         try:
-            payload = dump_args(what, args, kwargs, pool)
-            if payload.buffers or payload.shared or len(payload.pickle) > 65536:
-                size = payload_size(payload)
-                if size > self.cluster.max_payload_bytes:
-                    raise SerializationError(
-                        f"arguments of {what} are {describe_size(size)}, over the limit of "
-                        f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); "
-                        "nothing was sent"
-                    )
+            if payload is None:
+                payload = dump_args(what, args, kwargs, pool)
+                if payload.buffers or payload.shared or len(payload.pickle) > 65536:
+                    self._check_size(what, payload_size(payload))
         except BaseException:
             if pool is not None and payload is not None:
                 pool.release(shared_names(payload))
             raise
-        fut: CallFuture[Any] = CallFuture(loop=self.loop)
+        fut = CallFuture(loop=self.loop)
         if threading.get_ident() == self._loop_thread:
             self._enqueue(kind, name, payload, fut, what)
         else:
             self.loop.call_soon_threadsafe(self._enqueue, kind, name, payload, fut, what)
         return fut
+
+    def _check_size(self, what: str, size: int) -> None:
+        if size > self.cluster.max_payload_bytes:
+            raise SerializationError(
+                f"arguments of {what} are {describe_size(size)}, over the limit of "
+                f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); nothing was sent"
+            )
+
+    def _enqueue_encoded(self, seq: int, kind: int, encoded: bytes, fut: CallFuture[Any], what: str) -> None:
+        if self.dead is not None:
+            fut.set_exception(self.dead)
+            return
+        if self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
+            err, self.set_attr_error = self.set_attr_error, None
+            fut.set_exception(err)
+            return
+        if self._out.calls:  # calls made before this one go first
+            self._queue.append(self._out)
+            self._out = pb.CallBatch()
+        self._queue.append(encoded)
+        self._pending[seq] = (fut, what, kind)
+        self._wake.set()
 
     def _enqueue(self, kind: int, name: str, payload: common_pb2.Payload, fut: CallFuture[Any], what: str) -> None:
         if self.dead is not None:
@@ -159,7 +204,10 @@ class ActorConnection:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                while self._out.calls or self._released:
+                while self._queue or self._out.calls or self._released:
+                    if self._queue:
+                        await self._call.write(self._queue.pop(0))
+                        continue
                     batch, self._out = self._out, pb.CallBatch()
                     if self._released:
                         batch.released.extend(self._released)
@@ -230,6 +278,7 @@ class ActorConnection:
                 fut.set_exception(self.dead)
                 fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
         self._out = pb.CallBatch()
+        self._queue.clear()
 
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)

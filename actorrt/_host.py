@@ -25,8 +25,19 @@ from typing import Any, AsyncIterator, Callable
 
 import grpc
 
-from actorrt import _rpc, _shm
-from actorrt._serialization import EMPTY, describe_size, dumps, load_args, loads, payload_size, shared_names
+from actorrt import _rpc, _shm, _wire
+from actorrt._serialization import (
+    EMPTY,
+    RAW_MIN,
+    describe_size,
+    dumps,
+    load_args,
+    loads,
+    payload_size,
+    pickle_parts,
+    shared_names,
+    to_payload,
+)
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 
@@ -97,6 +108,9 @@ class _Stream:
         # a ReplyBatch cost ~1.2 us per call, ``replies.add(seq=...)`` ~0.35 us.
         self.out = pb.ReplyBatch()
         self.wake = asyncio.Event()
+        # Messages to send before `out`, in order: earlier batches, and hand-encoded one-reply
+        # batches of values with large inline buffers (``_wire``).
+        self.queue: list[pb.ReplyBatch | bytes] = []
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = False
 
@@ -104,7 +118,10 @@ class _Stream:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            while self.out.replies or self.released:
+            while self.queue or self.out.replies or self.released:
+                if self.queue:
+                    await self.context.write(self.queue.pop(0))
+                    continue
                 batch, self.out = self.out, pb.ReplyBatch()
                 if self.released:
                     batch.released.extend(self.released)
@@ -133,27 +150,56 @@ class _Stream:
         if value is None:  # the common case, made cheap: a reply with no outcome reads as None
             self.out.replies.add(seq=seq)
             self.wake.set()
+        elif self.pool is None:
+            self._reply_inline(seq, what, value)
         else:
             self.reply(self._value_reply(seq, what, value))
+
+    def _reply_inline(self, seq: int, what: str, value: Any) -> None:
+        """No shared memory: large buffers go hand-encoded (one copy), small ones in `out`."""
+        try:
+            data, raws = pickle_parts(value)
+        except Exception as e:  # noqa: BLE001
+            self.reply(self._unpicklable(seq, what, value, e))
+            return
+        inline = sum(r.nbytes for r in raws)
+        limit = self.actor.max_payload_bytes
+        if limit and len(data) + inline > limit:
+            self.reply(self._over_limit(seq, what, len(data) + inline, limit))
+        elif inline >= RAW_MIN:
+            if self.out.replies:  # replies made before this one go first
+                self.queue.append(self.out)
+                self.out = pb.ReplyBatch()
+            self.queue.append(_wire.reply_batch(seq, data, raws))
+            self.wake.set()
+        else:
+            self.reply(pb.Reply(seq=seq, value=to_payload(data, raws)))
+
+    @staticmethod
+    def _unpicklable(seq: int, what: str, value: Any, e: Exception) -> pb.Reply:
+        err = TypeError(
+            f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
+        )
+        return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
+
+    @staticmethod
+    def _over_limit(seq: int, what: str, size: int, limit: int) -> pb.Reply:
+        err = ValueError(
+            f"return value of {what} is {describe_size(size)}, over the limit of "
+            f"{describe_size(limit)} (connect(max_payload_mb=...))"
+        )
+        return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
 
     def _value_reply(self, seq: int, what: str, value: Any) -> pb.Reply:
         try:
             payload = dumps(value, self.pool)
         except Exception as e:  # noqa: BLE001
-            err: Exception = TypeError(
-                f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) "
-                f"could not be pickled: {e}"
-            )
-            return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
+            return self._unpicklable(seq, what, value, e)
         limit = self.actor.max_payload_bytes
         if limit and (payload.buffers or payload.shared or len(payload.pickle) > 65536) and payload_size(payload) > limit:
             if self.pool is not None:
                 self.pool.release(shared_names(payload))
-            err = ValueError(
-                f"return value of {what} is {describe_size(payload_size(payload))}, over the limit of "
-                f"{describe_size(limit)} (connect(max_payload_mb=...))"
-            )
-            return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
+            return self._over_limit(seq, what, payload_size(payload), limit)
         return pb.Reply(seq=seq, value=payload)
 
     async def run(self, requests: AsyncIterator[pb.CallBatch], first: pb.CallBatch) -> None:
@@ -308,7 +354,15 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     interceptors = [_rpc.TokenInterceptor(token)] if token else []
     server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options())
     servicer = ActorHostServicer()
-    pb_grpc.add_ActorHostServicer_to_server(servicer, server)
+    # What add_ActorHostServicer_to_server does, except that pre-encoded reply batches (bytes)
+    # pass through the serializer.
+    handlers = {
+        "Calls": grpc.stream_stream_rpc_method_handler(
+            servicer.Calls, request_deserializer=pb.CallBatch.FromString, response_serializer=_wire.passthrough
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("actorrt.v1.ActorHost", handlers),))
+    server.add_registered_method_handlers("actorrt.v1.ActorHost", handlers)
     port = _rpc.listen(server, f"{bind}:0", tls)
     await server.start()
     print(f"{READY_PREFIX} {port}", flush=True)

@@ -29,6 +29,24 @@ EMPTY = common_pb2.Payload()
 _NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
 
 
+# Out-of-band buffers adding up to at least this much skip the protobuf message and go
+# hand-encoded (``_wire``) when they travel inline: one copy instead of four.
+RAW_MIN = 1 << 20
+
+
+def pickle_parts(value: Any) -> tuple[bytes, list[memoryview]]:
+    """The pickle and its out-of-band buffers as contiguous byte views (not copied: they are the
+    value's own memory, so encode them before the value can change)."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    return data, [b.raw() for b in buffers]
+
+
+def to_payload(data: bytes, raws: list[memoryview]) -> common_pb2.Payload:
+    # protobuf takes bytes only (not memoryview): one copy per buffer.
+    return common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in raws])
+
+
 def dumps(value: Any, pool: _shm.Pool | None = None) -> common_pb2.Payload:
     """Pickle ``value``; raises whatever pickling raises.
 
@@ -115,11 +133,25 @@ def dump_args(
     try:
         return dumps((args, kwargs), pool)
     except Exception as e:  # noqa: BLE001 - find the culprit, then re-raise with its name
-        for i, arg in enumerate(args):
-            _check_one(what, f"argument {i}", arg, e)
-        for name, arg in kwargs.items():
-            _check_one(what, f"argument {name!r}", arg, e)
-        raise SerializationError(f"arguments of {what} cannot be pickled: {e}") from e
+        _raise_culprit(what, args, kwargs, e)
+        raise  # unreachable
+
+
+def dump_args_parts(what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, list[memoryview]]:
+    """``pickle_parts`` of call arguments; raises ``SerializationError`` as ``dump_args``."""
+    try:
+        return pickle_parts((args, kwargs))
+    except Exception as e:  # noqa: BLE001
+        _raise_culprit(what, args, kwargs, e)
+        raise  # unreachable
+
+
+def _raise_culprit(what: str, args: tuple[Any, ...], kwargs: dict[str, Any], e: Exception) -> None:
+    for i, arg in enumerate(args):
+        _check_one(what, f"argument {i}", arg, e)
+    for name, arg in kwargs.items():
+        _check_one(what, f"argument {name!r}", arg, e)
+    raise SerializationError(f"arguments of {what} cannot be pickled: {e}") from e
 
 
 def load_args(
