@@ -17,12 +17,21 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
-from actorrt import _rpc
+from actorrt import _rpc, _shm, _wire
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
-from actorrt._serialization import describe_size, dump_args, loads, payload_size
+from actorrt._serialization import (
+    RAW_MIN,
+    describe_size,
+    dump_args,
+    dump_args_parts,
+    loads,
+    payload_size,
+    shared_names,
+    to_payload,
+)
 from actorrt.v1 import actor_host_pb2 as pb
-from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
+from actorrt.v1 import common_pb2
 
 if TYPE_CHECKING:
     from actorrt._client import Cluster
@@ -30,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["ActorHandle", "ActorConnection"]
 
 T = TypeVar("T")
+_CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 
 
 def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
@@ -58,7 +68,19 @@ class ActorConnection:
         self.set_attr_error: RemoteError | None = None
         self._seq = itertools.count(1)
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
-        self._outgoing: list[pb.Call] = []
+        # Large buffers go through /dev/shm once the host proved it shares it with us: ours in
+        # this pool's segments; the host's segments we mapped are named in _released once we
+        # let go of them (sent with the next batch), and unlinked by us too when we close.
+        self.shm = False
+        self._pool: _shm.Pool | None = None
+        self._released: list[str] = []
+        self._seen_host_segments: set[str] = set()
+        # Calls are added straight into the next batch (cheaper than building a Call and
+        # copying it into a CallBatch).
+        self._out = pb.CallBatch()
+        # Messages to send before _out, in order: earlier batches, and hand-encoded one-call
+        # batches of calls with large inline buffers (``_wire``).
+        self._queue: list[pb.CallBatch | bytes] = []
         self._wake = asyncio.Event()
         self._channel: grpc.aio.Channel | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -68,9 +90,13 @@ class ActorConnection:
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
         """Construct the actor; raises RemoteError if its __init__ raised, ActorDiedError if gone."""
         self._channel = _rpc.open_channel(self.endpoint, self.cluster.tls)
-        self._call = pb_grpc.ActorHostStub(self._channel).Calls(
-            metadata=_rpc.auth_metadata(self.cluster.token)
-        )
+        # The stub's own serializer, except that pre-encoded batches (bytes) pass through.
+        self._call = self._channel.stream_stream(
+            _CALLS_METHOD, request_serializer=_wire.passthrough, response_deserializer=pb.ReplyBatch.FromString
+        )(metadata=_rpc.auth_metadata(self.cluster.token))
+        probe = _shm.make_probe()
+        if probe is not None:
+            construct.shm_probe = probe
         try:
             await self._call.write(pb.CallBatch(construct=construct))
             reply = await asyncio.wait_for(self._call.read(), timeout_s if timeout_s > 0 else None)
@@ -78,6 +104,10 @@ class ActorConnection:
             await self._teardown()
             detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
             raise ActorDiedError(self.actor_id, f"could not construct {self.class_name}: {detail}") from e
+        finally:
+            if probe is not None:
+                _shm.unlink([probe])
+                construct.shm_probe = ""
         if reply is grpc.aio.EOF or not reply.replies:
             await self._teardown()
             raise ActorDiedError(self.actor_id, f"actor host closed the stream while constructing {self.class_name}")
@@ -85,39 +115,85 @@ class ActorConnection:
         if first.HasField("error"):
             await self._teardown()
             raise _remote_error(f"{self.class_name}.__init__", first.error)
+        self.shm = reply.shared_memory
+        if self.shm:
+            self._pool = _shm.Pool()
         self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
     def submit(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallFuture[Any]:
         what = f"{self.class_name}.{name}"
-        payload = dump_args(what, args, kwargs)
-        if payload.buffers or len(payload.pickle) > 65536:
-            size = payload_size(payload)
-            if size > self.cluster.max_payload_bytes:
-                raise SerializationError(
-                    f"arguments of {what} are {describe_size(size)}, over the limit of "
-                    f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); nothing was sent"
-                )
-        fut: CallFuture[Any] = CallFuture(loop=self.loop)
-        call = pb.Call(method=name, args=payload, kind=kind)  # type: ignore[arg-type]
+        payload: common_pb2.Payload | None = None
+        pool = self._pool if self.shm and (args or kwargs) else None
+        if pool is None and (args or kwargs):
+            data, raws = dump_args_parts(what, args, kwargs)
+            inline = sum(r.nbytes for r in raws)
+            self._check_size(what, len(data) + inline)
+            if inline >= RAW_MIN:  # encoded now: the arguments are copied when the call is made
+                seq = next(self._seq)
+                encoded = _wire.call_batch(seq, name, kind, data, raws)
+                del raws
+                fut: CallFuture[Any] = CallFuture(loop=self.loop)
+                if threading.get_ident() == self._loop_thread:
+                    self._enqueue_encoded(seq, kind, encoded, fut, what)
+                else:
+                    self.loop.call_soon_threadsafe(self._enqueue_encoded, seq, kind, encoded, fut, what)
+                return fut
+            payload = to_payload(data, raws)
+        try:
+            if payload is None:
+                payload = dump_args(what, args, kwargs, pool)
+                if payload.buffers or payload.shared or len(payload.pickle) > 65536:
+                    self._check_size(what, payload_size(payload))
+        except BaseException:
+            if pool is not None and payload is not None:
+                pool.release(shared_names(payload))
+            raise
+        fut = CallFuture(loop=self.loop)
         if threading.get_ident() == self._loop_thread:
-            self._enqueue(call, fut, what)
+            self._enqueue(kind, name, payload, fut, what)
         else:
-            self.loop.call_soon_threadsafe(self._enqueue, call, fut, what)
+            self.loop.call_soon_threadsafe(self._enqueue, kind, name, payload, fut, what)
         return fut
 
-    def _enqueue(self, call: pb.Call, fut: CallFuture[Any], what: str) -> None:
+    def _check_size(self, what: str, size: int) -> None:
+        if size > self.cluster.max_payload_bytes:
+            raise SerializationError(
+                f"arguments of {what} are {describe_size(size)}, over the limit of "
+                f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); nothing was sent"
+            )
+
+    def _enqueue_encoded(self, seq: int, kind: int, encoded: bytes, fut: CallFuture[Any], what: str) -> None:
         if self.dead is not None:
             fut.set_exception(self.dead)
             return
-        if self.set_attr_error is not None and call.kind != pb.CALL_KIND_SET_ATTR:
+        if self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
             err, self.set_attr_error = self.set_attr_error, None
             fut.set_exception(err)
             return
-        call.seq = next(self._seq)
-        self._pending[call.seq] = (fut, what, call.kind)
-        self._outgoing.append(call)
+        if self._out.calls:  # calls made before this one go first
+            self._queue.append(self._out)
+            self._out = pb.CallBatch()
+        self._queue.append(encoded)
+        self._pending[seq] = (fut, what, kind)
+        self._wake.set()
+
+    def _enqueue(self, kind: int, name: str, payload: common_pb2.Payload, fut: CallFuture[Any], what: str) -> None:
+        if self.dead is not None:
+            fut.set_exception(self.dead)
+            return
+        if self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
+            if payload.shared and self._pool is not None:
+                self._pool.release(shared_names(payload))
+            err, self.set_attr_error = self.set_attr_error, None
+            fut.set_exception(err)
+            return
+        seq = next(self._seq)
+        call = self._out.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
+        if payload.pickle:
+            call.args.CopyFrom(payload)
+        self._pending[seq] = (fut, what, kind)
         self._wake.set()
 
     # ---- loop tasks -------------------------------------------------------------------------
@@ -128,9 +204,15 @@ class ActorConnection:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                while self._outgoing:
-                    batch, self._outgoing = self._outgoing, []
-                    await self._call.write(pb.CallBatch(calls=batch))
+                while self._queue or self._out.calls or self._released:
+                    if self._queue:
+                        await self._call.write(self._queue.pop(0))
+                        continue
+                    batch, self._out = self._out, pb.CallBatch()
+                    if self._released:
+                        batch.released.extend(self._released)
+                        self._released = []
+                    await self._call.write(batch)
         except (grpc.RpcError, asyncio.InvalidStateError):
             pass  # the reader sees the break and fails the pending calls
 
@@ -139,6 +221,8 @@ class ActorConnection:
         detail = "the actor host closed the stream"
         try:
             while (batch := await self._call.read()) is not grpc.aio.EOF:
+                if batch.released and self._pool is not None:
+                    self._pool.release(batch.released)
                 for reply in batch.replies:
                     entry = self._pending.pop(reply.seq, None)
                     if entry is None:
@@ -153,8 +237,10 @@ class ActorConnection:
                             fut.exception()
                             self.set_attr_error = err
                     else:
+                        if reply.value.shared:
+                            self._seen_host_segments.update(s.name for s in reply.value.shared if s.pooled)
                         try:
-                            fut.set_result(loads(reply.value) if reply.value.pickle else None)
+                            fut.set_result(loads(reply.value, self._on_release) if reply.value.pickle else None)
                         except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                             fut.set_exception(e)
         except grpc.RpcError as e:
@@ -165,16 +251,34 @@ class ActorConnection:
             cause = await self.cluster.death_cause(self.actor_id, wait_s=0.5) or detail
             self.mark_dead(cause)
 
+    def _on_release(self, name: str) -> None:
+        """A host segment we mapped is no longer used (any thread, from the GC)."""
+        try:
+            self.loop.call_soon_threadsafe(self._queue_release, name)
+        except RuntimeError:  # the loop is closed: the segment went with the connection
+            pass
+
+    def _queue_release(self, name: str) -> None:
+        if self.dead is None:
+            self._released.append(name)
+            self._wake.set()
+
     def mark_dead(self, cause: str) -> None:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""
         if self.dead is None:
             self.dead = ActorDiedError(self.actor_id, cause)
         pending, self._pending = self._pending, {}
+        self.shm = False
+        if self._pool is not None:
+            self._pool.close()
+        _shm.unlink(self._seen_host_segments)
+        self._seen_host_segments.clear()
         for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(self.dead)
                 fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
-        self._outgoing.clear()
+        self._out = pb.CallBatch()
+        self._queue.clear()
 
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)

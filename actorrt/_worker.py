@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 from prometheus_client import CollectorRegistry
 
-from actorrt import _logs, _metrics, _rpc
+from actorrt import _logs, _metrics, _rpc, _shm
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
 from actorrt._lifecycle import Service
@@ -176,6 +176,7 @@ class WorkerDaemon(Service):
         for slot in self.slots:
             for task in slot.tasks:
                 task.cancel()
+        every_pid = [s.proc.pid for s in self.slots if s.proc is not None]
         procs = [s.proc for s in self.slots if s.proc is not None and s.proc.returncode is None]
         for proc in procs:
             _signal(proc, signal.SIGTERM)
@@ -186,6 +187,8 @@ class WorkerDaemon(Service):
                     _signal(proc, signal.SIGKILL)
             if pending:
                 await asyncio.wait(pending, timeout=2.0)
+        for pid in every_pid:  # _run_slot, which would have, is cancelled
+            _shm.remove_owned_by(pid)
         for slot in self.slots:
             if slot.tasks:
                 await asyncio.gather(*slot.tasks, return_exceptions=True)
@@ -210,6 +213,7 @@ class WorkerDaemon(Service):
                 continue
             assert slot.proc is not None
             returncode = await slot.proc.wait()
+            _shm.remove_owned_by(slot.proc.pid)  # replies its client never took
             _kill_group(slot.proc.pid)  # whatever the actor started dies with it
             # Output readers end at EOF, normally at once; a process that inherited the pipes
             # must not hold back the exit report.

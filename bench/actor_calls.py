@@ -5,6 +5,7 @@
     python bench/actor_calls.py --address H:P     # a running cluster (``actorrt start``)
     python bench/actor_calls.py --reps 10 --out runs/actor_calls.jsonl
     python bench/actor_calls.py --only latency,pipelined
+    python bench/actor_calls.py --peers ray,parl  # side by side, alternating (A B A B), ~10 min
 
 stdout gets one JSON object per line and per measurement::
 
@@ -39,13 +40,28 @@ What each number means (``--only`` takes the group names in brackets):
     transfer, not ``np.ones``; the first call of each size (which allocates) is not timed.
     A direction that fails is printed with ``"value": null`` and an ``"error"``, and is then
     measured with a ``bytes`` object of the same size instead (``payload_bytes_<dir>_<size>``).
+[idle] ``idle_rss_mb`` / ``idle_pss_mb`` (MB, 10**6 B) / ``idle_cpu_percent`` (% of one core) /
+    ``idle_processes``: the bench process and every process it started (cluster with 2 free
+    slots and no actor; for actorrt the embedded master + worker + 2 warm actor hosts), summed
+    over ``--idle-seconds`` of nothing being called, after a 3 s settle. RSS counts shared pages
+    once per process; PSS splits them.
 [cpu] A pure-Python CPU-bound method calibrated to ``--cpu-seconds`` on one actor.
     ``cpu_1_actor`` (s): one actor runs it; ``cpu_2_actors`` (s): two actors each run the same
     work at once; ``cpu_speedup_2_actors`` (x) = 2 * t1 / t2 (2.0 is perfect scaling; it needs
     two free cores, so it reads low on a busy machine).
 
-Each system under test is a ``System`` (see below); peers such as Ray or PARL can be added as
-more implementations of it, run with the same bench functions. ``--peers`` is reserved for that.
+Each system under test is a ``System`` (see below), driven by the same bench functions.
+
+Side by side (``--peers ray,parl``, or ``--floors`` alone): every system runs in a fresh child
+process of this script (``--_system-child NAME``, each with its own interpreter: ``--ray-python``
+defaults to ``.venv-ray/bin/python`` when it exists), one child per system per round, the
+systems alternating round after round (A B A B ...) for ``--rounds`` rounds; each number is then
+the median over rounds of the child's own median. Besides us and the peers, two floors run in
+the same rounds (``bench/floors.py``): a bare grpc.aio stream echo and a raw asyncio TCP echo,
+for the latency and pipelined benches. A peer that cannot run here (PARL does not install on
+Python 3.11) appears in the table with the reason instead of numbers. The table gives, for each
+peer, our value divided by the peer's (``actorrt/ray``): below 1 is better for times, above 1
+for rates.
 """
 
 from __future__ import annotations
@@ -64,7 +80,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Awaitable, Callable, Protocol, Sequence
 
 MIB = 2**20
-GROUPS = ("cold_start", "create", "latency", "pipelined", "payload", "cpu")
+GROUPS = ("cold_start", "create", "latency", "pipelined", "payload", "cpu", "idle")
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # ---- the actor every system runs --------------------------------------------------------------
@@ -122,6 +139,7 @@ class ActorRef(Protocol):
 
 class System(Protocol):
     name: str
+    groups: frozenset[str]  # the bench groups this system can run
 
     async def open(self) -> None:
         """Connect to (or start) the cluster; called once on the benchmark's event loop."""
@@ -141,10 +159,11 @@ class System(Protocol):
         """Wait until the system is ready to create actors at full speed again."""
         ...
 
-    def cold_start_child(self) -> None:
-        """Run inside a fresh interpreter: import, start/connect, create an actor, call it once,
-        then print one JSON line ``{"first_call": true, "connect_to_first_call_s": .., ...}``
-        to stdout (flushed) as soon as the first result is there; then shut down and return."""
+    def cold_start_child(self, started: float) -> None:
+        """Run inside a fresh interpreter (``started``: perf_counter when its main began): import,
+        start/connect, create an actor, call it once, then print one JSON line
+        ``{"first_call": true, "connect_to_first_call_s": .., "import_s": ..}`` to stdout
+        (flushed) as soon as the first result is there; then shut down and return."""
         ...
 
 
@@ -169,6 +188,7 @@ def _actorrt_echo() -> Any:
 
 class ActorrtSystem:
     name = "actorrt"
+    groups = frozenset(GROUPS)
 
     def __init__(self, address: str | None) -> None:
         self.address = address
@@ -211,7 +231,7 @@ class ActorrtSystem:
                 raise TimeoutError(f"actorrt: the warm pool did not refill within {timeout_s:g}s:\n{status}")
             await asyncio.sleep(0.02)
 
-    def cold_start_child(self) -> None:
+    def cold_start_child(self, started: float) -> None:
         import actorrt  # counted: part of what a first run pays
 
         imported = time.perf_counter()
@@ -229,7 +249,7 @@ class ActorrtSystem:
                         {
                             "first_call": True,
                             "connect_to_first_call_s": done - entered,
-                            "import_s": imported - _CHILD_MAIN_START,
+                            "import_s": imported - started,
                         }
                     ),
                     flush=True,
@@ -239,8 +259,29 @@ class ActorrtSystem:
         actorrt.run(main())
 
 
-SYSTEMS: dict[str, Callable[[str | None], System]] = {"actorrt": ActorrtSystem}
-_CHILD_MAIN_START = 0.0
+def _ray_system(address: str | None) -> System:
+    from peers import RaySystem
+
+    return RaySystem(address, Echo)
+
+
+def _floor(kind: str) -> Callable[[str | None], System]:
+    def make(address: str | None) -> System:
+        from floors import FloorSystem
+
+        return FloorSystem(kind, os.path.abspath(__file__))
+
+    return make
+
+
+SYSTEMS: dict[str, Callable[[str | None], System]] = {
+    "actorrt": ActorrtSystem,
+    "ray": _ray_system,
+    "grpc_floor": _floor("grpc"),
+    "tcp_floor": _floor("tcp"),
+}
+FLOORS = ("grpc_floor", "tcp_floor")
+PEERS = ("ray", "parl")
 
 
 # ---- results ------------------------------------------------------------------------------------
@@ -306,6 +347,7 @@ class Config:
     pipelined_calls: int
     payload_sizes: list[int]
     cpu_seconds: float
+    idle_seconds: float
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Config:
@@ -319,6 +361,7 @@ class Config:
             pipelined_calls=1000 if quick else 10_000,
             payload_sizes=[64 * 1024, MIB] if quick else [MIB, 16 * MIB, 64 * MIB],
             cpu_seconds=args.cpu_seconds if args.cpu_seconds is not None else (0.1 if quick else 1.0),
+            idle_seconds=args.idle_seconds if args.idle_seconds is not None else (1.0 if quick else 10.0),
         )
 
 
@@ -484,9 +527,76 @@ async def bench_cpu(system: System, cfg: Config, report: Reporter, a: ActorRef, 
                        {**extra, "cpus": os.cpu_count()}))
 
 
+def _process_tree(root: int) -> list[int]:
+    """``root`` and all its live descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _memory_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in kB; (0, 0) for a process that is gone."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except OSError:
+        pass
+    return rss, pss
+
+
+async def bench_idle(system: System, cfg: Config, report: Reporter) -> None:
+    """The bench process and all it started, with 2 free slots and nothing called."""
+    await system.wait_idle()
+    await asyncio.sleep(3.0)  # let start-up work (imports in warm hosts, first heartbeats) end
+    pids = _process_tree(os.getpid())
+    hz = os.sysconf("SC_CLK_TCK")
+    before = {p: _cpu_ticks(p) for p in pids}
+    start = time.perf_counter()
+    await asyncio.sleep(cfg.idle_seconds)
+    elapsed = time.perf_counter() - start
+    alive = _process_tree(os.getpid())
+    ticks = sum(_cpu_ticks(p) - before.get(p, 0) for p in alive)
+    mem = [_memory_kb(p) for p in alive]
+    extra = {"processes": len(alive), "seconds": _sig(elapsed)}
+    report.emit(Result("idle_rss_mb", system.name, sum(m[0] for m in mem) * 1024 / 1e6, "MB", extra))
+    report.emit(Result("idle_pss_mb", system.name, sum(m[1] for m in mem) * 1024 / 1e6, "MB", extra))
+    report.emit(Result("idle_cpu_percent", system.name, 100 * ticks / hz / elapsed, "%", extra))
+    report.emit(Result("idle_processes", system.name, len(alive), "count", extra))
+
+
 async def run_system(system: System, cfg: Config, groups: set[str], report: Reporter) -> None:
+    groups = groups & set(system.groups)
     await system.open()
     try:
+        if "idle" in groups:  # first: nothing created yet
+            await bench_idle(system, cfg, report)
         if "create" in groups:
             await bench_create(system, cfg, report)
         if not groups & {"latency", "pipelined", "payload", "cpu"}:
@@ -518,20 +628,38 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default=None, help="master host:port (default: an embedded local cluster)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and reps: a smoke test for CI")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per bench (default 5; 1 with --quick)")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per bench (default 5; 1 with --quick; "
+                        "side by side: per child, default 3)")
     parser.add_argument("--out", default=None, help="also write the JSON lines to this file")
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated bench groups to run (default all: {','.join(GROUPS)})")
     parser.add_argument("--cpu-seconds", type=float, default=None,
                         help="work per actor in the cpu bench (default 1.0; 0.1 with --quick)")
-    parser.add_argument("--peers", default="",
-                        help="other systems to run side by side (e.g. ray,parl): not implemented yet")
+    parser.add_argument("--idle-seconds", type=float, default=None,
+                        help="how long the idle bench watches (default 10; 1 with --quick)")
+    parser.add_argument("--peers", default="", help="other systems to run side by side: ray, parl")
+    parser.add_argument("--floors", action="store_true",
+                        help="run the grpc/tcp echo floors side by side (implied by --peers)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="side by side: rounds of alternation, one child per system each (default 4; 1 quick)")
+    default_ray = os.path.join(os.path.dirname(HERE), ".venv-ray", "bin", "python")
+    parser.add_argument("--ray-python", default=default_ray if os.path.exists(default_ray) else sys.executable,
+                        help="the interpreter that has Ray (default .venv-ray/bin/python if there)")
+    default_parl = os.path.join(os.path.dirname(HERE), ".venv-parl", "bin", "python")
+    parser.add_argument("--parl-python", default=default_parl if os.path.exists(default_parl) else sys.executable,
+                        help="the interpreter that has PARL (default .venv-parl/bin/python if there)")
     parser.add_argument("--_cold-start-child", dest="cold_start_child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--_system-child", dest="system_child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--_floor-server", dest="floor_server", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.peers.strip():
-        parser.error(f"--peers {args.peers}: peers are not implemented yet; only actorrt runs for now")
+    args.peer_list = [p.strip() for p in args.peers.split(",") if p.strip()]
+    unknown_peers = set(args.peer_list) - set(PEERS)
+    if unknown_peers:
+        parser.error(f"--peers: unknown {sorted(unknown_peers)}; choose from {','.join(PEERS)}")
     if args.reps is not None and args.reps < 1:
         parser.error("--reps must be >= 1")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     unknown = {g.strip() for g in args.only.split(",") if g.strip()} - set(GROUPS)
     if unknown:
         parser.error(f"--only: unknown group(s) {sorted(unknown)}; choose from {','.join(GROUPS)}")
@@ -539,29 +667,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global _CHILD_MAIN_START
-    _CHILD_MAIN_START = time.perf_counter()
+    started_main = time.perf_counter()
     args = parse_args(argv)
+    if args.floor_server:
+        from floors import serve
+
+        serve(args.floor_server)
+        return 0
     if args.cold_start_child:
-        SYSTEMS[args.cold_start_child](args.address).cold_start_child()
+        SYSTEMS[args.cold_start_child](args.address).cold_start_child(started_main)
         return 0
     cfg = Config.from_args(args)
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
-    names = ["actorrt"]  # peers go here once they exist
+    if args.system_child:
+        return _run_one(args.system_child, cfg, groups, Reporter(None), table=False)
+    if args.peer_list or args.floors:
+        return _side_by_side(args, cfg, groups)
     out = open(args.out, "w") if args.out else None
-    report = Reporter(out)
-    started = time.perf_counter()
     try:
-        for name in names:
-            if "cold_start" in groups:  # before the in-process cluster, so nothing competes
-                bench_cold_start(name, cfg, report)
-            if groups - {"cold_start"}:
-                system = SYSTEMS[name](cfg.address)
-                _run_async(run_system(system, cfg, groups, report))
+        return _run_one("actorrt", cfg, groups, Reporter(out), table=True)
     finally:
         if out is not None:
             out.close()
-        if report.results:
+
+
+def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: bool) -> int:
+    """All groups of one system, in this process (cold starts in fresh children)."""
+    started = time.perf_counter()
+    system = SYSTEMS[name](cfg.address)
+    try:
+        if "cold_start" in groups and "cold_start" in system.groups:  # before anything else runs
+            bench_cold_start(name, cfg, report)
+        if groups - {"cold_start"}:
+            _run_async(run_system(system, cfg, groups, report))
+    finally:
+        if table and report.results:
             mode = "quick" if cfg.quick else "full"
             where = cfg.address or "embedded"
             print(f"\nactor call benchmarks ({mode}, {where}, reps {cfg.reps}, {os.cpu_count()} cpus, "
@@ -571,6 +711,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{len(failed)} measurement(s) FAILED (value null in the JSON): {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _side_by_side(args: argparse.Namespace, cfg: Config, groups: set[str]) -> int:
+    """Each system in its own child process, alternating, round after round; see the docstring."""
+    from side_by_side import Unavailable, run_rounds, summary_table
+    from peers import parl_status
+
+    pythons = {"actorrt": sys.executable, "ray": args.ray_python, "grpc_floor": sys.executable,
+               "tcp_floor": sys.executable}
+    systems = ["actorrt"]
+    unavailable: list[Unavailable] = []
+    for peer in args.peer_list:
+        if peer == "parl":
+            why = parl_status(args.parl_python)
+            unavailable.append(Unavailable("parl", why or "installed, but no PARL system is written yet"))
+        else:
+            systems.append(peer)
+    if groups & {"latency", "pipelined"}:
+        systems += FLOORS
+    rounds = args.rounds if args.rounds is not None else (1 if cfg.quick else 4)
+    child_args = ["--only", ",".join(sorted(groups)), "--reps", str(args.reps or (1 if cfg.quick else 3))]
+    if cfg.quick:
+        child_args.append("--quick")
+    for flag in ("cpu_seconds", "idle_seconds"):
+        if getattr(args, flag) is not None:
+            child_args += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    out = open(args.out, "w") if args.out else None
+    try:
+        results, failures = run_rounds(os.path.abspath(__file__), systems, pythons, child_args, rounds, out)
+    finally:
+        if out is not None:
+            out.close()
+    print(f"\nside by side: {rounds} round(s), {os.cpu_count()} cpus, systems alternating in each round\n"
+          f"{summary_table(results, systems, unavailable)}", file=sys.stderr)
+    for f in failures:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _run_async(coro: Any) -> Any:

@@ -20,17 +20,19 @@ CALL_KIND_GET_ATTR: CallKind
 CALL_KIND_SET_ATTR: CallKind
 
 class CallBatch(_message.Message):
-    __slots__ = ("construct", "attach", "calls")
+    __slots__ = ("construct", "attach", "calls", "released")
     CONSTRUCT_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
     construct: ConstructActor
     attach: AttachActor
     calls: _containers.RepeatedCompositeFieldContainer[Call]
-    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ...) -> None: ...
+    released: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConstructActor(_message.Message):
-    __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files", "max_payload_bytes")
+    __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files", "max_payload_bytes", "shm_probe")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +41,7 @@ class ConstructActor(_message.Message):
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHM_PROBE_FIELD_NUMBER: _ClassVar[int]
     version: int
     actor_id: str
     class_name: str
@@ -47,7 +50,8 @@ class ConstructActor(_message.Message):
     gpu_ids: _containers.RepeatedScalarFieldContainer[int]
     files: _containers.RepeatedCompositeFieldContainer[ShippedFile]
     max_payload_bytes: int
-    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., max_concurrency: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., files: _Optional[_Iterable[_Union[ShippedFile, _Mapping]]] = ..., max_payload_bytes: _Optional[int] = ...) -> None: ...
+    shm_probe: str
+    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., max_concurrency: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., files: _Optional[_Iterable[_Union[ShippedFile, _Mapping]]] = ..., max_payload_bytes: _Optional[int] = ..., shm_probe: _Optional[str] = ...) -> None: ...
 
 class ShippedFile(_message.Message):
     __slots__ = ("path", "data", "mode")
@@ -80,10 +84,14 @@ class Call(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., method: _Optional[str] = ..., args: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., kind: _Optional[_Union[CallKind, str]] = ...) -> None: ...
 
 class ReplyBatch(_message.Message):
-    __slots__ = ("replies",)
+    __slots__ = ("replies", "shared_memory", "released")
     REPLIES_FIELD_NUMBER: _ClassVar[int]
+    SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
     replies: _containers.RepeatedCompositeFieldContainer[Reply]
-    def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ...) -> None: ...
+    shared_memory: bool
+    released: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ..., shared_memory: _Optional[bool] = ..., released: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Reply(_message.Message):
     __slots__ = ("seq", "value", "error")

@@ -1,18 +1,32 @@
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Payload(_message.Message):
-    __slots__ = ("pickle", "buffers")
+    __slots__ = ("pickle", "buffers", "shared")
     PICKLE_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
     pickle: bytes
     buffers: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    shared: _containers.RepeatedCompositeFieldContainer[SharedBuffer]
+    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ...) -> None: ...
+
+class SharedBuffer(_message.Message):
+    __slots__ = ("index", "name", "size", "pooled")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    POOLED_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    name: str
+    size: int
+    pooled: bool
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., pooled: _Optional[bool] = ...) -> None: ...
 
 class Resources(_message.Message):
     __slots__ = ("num_cpus", "num_gpus", "max_memory_mb")

@@ -1,0 +1,280 @@
+"""Large buffers through the node's shared memory (/dev/shm) instead of the socket.
+
+The sender writes each large out-of-band buffer once into its own file
+``/dev/shm/actorrt-<pid>-<random>``; the receiver maps it ``MAP_PRIVATE`` (a writable,
+copy-on-write view: no copy) and unlinks it at once, so the data lives exactly as long as the
+value that uses it. Two processes use this only after proving they share /dev/shm: the client
+names a probe file it wrote in ``ConstructActor``/``AttachActor``, and the host answers whether it
+could read it as the same user. Never assumed from an IP address.
+
+Fresh tmpfs pages are slow (allocating, zeroing and freeing 64 MiB costs ~60 ms here, more than
+the copy), so each side of a stream keeps a ``Pool`` of reusable segments: the sender copies a
+buffer into a free segment (warm pages: one memcpy), the receiver maps it shared (no copy) and,
+once the value using it is gone, names it in a ``released`` list on its next batch; the sender
+then reuses it. A segment is never written while its receiver may still use it.
+
+Nothing may be left behind: the receiver unlinks what it maps (also when unpickling fails);
+the client unlinks, when a call ends or its actor dies, whatever files it wrote for that call;
+the host unlinks what is left of its replies' files when a stream ends; each side unlinks its
+pool's segments, and the peer's segments it has seen, when the stream ends; the worker daemon
+removes every file an actor host process wrote once that process has exited
+(``remove_owned_by``). All functions are synchronous and thread-safe.
+"""
+
+from __future__ import annotations
+
+import glob
+import mmap
+import os
+import re
+import secrets
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+__all__ = [
+    "THRESHOLD",
+    "available",
+    "write",
+    "take",
+    "unlink",
+    "make_probe",
+    "check_probe",
+    "remove_owned_by",
+    "Pool",
+    "map_pooled",
+]
+
+SHM_DIR = "/dev/shm"
+PREFIX = "actorrt-"
+# Buffers at least this large go through shared memory; smaller ones are cheaper inline.
+THRESHOLD = 1 << 20
+_NAME = re.compile(r"^actorrt-[0-9]+-[0-9a-f]{16,}$")
+_PROBE_TEXT = b"actorrt shared memory probe"
+
+
+def available() -> bool:
+    return os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK | os.X_OK)
+
+
+def _path(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(f"not an actorrt shared-memory file name: {name!r}")
+    return os.path.join(SHM_DIR, name)
+
+
+def _new_name() -> str:
+    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def write(data: memoryview) -> str:
+    """Write ``data`` to a new file in /dev/shm and return its name; raises OSError (e.g. no
+    space), leaving no file behind."""
+    name = _new_name()
+    path = os.path.join(SHM_DIR, name)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+        written = 0
+        total = len(view)
+        while written < total:
+            written += os.write(fd, view[written:])
+    except BaseException:
+        os.close(fd)
+        unlink([name])
+        raise
+    os.close(fd)
+    return name
+
+
+def take(name: str, size: int) -> mmap.mmap:
+    """Map the file ``name`` (copy-on-write, writable) and unlink it. Raises OSError or
+    ValueError; the file is unlinked in every case."""
+    path = _path(name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"shared-memory buffer {name} is gone (its sender cleaned up)") from e
+    try:
+        os.unlink(path)
+        actual = os.fstat(fd).st_size
+        if actual != size:
+            raise ValueError(f"shared-memory buffer {name} has {actual} bytes, expected {size}")
+        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+
+
+def unlink(names: Iterable[str]) -> None:
+    """Remove these files where they still exist."""
+    for name in names:
+        try:
+            os.unlink(_path(name))
+        except (FileNotFoundError, ValueError):
+            pass
+        except OSError:
+            pass
+
+
+def make_probe() -> str | None:
+    """Write a probe file and return its name, or None when this process has no /dev/shm (or
+    ``ACTORRT_SHM=0`` turns shared memory off, e.g. to measure the socket path)."""
+    if os.environ.get("ACTORRT_SHM", "1") == "0" or not available():
+        return None
+    try:
+        return write(memoryview(_PROBE_TEXT))
+    except OSError:
+        return None
+
+
+def check_probe(name: str) -> bool:
+    """True when the probe file ``name`` is there, ours (same user) and says what it should."""
+    if not name:
+        return False
+    try:
+        path = _path(name)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return False
+    try:
+        return os.fstat(fd).st_uid == os.getuid() and os.read(fd, 64) == _PROBE_TEXT and available()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_owned_by(pid: int) -> int:
+    """Remove every file process ``pid`` wrote (call once it has exited); returns how many."""
+    removed = 0
+    for path in glob.glob(os.path.join(SHM_DIR, f"{PREFIX}{pid}-*")):
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+# ---- pooled segments ----------------------------------------------------------------------
+
+
+class _Mapped(mmap.mmap):
+    """An mmap that weak references (``weakref.finalize``) can watch."""
+
+
+@dataclass
+class _Segment:
+    name: str
+    capacity: int
+    mem: mmap.mmap
+
+
+class Pool:
+    """A sender's reusable shared-memory segments. Thread-safe: ``put`` runs on the thread that
+    makes a call, ``release`` and ``close`` on the event loop."""
+
+    def __init__(self, max_free_bytes: int = 256 << 20) -> None:
+        self.max_free_bytes = max_free_bytes
+        self._lock = threading.Lock()
+        self._free: list[_Segment] = []
+        self._busy: dict[str, _Segment] = {}
+        self._closed = False
+
+    def put(self, data: memoryview) -> str:
+        """Copy ``data`` into a free (or new) segment; returns its name. Raises OSError (e.g.
+        /dev/shm full, or the pool closed)."""
+        view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+        n = len(view)
+        with self._lock:
+            if self._closed:
+                raise OSError("shared-memory pool closed")
+            seg = self._take_free(n)
+        if seg is None:
+            seg = self._create(max(THRESHOLD, -(-n // THRESHOLD) * THRESHOLD))
+        seg.mem[:n] = view
+        with self._lock:
+            if self._closed:
+                _drop(seg)
+                raise OSError("shared-memory pool closed")
+            self._busy[seg.name] = seg
+        return seg.name
+
+    def _take_free(self, n: int) -> _Segment | None:
+        fits = [s for s in self._free if n <= s.capacity <= 2 * n + THRESHOLD]
+        if not fits:
+            return None
+        seg = min(fits, key=lambda s: s.capacity)
+        self._free.remove(seg)
+        return seg
+
+    def _create(self, capacity: int) -> _Segment:
+        name = _new_name()
+        path = os.path.join(SHM_DIR, name)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            # Reserve the pages now: writing to a mapping of a full tmpfs is SIGBUS, not OSError.
+            os.posix_fallocate(fd, 0, capacity)
+            mem = mmap.mmap(fd, capacity, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            unlink([name])
+            raise
+        os.close(fd)
+        return _Segment(name, capacity, mem)
+
+    def release(self, names: Iterable[str]) -> None:
+        """The receiver is done with these segments: reuse them (keeping at most
+        ``max_free_bytes`` of free segments)."""
+        with self._lock:
+            for name in names:
+                seg = self._busy.pop(name, None)
+                if seg is None:
+                    continue
+                if self._closed:
+                    _drop(seg)
+                else:
+                    self._free.append(seg)
+            while self._free and sum(s.capacity for s in self._free) > self.max_free_bytes:
+                _drop(self._free.pop(0))
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return [s.name for s in self._free] + list(self._busy)
+
+    def close(self) -> None:
+        """Unlink every segment (a receiver's own mapping stays valid). Idempotent."""
+        with self._lock:
+            self._closed = True
+            segs, self._free = self._free, []
+            busy, self._busy = self._busy, {}
+        for seg in [*segs, *busy.values()]:
+            _drop(seg)  # a receiver's map of it stays valid until it lets go
+
+
+def _drop(seg: _Segment) -> None:
+    unlink([seg.name])
+    try:
+        seg.mem.close()
+    except BufferError:  # still exported somewhere: it unmaps when that goes
+        pass
+
+
+def map_pooled(name: str, size: int, on_release: Callable[[str], None]) -> memoryview:
+    """Map the sender's segment ``name`` shared and writable; ``on_release(name)`` runs (on
+    whatever thread drops the last reference) once nothing uses the returned view any more."""
+    path = _path(name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"shared-memory segment {name} is gone (its sender closed)") from e
+    try:
+        capacity = os.fstat(fd).st_size
+        if capacity < size:
+            raise ValueError(f"shared-memory segment {name} has {capacity} bytes, expected at least {size}")
+        mem = _Mapped(fd, capacity, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    weakref.finalize(mem, on_release, name)
+    return memoryview(mem)[:size]

@@ -1,0 +1,278 @@
+"""Large buffers through /dev/shm: both ways, writable, and never a file left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+import actorrt
+from actorrt import _shm
+from tests.conftest import ProcCluster, wait_until
+
+pytestmark = pytest.mark.skipif(not _shm.available(), reason="no writable /dev/shm")
+MIB = 2**20
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _files(since: set[str]) -> list[str]:
+    """actorrt shared-memory files made since ``since`` by us, our hosts, or dead processes
+    (a live process of another program on this machine may have files in flight)."""
+    out = []
+    for name in os.listdir(_shm.SHM_DIR):
+        if not name.startswith(_shm.PREFIX) or name in since:
+            continue
+        pid = int(name.split("-")[1])
+        if pid == os.getpid() or not _alive(pid) or _is_our_host(pid):
+            out.append(name)
+    return out
+
+
+def _is_our_host(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return b"actorrt._host" in cmd and os.environ["ACTORRT_TEST_SESSION"].encode() in env
+
+
+@pytest.fixture
+def no_shm_leak() -> Iterator[None]:
+    before = set(os.listdir(_shm.SHM_DIR))
+    yield
+    assert wait_until(lambda: not _files(before), 10), f"leaked shared-memory files: {_files(before)}"
+
+
+@actorrt.remote_class
+class Store:
+    def __init__(self) -> None:
+        self.kept: np.ndarray | None = None
+
+    def bump(self, x: np.ndarray) -> np.ndarray:
+        x[0] += 1  # arrives writable
+        return x
+
+    def keep(self, x: np.ndarray) -> int:
+        self.kept = x
+        return int(x.nbytes)
+
+    def kept_sum(self) -> int:
+        assert self.kept is not None
+        return int(self.kept.sum())
+
+    def make(self, n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.uint8)
+
+    def fail_with(self, x: np.ndarray) -> None:
+        raise ValueError(f"no thanks ({x.nbytes} bytes)")
+
+    def sleep(self, s: float) -> None:
+        time.sleep(s)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def make_and_die(self, n: int) -> np.ndarray:
+        asyncio.get_running_loop().call_soon(os._exit, 3)  # before the reply can leave
+        return np.ones(n, dtype=np.uint8)
+
+
+# ---- the module alone -------------------------------------------------------------------------
+
+
+def test_write_then_take_gives_a_writable_copy_on_write_view_and_unlinks() -> None:
+    data = np.arange(MIB, dtype=np.uint8)
+    name = _shm.write(memoryview(data))
+    path = Path(_shm.SHM_DIR) / name
+    assert path.stat().st_mode & 0o777 == 0o600
+    mapped = _shm.take(name, data.nbytes)
+    assert not path.exists()
+    view = np.frombuffer(mapped, dtype=np.uint8)
+    assert (view == data).all()
+    view[0] = 99  # writable, private
+    assert data[0] == 0
+
+
+def test_take_refuses_foreign_names_and_wrong_sizes_and_still_unlinks() -> None:
+    with pytest.raises(ValueError):
+        _shm.take("../../etc/passwd", 10)
+    name = _shm.write(memoryview(b"x" * 100))
+    with pytest.raises(ValueError, match="expected 99"):
+        _shm.take(name, 99)
+    assert not (Path(_shm.SHM_DIR) / name).exists()
+
+
+def test_probe_is_checked_by_content_and_name() -> None:
+    probe = _shm.make_probe()
+    assert probe is not None
+    try:
+        assert _shm.check_probe(probe)
+    finally:
+        _shm.unlink([probe])
+    assert not _shm.check_probe(probe)
+    assert not _shm.check_probe("")
+    assert not _shm.check_probe("/etc/passwd")
+    other = _shm.write(memoryview(b"not a probe"))
+    try:
+        assert not _shm.check_probe(other)
+    finally:
+        _shm.unlink([other])
+
+
+def test_pool_reuses_a_segment_once_its_receiver_lets_go() -> None:
+    pool = _shm.Pool()
+    released: list[str] = []
+    try:
+        data = np.arange(2 * MIB, dtype=np.uint8)
+        name = pool.put(memoryview(data))
+        view = _shm.map_pooled(name, data.nbytes, released.append)
+        arr = np.frombuffer(view, dtype=np.uint8)
+        del view
+        assert (arr == data).all()
+        arr[0] = 42  # writable
+        assert pool.put(memoryview(data)) != name  # still in use: a second segment
+        assert not released
+        del arr
+        assert released == [name]
+        pool.release(released)
+        assert pool.put(memoryview(data)) == name  # reused
+    finally:
+        names = pool.names()
+        pool.close()
+    assert names and not any((Path(_shm.SHM_DIR) / n).exists() for n in names)
+    with pytest.raises(OSError):
+        pool.put(memoryview(data))
+
+
+# ---- on a cluster -----------------------------------------------------------------------------
+
+
+async def test_large_arrays_travel_through_shared_memory_both_ways(cluster: ProcCluster, no_shm_leak: None) -> None:
+    async with cluster.connect():
+        s = await Store.remote()
+        assert s._conn.shm, "client and host share /dev/shm here: the probe should have said so"
+        x = np.arange(4 * MIB // 8, dtype=np.int64)
+        y = await s.bump(x)
+        assert y[0] == 1 and (y[1:] == x[1:]).all() and y.flags.writeable
+        y[1] = -1  # the value we got is ours
+        assert await s.keep(np.ones(3 * MIB, dtype=np.uint8)) == 3 * MIB
+        assert await s.kept_sum() == 3 * MIB  # the actor kept a mapped array alive past the call
+        many = await asyncio.gather(*(s.make(2 * MIB) for _ in range(20)))
+        assert all(int(m.sum()) == 2 * MIB for m in many)
+        small = await s.bump(np.zeros(10, dtype=np.uint8))  # below the threshold: inline
+        assert small[0] == 1
+        del many, y
+        x = np.ones(4 * MIB, dtype=np.uint8)
+        for _ in range(20):  # segments come back and are reused: the pool does not grow
+            assert await s.keep(x) == 4 * MIB
+            await s.make(4 * MIB)
+        mine = [n for n in os.listdir(_shm.SHM_DIR) if n.startswith(f"{_shm.PREFIX}{os.getpid()}-")]
+        assert len(mine) <= 6, mine
+        await actorrt.kill(s)
+
+
+async def test_failed_calls_leave_no_file(cluster: ProcCluster, no_shm_leak: None) -> None:
+    async with cluster.connect(max_payload_mb=2) as c:
+        s = await Store.remote()
+        with pytest.raises(actorrt.RemoteError, match="no thanks"):
+            await s.fail_with(np.ones(2 * MIB - 4096, dtype=np.uint8))
+        with pytest.raises(actorrt.SerializationError, match="over the limit"):
+            s.keep(np.ones(3 * MIB, dtype=np.uint8))
+        with pytest.raises(actorrt.RemoteError, match="over the limit"):
+            await s.make(3 * MIB)
+        assert await s.keep(np.ones(MIB, dtype=np.uint8)) == MIB
+        await c.kill(s)
+
+
+async def test_an_actor_dying_with_large_calls_in_flight_leaves_no_file(
+    cluster: ProcCluster, no_shm_leak: None
+) -> None:
+    async with cluster.connect():
+        s = await Store.remote()
+        blocked = s.sleep(5.0)
+        queued = [s.keep(np.ones(2 * MIB, dtype=np.uint8)) for _ in range(5)]
+        await asyncio.sleep(0.3)
+        await actorrt.kill(s)
+        for fut in [blocked, *queued]:
+            with pytest.raises(actorrt.ActorDiedError):
+                await fut
+
+        s = await Store.remote()
+        # The reply is written to /dev/shm, but the host exits before sending it: its daemon
+        # removes the file.
+        with pytest.raises(actorrt.ActorDiedError):
+            await s.make_and_die(2 * MIB)
+
+
+_CLIENT = """
+import sys, time, numpy as np, actorrt
+from tests.test_shm import Store
+
+async def main():
+    async with actorrt.connect(sys.argv[1], token=sys.argv[2]):
+        s = await Store.remote()
+        for _ in range(3):
+            await s.keep(np.ones(2 * 2**20, dtype=np.uint8))
+        print("sent", flush=True)
+        time.sleep(60)
+
+actorrt.run(main())
+"""
+
+
+def test_a_client_killed_with_segments_out_leaves_no_file(cluster: ProcCluster, no_shm_leak: None) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _CLIENT, cluster.address, cluster.token], stdout=subprocess.PIPE,
+                            cwd=Path(__file__).resolve().parent.parent)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"sent"
+        pid = proc.pid
+        assert any(n.startswith(f"{_shm.PREFIX}{pid}-") for n in os.listdir(_shm.SHM_DIR))
+    finally:
+        proc.kill()
+        proc.wait()
+    # The host unlinks the segments of its client when the stream breaks; the actor goes after
+    # the client grace period.
+    assert wait_until(lambda: not cluster.status()["actors"], 20)
+
+
+async def test_an_embedded_cluster_closing_with_segments_out_leaves_no_file(no_shm_leak: None) -> None:
+    async with actorrt.connect(num_cpus=1):
+        s = await Store.remote()
+        held = await s.make(2 * MIB)  # a host segment still mapped here when the cluster closes
+        assert await s.keep(np.ones(2 * MIB, dtype=np.uint8)) == 2 * MIB  # and one of ours there
+    assert int(held.sum()) == 2 * MIB  # our map outlives the files
+
+
+async def test_a_worker_daemon_killed_with_segments_out_leaves_no_file(tmp_path: Path, no_shm_leak: None) -> None:
+    import signal
+
+    c = ProcCluster(tmp_path / "home").start(workers=1)
+    try:
+        async with c.connect():
+            s = await Store.remote()
+            held = await s.make(2 * MIB)  # a host segment mapped here
+            host_pid = await s.pid()
+            c.procs[1].send_signal(signal.SIGKILL)  # the worker daemon: its host exits on stdin EOF
+            c.procs[1].wait()
+            assert wait_until(lambda: not Path(f"/proc/{host_pid}").exists(), 10)
+            assert int(held.sum()) == 2 * MIB
+    finally:
+        c.stop()
