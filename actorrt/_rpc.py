@@ -165,7 +165,10 @@ def token_path() -> Path:
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    """A random token that never starts with '-' (a command line would read it as an option)."""
+    while (token := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return token
 
 
 def write_token(token: str, path: Path | None = None) -> Path:
