@@ -48,20 +48,23 @@ async def main(address):
                  for k, a in actors.items()}
         emit(event="ready", where=where)
         command = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
-        i = 0
-        while not command.done():
-            for name, actor in list(actors.items()):
+
+        async def pound(name, actor):  # each actor on its own: one hanging must not stop the other
+            i = 0
+            while not command.done():
                 t0 = time.time()
                 try:
                     await asyncio.wait_for(actor.echo(i), 30)
                     emit(event="call", actor=name, ok=True, latency=time.time() - t0)
                 except actorrt.ActorDiedError as e:
                     emit(event="call", actor=name, ok=False, error="ActorDiedError", cause=e.cause)
-                    del actors[name]
+                    return
                 except asyncio.TimeoutError:
                     emit(event="call", actor=name, ok=False, error="hang")
-            i += 1
-            await asyncio.sleep(0.1)
+                i += 1
+                await asyncio.sleep(0.1)
+
+        await asyncio.gather(*[pound(name, actor) for name, actor in actors.items()])
         fresh = await asyncio.wait_for(Echo.remote(), 30)
         assert await fresh.echo(7) == 7
         status = await cluster.status()
