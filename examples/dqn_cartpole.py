@@ -23,7 +23,7 @@ from rl.collector import env_spaces
 
 
 @dataclass
-class Config:
+class Config(rl.TrainingRun):
     """Train double DQN on CartPole-v1."""
 
     env_id: str = "CartPole-v1"
@@ -62,20 +62,8 @@ class Config:
     """Final exploration rate."""
     exploration_fraction: float = 0.1
     """Fraction of ``total_steps`` over which epsilon decays linearly."""
-    solved_return: float = 475.0
-    """Mean return over the last 20 training episodes that counts as solved."""
-    stop_when_solved: bool = True
-    """Stop training as soon as the task is solved."""
     run_dir: str = "runs/dqn_cartpole"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
-    tensorboard: bool = True
-    """Write TensorBoard scalars."""
-    progress: bool = True
-    """Show a progress bar (on stderr)."""
-    save: str | None = None
-    """Save the agent (networks and optimizer) to this path at the end."""
-    restore: str | None = None
-    """Restore the agent from this path before training."""
 
 
 def main(config: Config) -> rl.TrainResult:
@@ -92,14 +80,11 @@ def main(config: Config) -> rl.TrainResult:
         loss=config.loss,
     )
     agent = rl.Agent(algorithm)
-    if config.restore:
-        agent.restore(config.restore)
-    collector = rl.Collector(collector_config, agent)
     assert obs_space.shape is not None
     buffer = rl.ReplayBuffer(config.buffer_size, obs_space.shape, seed=config.seed)
-    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress)
-    try:
-        result = rl.train_dqn(
+
+    def train(collector: rl.Collector, logger: rl.TrainingLogger) -> rl.TrainResult:
+        return rl.train_dqn(
             agent,
             collector,
             buffer,
@@ -114,13 +99,8 @@ def main(config: Config) -> rl.TrainResult:
             stop_when_solved=config.stop_when_solved,
             logger=logger,
         )
-    finally:
-        collector.close()
-        logger.close()
-    logger.plot(f"DQN on {config.env_id}", config.solved_return)
-    if config.save:
-        agent.save(config.save)
-    return result
+
+    return rl.run_training(config, agent, collector_config, config.total_steps, train, f"DQN on {config.env_id}")
 
 
 if __name__ == "__main__":

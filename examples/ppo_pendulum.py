@@ -17,7 +17,7 @@ from rl.collector import env_spaces
 
 
 @dataclass
-class Config:
+class Config(rl.TrainingRun):
     """Train PPO on Pendulum-v1 (continuous actions)."""
 
     env_id: str = "Pendulum-v1"
@@ -52,18 +52,8 @@ class Config:
     """Initial log standard deviation of the Gaussian policy."""
     solved_return: float = -200.0
     """Mean return over the last 20 training episodes that counts as solved."""
-    stop_when_solved: bool = True
-    """Stop training as soon as the task is solved."""
     run_dir: str = "runs/ppo_pendulum"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
-    tensorboard: bool = True
-    """Write TensorBoard scalars."""
-    progress: bool = True
-    """Show a progress bar (on stderr)."""
-    save: str | None = None
-    """Save the agent (models and optimizer) to this path at the end."""
-    restore: str | None = None
-    """Restore the agent from this path before training."""
 
 
 def main(config: Config) -> rl.TrainResult:
@@ -85,21 +75,13 @@ def main(config: Config) -> rl.TrainResult:
         seed=config.seed,
     )
     agent = rl.Agent(algorithm)
-    if config.restore:
-        agent.restore(config.restore)
-    collector = rl.Collector(collector_config, agent)
-    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress)
-    try:
-        result = rl.train_on_policy(
+
+    def train(collector: rl.Collector, logger: rl.TrainingLogger) -> rl.TrainResult:
+        return rl.train_on_policy(
             agent, collector, config.total_steps, config.solved_return, config.stop_when_solved, logger=logger
         )
-    finally:
-        collector.close()
-        logger.close()
-    logger.plot(f"PPO on {config.env_id}", config.solved_return)
-    if config.save:
-        agent.save(config.save)
-    return result
+
+    return rl.run_training(config, agent, collector_config, config.total_steps, train, f"PPO on {config.env_id}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from rl.logger import TrainingLogger  # noqa: E402
 from rl.model import Model  # noqa: E402
 from rl.models import ActorCritic, QNetwork  # noqa: E402
 from rl.storage import ReplayBuffer, Rollout, Transition  # noqa: E402
-from rl.trainer import TrainResult, result_line, train_dqn, train_on_policy  # noqa: E402
+from rl.trainer import TrainingRun, TrainResult, result_line, run_training, train_dqn, train_on_policy  # noqa: E402
 
 __all__ = [
     "A2C",
@@ -45,11 +45,13 @@ __all__ = [
     "ReplayBuffer",
     "Rollout",
     "TrainResult",
+    "TrainingRun",
     "TrainingLogger",
     "Transition",
     "ops",
     "parse_config",
     "result_line",
+    "run_training",
     "train_dqn",
     "train_on_policy",
 ]

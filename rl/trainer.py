@@ -10,16 +10,25 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from rl.agent import Agent
 from rl.algorithms.dqn import DQN
-from rl.collector import Collector
+from rl.collector import Collector, CollectorConfig
 from rl.logger import TrainingLogger
 from rl.storage import ReplayBuffer
 
-__all__ = ["TrainResult", "train_on_policy", "train_dqn", "linear_schedule", "result_line"]
+__all__ = [
+    "TrainResult",
+    "TrainingRun",
+    "run_training",
+    "train_on_policy",
+    "train_dqn",
+    "linear_schedule",
+    "result_line",
+]
 
 
 @dataclass
@@ -56,6 +65,50 @@ class _Progress:
             and len(self.recent) == self.recent.maxlen
             and self.mean >= self.solved_return
         )
+
+
+@dataclass
+class TrainingRun:
+    """Options every single-process training script shares (its Config subclasses this)."""
+
+    solved_return: float = 475.0
+    """Mean return over the last 20 training episodes that counts as solved."""
+    stop_when_solved: bool = True
+    """Stop training as soon as the task is solved."""
+    run_dir: str = "runs/train"
+    """Where TensorBoard events, CSV logs and the PNG curve go."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars."""
+    progress: bool = True
+    """Show a progress bar (on stderr)."""
+    save: str | None = None
+    """Save the agent (models and optimizer) to this path at the end."""
+    restore: str | None = None
+    """Restore the agent from this path before training."""
+
+
+def run_training(
+    run: TrainingRun,
+    agent: Agent,
+    collector_config: CollectorConfig,
+    total_steps: int,
+    train: Callable[[Collector, TrainingLogger], TrainResult],
+    title: str,
+) -> TrainResult:
+    """Restore, collect and train with logging, then plot and save: what every script does."""
+    if run.restore:
+        agent.restore(run.restore)
+    collector = Collector(collector_config, agent)
+    logger = TrainingLogger(run.run_dir, total_steps, tensorboard=run.tensorboard, progress=run.progress)
+    try:
+        result = train(collector, logger)
+    finally:
+        collector.close()
+        logger.close()
+    logger.plot(title, run.solved_return)
+    if run.save:
+        agent.save(run.save)
+    return result
 
 
 def train_on_policy(

@@ -23,13 +23,14 @@ from rl.config import parse_config
 from rl.learners.learner import Learner, LearnerResult, Scheme
 from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
+from rl.trainer import TrainingRun
 
 __all__ = ["DistributedRun", "run", "main"]
 
 
 @dataclass
-class DistributedRun:
-    """Options every distributed training script takes."""
+class DistributedRun(TrainingRun):
+    """Options every distributed training script takes (beyond :class:`rl.TrainingRun`'s)."""
 
     env_id: str = "CartPole-v1"
     """gymnasium environment id."""
@@ -49,22 +50,12 @@ class DistributedRun:
     """Discount factor."""
     ent_coef: float = 0.0
     """Entropy bonus coefficient."""
-    solved_return: float = 475.0
-    """Mean return over the last 20 training episodes that counts as solved."""
-    address: str | None = None
-    """Master HOST:PORT of a running cluster; default: an embedded cluster."""
     run_dir: str = "runs/distributed"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
-    tensorboard: bool = True
-    """Write TensorBoard scalars."""
-    progress: bool = True
-    """Show the live progress line (on stderr)."""
+    address: str | None = None
+    """Master HOST:PORT of a running cluster; default: an embedded cluster."""
     metrics_port: int = 0
     """Serve the learner's Prometheus metrics (actorrt_rl_*) on this port; 0: off."""
-    save: str | None = None
-    """Save a learner checkpoint to this path at the end."""
-    restore: str | None = None
-    """Resume from a learner checkpoint."""
 
 
 async def run(
@@ -91,7 +82,7 @@ async def run(
                 learner.restore(config.restore)
             try:
                 async with learner:
-                    result = await learner.train(config.total_steps, config.solved_return)
+                    result = await learner.train(config.total_steps, config.solved_return, config.stop_when_solved)
                     if config.save:
                         learner.save(config.save)
             finally:
