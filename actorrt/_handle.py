@@ -1,10 +1,10 @@
 """Actor handles and their data-plane connection straight to the actor host.
 
 ``ActorConnection`` owns one ``ActorHost.Calls`` stream. A call is serialised on the caller's
-thread (so ``SerializationError`` comes at the call site), queued, and sent on the next loop
-iteration together with every other call made meanwhile: one gRPC message carries many calls,
-and a lone call still leaves at once. Replies come back batched and resolve futures by seq.
-Connection state is touched on the cluster's event loop only.
+thread (so ``SerializationError`` comes at the call site) and added to the stream's ``Outbox``:
+a lone call leaves at once, and calls made while a write is in flight go together in the next
+message. Replies come back batched and resolve futures by seq. Connection state is touched on
+the cluster's event loop only.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import grpc
 from actorrt import _rpc, _shm, _wire
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
+from actorrt._outbox import Outbox
 from actorrt._serialization import (
     RAW_MIN,
     describe_size,
@@ -67,24 +68,20 @@ class ActorConnection:
         self.dead: ActorDiedError | None = None
         self.set_attr_error: RemoteError | None = None
         self._seq = itertools.count(1)
+        # seq -> (future, method name, call kind) of every call sent and not answered yet
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
         # Large buffers go through /dev/shm once the host proved it shares it with us: ours in
-        # this pool's segments; the host's segments we mapped are named in _released once we
-        # let go of them (sent with the next batch), and unlinked by us too when we close.
+        # this pool's segments; the host's segments we mapped are named in the outbox's
+        # `released` once we let go of them, and unlinked by us too when we close.
         self.shm = False
         self._pool: _shm.Pool | None = None
-        self._released: list[str] = []
         self._seen_host_segments: set[str] = set()
-        # Calls are added straight into the next batch (cheaper than building a Call and
-        # copying it into a CallBatch).
-        self._out = pb.CallBatch()
-        # Messages to send before _out, in order: earlier batches, and hand-encoded one-call
-        # batches of calls with large inline buffers (``_wire``).
-        self._queue: list[pb.CallBatch | bytes] = []
-        self._wake = asyncio.Event()
+        # Calls go straight into the outbox's next batch (cheaper than building a Call and
+        # copying it into a CallBatch); set once the stream is open.
+        self._outbox: Outbox[pb.CallBatch] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._reader: asyncio.Task[None] | None = None
         self._loop_thread = threading.get_ident()
 
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
@@ -118,44 +115,48 @@ class ActorConnection:
         self.shm = reply.shared_memory
         if self.shm:
             self._pool = _shm.Pool()
-        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
+        self._outbox = Outbox(self._call.write, pb.CallBatch, _has_calls)
+        self._reader = asyncio.create_task(self._read())
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
     def submit(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallFuture[Any]:
+        """Serialise the arguments here (errors come at the call site), send on the loop.
+
+        Any thread. Raises ``SerializationError`` when an argument cannot be pickled or the
+        arguments are over the size limit; nothing is sent then.
+        """
+        packed = self._pack(kind, name, args, kwargs) if args or kwargs else None
+        fut: CallFuture[Any] = CallFuture(loop=self.loop)
+        if threading.get_ident() == self._loop_thread:
+            self._enqueue(kind, name, packed, fut)
+        else:
+            self.loop.call_soon_threadsafe(self._enqueue, kind, name, packed, fut)
+        return fut
+
+    def _pack(
+        self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> common_pb2.Payload | tuple[int, bytes]:
+        """The arguments as a Payload, or as a hand-encoded one-call batch ``(seq, bytes)``
+        when they carry large inline buffers (copied now, when the call is made)."""
         what = f"{self.class_name}.{name}"
-        payload: common_pb2.Payload | None = None
-        pool = self._pool if self.shm and (args or kwargs) else None
-        if pool is None and (args or kwargs):
+        pool = self._pool if self.shm else None
+        if pool is None:
             data, raws = dump_args_parts(what, args, kwargs)
             inline = sum(r.nbytes for r in raws)
             self._check_size(what, len(data) + inline)
-            if inline >= RAW_MIN:  # encoded now: the arguments are copied when the call is made
+            if inline >= RAW_MIN:
                 seq = next(self._seq)
-                encoded = _wire.call_batch(seq, name, kind, data, raws)
-                del raws
-                fut: CallFuture[Any] = CallFuture(loop=self.loop)
-                if threading.get_ident() == self._loop_thread:
-                    self._enqueue_encoded(seq, kind, encoded, fut, what)
-                else:
-                    self.loop.call_soon_threadsafe(self._enqueue_encoded, seq, kind, encoded, fut, what)
-                return fut
-            payload = to_payload(data, raws)
+                return seq, _wire.call_batch(seq, name, kind, data, raws)
+            return to_payload(data, raws)
+        payload = dump_args(what, args, kwargs, pool)
         try:
-            if payload is None:
-                payload = dump_args(what, args, kwargs, pool)
-                if payload.buffers or payload.shared or len(payload.pickle) > 65536:
-                    self._check_size(what, payload_size(payload))
+            if payload.buffers or payload.shared or len(payload.pickle) > 65536:
+                self._check_size(what, payload_size(payload))
         except BaseException:
-            if pool is not None and payload is not None:
-                pool.release(shared_names(payload))
+            pool.release(shared_names(payload))
             raise
-        fut = CallFuture(loop=self.loop)
-        if threading.get_ident() == self._loop_thread:
-            self._enqueue(kind, name, payload, fut, what)
-        else:
-            self.loop.call_soon_threadsafe(self._enqueue, kind, name, payload, fut, what)
-        return fut
+        return payload
 
     def _check_size(self, what: str, size: int) -> None:
         if size > self.cluster.max_payload_bytes:
@@ -164,57 +165,31 @@ class ActorConnection:
                 f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); nothing was sent"
             )
 
-    def _enqueue_encoded(self, seq: int, kind: int, encoded: bytes, fut: CallFuture[Any], what: str) -> None:
-        if self.dead is not None:
-            fut.set_exception(self.dead)
+    def _enqueue(
+        self, kind: int, name: str, packed: common_pb2.Payload | tuple[int, bytes] | None, fut: CallFuture[Any]
+    ) -> None:
+        """Add the call to the outgoing batch and send it if the stream is idle. Loop thread."""
+        failure: BaseException | None = self.dead
+        if failure is None and self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
+            failure, self.set_attr_error = self.set_attr_error, None
+        if failure is not None or self._outbox is None:
+            if isinstance(packed, common_pb2.Payload) and packed.shared and self._pool is not None:
+                self._pool.release(shared_names(packed))
+            fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
-        if self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
-            err, self.set_attr_error = self.set_attr_error, None
-            fut.set_exception(err)
-            return
-        if self._out.calls:  # calls made before this one go first
-            self._queue.append(self._out)
-            self._out = pb.CallBatch()
-        self._queue.append(encoded)
-        self._pending[seq] = (fut, what, kind)
-        self._wake.set()
-
-    def _enqueue(self, kind: int, name: str, payload: common_pb2.Payload, fut: CallFuture[Any], what: str) -> None:
-        if self.dead is not None:
-            fut.set_exception(self.dead)
-            return
-        if self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
-            if payload.shared and self._pool is not None:
-                self._pool.release(shared_names(payload))
-            err, self.set_attr_error = self.set_attr_error, None
-            fut.set_exception(err)
+        if type(packed) is tuple:
+            seq, encoded = packed
+            self._pending[seq] = (fut, name, kind)
+            self._outbox.push_encoded(encoded)
             return
         seq = next(self._seq)
-        call = self._out.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
-        if payload.pickle:
-            call.args.CopyFrom(payload)
-        self._pending[seq] = (fut, what, kind)
-        self._wake.set()
+        call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
+        if packed is not None:
+            call.args.CopyFrom(packed)
+        self._pending[seq] = (fut, name, kind)
+        self._outbox.flush()
 
     # ---- loop tasks -------------------------------------------------------------------------
-
-    async def _write(self) -> None:
-        assert self._call is not None
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                while self._queue or self._out.calls or self._released:
-                    if self._queue:
-                        await self._call.write(self._queue.pop(0))
-                        continue
-                    batch, self._out = self._out, pb.CallBatch()
-                    if self._released:
-                        batch.released.extend(self._released)
-                        self._released = []
-                    await self._call.write(batch)
-        except (grpc.RpcError, asyncio.InvalidStateError):
-            pass  # the reader sees the break and fails the pending calls
 
     async def _read(self) -> None:
         assert self._call is not None
@@ -225,24 +200,26 @@ class ActorConnection:
                     self._pool.release(batch.released)
                 for reply in batch.replies:
                     entry = self._pending.pop(reply.seq, None)
-                    if entry is None:
+                    if entry is None or entry[0].done():
                         continue
-                    fut, what, kind = entry
-                    if fut.done():
-                        continue
+                    fut, name, kind = entry
                     if reply.HasField("error"):
-                        err = _remote_error(what, reply.error)
+                        err = _remote_error(f"{self.class_name}.{name}", reply.error)
                         fut.set_exception(err)
                         if kind == pb.CALL_KIND_SET_ATTR:  # nobody holds this future: keep it
                             fut.exception()
                             self.set_attr_error = err
-                    else:
-                        if reply.value.shared:
-                            self._seen_host_segments.update(s.name for s in reply.value.shared if s.pooled)
-                        try:
-                            fut.set_result(loads(reply.value, self._on_release) if reply.value.pickle else None)
-                        except Exception as e:  # noqa: BLE001 - e.g. a class missing here
-                            fut.set_exception(e)
+                        continue
+                    value = reply.value
+                    if not value.pickle:  # a reply with no outcome reads as None
+                        fut.set_result(None)
+                        continue
+                    if value.shared:
+                        self._seen_host_segments.update(s.name for s in value.shared if s.pooled)
+                    try:
+                        fut.set_result(loads(value, self._on_release))
+                    except Exception as e:  # noqa: BLE001 - e.g. a class missing here
+                        fut.set_exception(e)
         except grpc.RpcError as e:
             detail = f"connection to its host lost ({e.code().name}: {e.details()})"
         except asyncio.CancelledError:
@@ -259,9 +236,8 @@ class ActorConnection:
             pass
 
     def _queue_release(self, name: str) -> None:
-        if self.dead is None:
-            self._released.append(name)
-            self._wake.set()
+        if self.dead is None and self._outbox is not None:
+            self._outbox.release(name)
 
     def mark_dead(self, cause: str) -> None:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""
@@ -277,21 +253,25 @@ class ActorConnection:
             if not fut.done():
                 fut.set_exception(self.dead)
                 fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
-        self._out = pb.CallBatch()
-        self._queue.clear()
+        if self._outbox is not None:
+            self._outbox.clear()
 
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)
         await self._teardown()
 
     async def _teardown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        if self._reader is not None and self._reader is not asyncio.current_task():
+            self._reader.cancel()
         if self._call is not None:
             self._call.cancel()
         if self._channel is not None:
             await self._channel.close(grace=None)
-        self._tasks = []
+        self._reader = None
+
+
+def _has_calls(batch: pb.CallBatch) -> bool:
+    return bool(batch.calls)
 
 
 def _member_kinds(cls: type) -> dict[str, bool]:

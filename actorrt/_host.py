@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import collections
 import importlib
 import inspect
 import os
@@ -29,9 +30,11 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 
 from actorrt import _rpc, _shm, _wire
+from actorrt._outbox import Outbox
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env
 from actorrt._serialization import (
     EMPTY,
+    NO_ARGS,
     RAW_MIN,
     describe_size,
     dumps,
@@ -68,19 +71,70 @@ def _failure(exc: BaseException, skip_frames: int = 1) -> pb.RemoteFailure:
     )
 
 
+class _Slots:
+    """At most ``n`` calls of one actor run at once (sync ones inline, async ones as tasks).
+
+    An ``asyncio.Semaphore`` whose uncontended take is a plain call, not a coroutine: it runs
+    once per call on the host's hot path. Host loop only.
+    """
+
+    __slots__ = ("free", "_waiters")
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def take(self) -> bool:
+        """Take a slot if one is free and nobody waits for one."""
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def wait_take(self) -> None:
+        """Take a slot, waiting in line for one (``give`` hands it over)."""
+        if self.take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot, but cancelled: pass it on
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def give(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
 class _Actor:
     """The constructed user object and the rules for running its methods."""
 
     def __init__(
-        self, actor_id: str, class_name: str, instance: Any, max_concurrency: int, max_payload_bytes: int = 0
+        self,
+        actor_id: str,
+        class_name: str,
+        instance: Any,
+        max_concurrency: int,
+        max_payload_bytes: int = 0,
+        stats: CallStats | None = None,
     ) -> None:
         self.actor_id = actor_id
         self.max_payload_bytes = max_payload_bytes
         self.class_name = class_name
         self.instance = instance
         self.max_concurrency = max(1, max_concurrency)
-        self.slots = asyncio.Semaphore(self.max_concurrency)
-        self.stats = CallStats(class_name)  # reported to the daemon; see actorrt._metrics
+        self.slots = _Slots(self.max_concurrency)
+        self.stats = stats or CallStats()  # reported to the daemon; see actorrt._metrics
+        self.stats.class_name = class_name
         self._methods: dict[str, tuple[Callable[..., Any], bool]] = {}
 
     def method(self, name: str) -> tuple[Callable[..., Any], bool]:
@@ -101,42 +155,17 @@ class _Stream:
 
     def __init__(self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False) -> None:
         self.actor = actor
-        self.context = context
         # Large values go through /dev/shm (the client proved it shares it): our replies in this
         # pool's segments; the client's segments we mapped are named in `released` once the
         # actor lets go of them, and unlinked by us too when the stream ends.
         self.pool = _shm.Pool() if shm else None
-        self.released: list[str] = []
         self.seen_client_segments: set[str] = set()
         self.loop = asyncio.get_running_loop()
-        # Replies are added straight into the next batch: building a Reply and copying it into
-        # a ReplyBatch cost ~1.2 us per call, ``replies.add(seq=...)`` ~0.35 us.
-        self.out = pb.ReplyBatch()
-        self.wake = asyncio.Event()
-        # Messages to send before `out`, in order: earlier batches, and hand-encoded one-reply
-        # batches of values with large inline buffers (``_wire``).
-        self.queue: list[pb.ReplyBatch | bytes] = []
+        # Replies are added straight into the outbox's batch: building a Reply and copying it
+        # into a ReplyBatch cost ~1.2 us per call, ``replies.add(seq=...)`` ~0.35 us.
+        self.outbox: Outbox[pb.ReplyBatch] = Outbox(context.write, pb.ReplyBatch, _has_replies)
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = False
-
-    async def writer(self) -> None:
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            while self.queue or self.out.replies or self.released:
-                if self.queue:
-                    msg = self.queue.pop(0)
-                    self.actor.stats.bytes_out += len(msg) if isinstance(msg, bytes) else msg.ByteSize()
-                    await self.context.write(msg)
-                    continue
-                batch, self.out = self.out, pb.ReplyBatch()
-                if self.released:
-                    batch.released.extend(self.released)
-                    self.released = []
-                self.actor.stats.bytes_out += batch.ByteSize()
-                await self.context.write(batch)
-            if self.done and not self.tasks:
-                return
 
     def on_release(self, name: str) -> None:
         """A client segment the actor used is free again (any thread, from the GC)."""
@@ -147,24 +176,21 @@ class _Stream:
 
     def _queue_release(self, name: str) -> None:
         if not self.done:
-            self.released.append(name)
-            self.wake.set()
+            self.outbox.release(name)
 
     def reply(self, msg: pb.Reply) -> None:
-        self.out.replies.append(msg)
-        self.wake.set()
+        self.outbox.batch.replies.append(msg)
 
     def reply_value(self, seq: int, what: str, value: Any) -> None:
         if value is None:  # the common case, made cheap: a reply with no outcome reads as None
-            self.out.replies.add(seq=seq)
-            self.wake.set()
+            self.outbox.batch.replies.add(seq=seq)
         elif self.pool is None:
             self._reply_inline(seq, what, value)
         else:
             self.reply(self._value_reply(seq, what, value))
 
     def _reply_inline(self, seq: int, what: str, value: Any) -> None:
-        """No shared memory: large buffers go hand-encoded (one copy), small ones in `out`."""
+        """No shared memory: large buffers go hand-encoded (one copy), small ones in the batch."""
         try:
             data, raws = pickle_parts(value)
         except Exception as e:  # noqa: BLE001
@@ -175,11 +201,7 @@ class _Stream:
         if limit and len(data) + inline > limit:
             self.reply(self._over_limit(seq, what, len(data) + inline, limit))
         elif inline >= RAW_MIN:
-            if self.out.replies:  # replies made before this one go first
-                self.queue.append(self.out)
-                self.out = pb.ReplyBatch()
-            self.queue.append(_wire.reply_batch(seq, data, raws))
-            self.wake.set()
+            self.outbox.push_encoded(_wire.reply_batch(seq, data, raws))
         else:
             self.reply(pb.Reply(seq=seq, value=to_payload(data, raws)))
 
@@ -211,7 +233,6 @@ class _Stream:
         return pb.Reply(seq=seq, value=payload)
 
     async def run(self, requests: AsyncIterator[pb.CallBatch], first: pb.CallBatch) -> None:
-        writer = asyncio.create_task(self.writer())
         try:
             await self.run_batch(first)
             async for batch in requests:
@@ -220,45 +241,42 @@ class _Stream:
             self.done = True
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
-            self.wake.set()
-            try:
-                await writer
-            except Exception:  # noqa: BLE001 - the client is gone; nothing to tell it
-                pass
-            finally:
-                if self.pool is not None:
-                    self.pool.close()
-                _shm.unlink(self.seen_client_segments)
+            await self.outbox.drain()  # the client is gone if this fails; nothing to tell it
+            if self.pool is not None:
+                self.pool.close()
+            _shm.unlink(self.seen_client_segments)
 
     async def run_batch(self, batch: pb.CallBatch) -> None:
+        """Run the batch's calls in order; their replies leave once the batch is done (or
+        earlier, when sync calls keep the loop busy). Async methods run as tasks."""
         actor = self.actor
         stats = actor.stats
-        stats.bytes_in += batch.ByteSize()
         buckets, bucket_of, bounds = stats.buckets, bisect.bisect_left, LATENCY_BUCKETS
         started = time.perf_counter()
         if batch.released and self.pool is not None:
             self.pool.release(batch.released)
         for call in batch.calls:
-            what = f"{actor.class_name}.{call.method}"
             try:
-                if call.args.shared:
-                    self.seen_client_segments.update(s.name for s in call.args.shared if s.pooled)
-                args, kwargs = load_args(call.args, self.on_release)
-                if call.kind == pb.CALL_KIND_GET_ATTR:
-                    self.reply_value(call.seq, what, getattr(actor.instance, call.method))
-                    continue
-                if call.kind == pb.CALL_KIND_SET_ATTR:
-                    setattr(actor.instance, call.method, args[0])
-                    self.reply_value(call.seq, what, None)
+                args = call.args
+                if args.pickle:
+                    if args.shared:
+                        self.seen_client_segments.update(s.name for s in args.shared if s.pooled)
+                    args, kwargs = load_args(args, self.on_release)
+                else:
+                    args, kwargs = NO_ARGS
+                if call.kind != pb.CALL_KIND_METHOD:
+                    self._run_attr(call, args)
                     continue
                 fn, is_async = actor.method(call.method)
             except Exception as e:  # noqa: BLE001
                 stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
                 continue
-            await actor.slots.acquire()
+            if not actor.slots.take():  # only async methods can hold every slot
+                self.outbox.flush()
+                await actor.slots.wait_take()
             if is_async:
-                task = asyncio.create_task(self._run_async(call.seq, what, fn, args, kwargs))
+                task = asyncio.create_task(self._run_async(call.seq, call.method, fn, args, kwargs))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
                 continue
@@ -269,18 +287,33 @@ class _Stream:
                 stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
             else:
-                self.reply_value(call.seq, what, value)
+                if value is None:
+                    self.outbox.batch.replies.add(seq=call.seq)
+                else:
+                    self.reply_value(call.seq, f"{actor.class_name}.{call.method}", value)
             finally:
-                actor.slots.release()
+                actor.slots.give()
             now = time.perf_counter()
             stats.sum += now - t0  # CallStats.observe, inlined: this runs once per call
             buckets[bucket_of(bounds, now - t0)] += 1
-            if now - started > _FLUSH_AFTER_S:
+            if now - started > _FLUSH_AFTER_S:  # send what is ready, let other tasks run
                 started = now
-                await asyncio.sleep(0)  # let the writer send what is ready
+                self.outbox.flush()
+                await asyncio.sleep(0)
+        self.outbox.flush()
+
+    def _run_attr(self, call: pb.Call, args: tuple[Any, ...]) -> None:
+        instance = self.actor.instance
+        if call.kind == pb.CALL_KIND_GET_ATTR:
+            self.reply_value(call.seq, f"{self.actor.class_name}.{call.method}", getattr(instance, call.method))
+        elif call.kind == pb.CALL_KIND_SET_ATTR:
+            setattr(instance, call.method, args[0])
+            self.outbox.batch.replies.add(seq=call.seq)
+        else:
+            raise ValueError(f"unknown call kind {call.kind} for {call.method!r}")
 
     async def _run_async(
-        self, seq: int, what: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, seq: int, method: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         t0 = time.perf_counter()
         try:
@@ -289,10 +322,15 @@ class _Stream:
             self.actor.stats.errors += 1
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
         else:
-            self.reply_value(seq, what, value)
+            self.reply_value(seq, f"{self.actor.class_name}.{method}", value)
         finally:
-            self.actor.slots.release()
+            self.actor.slots.give()
             self.actor.stats.observe(time.perf_counter() - t0)
+        self.outbox.flush()
+
+
+def _has_replies(batch: pb.ReplyBatch) -> bool:
+    return bool(batch.replies)
 
 
 class ActorHostServicer(pb_grpc.ActorHostServicer):
@@ -301,6 +339,18 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
     def __init__(self) -> None:
         self.actor: _Actor | None = None
         self.finished = asyncio.Event()
+        self.stats = CallStats()  # the actor's, once constructed; bytes are counted from the start
+
+    def parse(self, data: bytes) -> pb.CallBatch:
+        """The request deserializer: counts the bytes as they arrive (cheaper than ByteSize)."""
+        self.stats.bytes_in += len(data)
+        return pb.CallBatch.FromString(data)
+
+    def encode(self, message: pb.ReplyBatch | bytes) -> bytes:
+        """The response serializer: pre-encoded batches (``_wire``) pass through; counts bytes."""
+        data = message if isinstance(message, bytes) else message.SerializeToString()
+        self.stats.bytes_out += len(data)
+        return data
 
     async def Calls(  # noqa: N802 - gRPC's name
         self, request_iterator: AsyncIterator[pb.CallBatch], context: grpc.aio.ServicerContext
@@ -354,7 +404,12 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         cls, args, kwargs = loads(step.spec)
         instance = cls(*args, **kwargs)
         return _Actor(
-            step.actor_id, step.class_name or cls.__name__, instance, step.max_concurrency, step.max_payload_bytes
+            step.actor_id,
+            step.class_name or cls.__name__,
+            instance,
+            step.max_concurrency,
+            step.max_payload_bytes,
+            self.stats,
         )
 
 
@@ -373,11 +428,11 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     interceptors = [_rpc.TokenInterceptor(token)] if token else []
     server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options())
     servicer = ActorHostServicer()
-    # What add_ActorHostServicer_to_server does, except that pre-encoded reply batches (bytes)
-    # pass through the serializer.
+    # What add_ActorHostServicer_to_server does, except that the servicer's (de)serializers count
+    # bytes and let pre-encoded reply batches (bytes) pass through.
     handlers = {
         "Calls": grpc.stream_stream_rpc_method_handler(
-            servicer.Calls, request_deserializer=pb.CallBatch.FromString, response_serializer=_wire.passthrough
+            servicer.Calls, request_deserializer=servicer.parse, response_serializer=servicer.encode
         )
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("actorrt.v1.ActorHost", handlers),))

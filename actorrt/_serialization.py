@@ -25,7 +25,7 @@ from actorrt.v1 import common_pb2
 __all__ = ["dumps", "loads", "dump_args", "payload_size", "shared_names", "ship_local_modules", "EMPTY"]
 
 EMPTY = common_pb2.Payload()
-_NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
+NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
 
 
 # Out-of-band buffers adding up to at least this much skip the protobuf message and go
@@ -157,7 +157,7 @@ def load_args(
     payload: common_pb2.Payload, on_release: Callable[[str], None] = _never
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if not payload.pickle:
-        return _NO_ARGS
+        return NO_ARGS
     args, kwargs = loads(payload, on_release)
     return args, kwargs
 
