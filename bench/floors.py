@@ -171,6 +171,31 @@ class _TcpConn(_Conn):
         self.writer.close()
 
 
+class PingPong:
+    """The strictest floor: one grpc.aio stream, ``await write(); await read()`` per call, no
+    task, queue or future in between (``_GrpcConn`` has a writer and a reader task so that it
+    can pipeline, as an actor runtime must; that costs it ~5-10 % of a round trip)."""
+
+    def __init__(self, script: str) -> None:
+        self.floor = FloorSystem("grpc", script)
+        self.call: Any = None
+
+    async def open(self) -> None:
+        await self.floor.open()
+        self.call = self.floor.channel.stream_stream(
+            _METHOD, request_serializer=_identity, response_deserializer=_identity
+        )()
+
+    async def ping(self) -> bytes:
+        await self.call.write(PING)
+        return await self.call.read()  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        if self.call is not None:
+            self.call.cancel()
+        await self.floor.close()
+
+
 class FloorSystem:
     """A ``System`` whose actors are echo connections (latency and pipelined benches only)."""
 
