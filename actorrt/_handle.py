@@ -27,6 +27,7 @@ from actorrt._serialization import (
     dump_args,
     dump_args_parts,
     loads,
+    loads_streamed,
     payload_size,
     shared_names,
     to_payload,
@@ -82,6 +83,9 @@ class ActorConnection:
         self._channel: grpc.aio.Channel | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._reader: asyncio.Task[None] | None = None
+        # The reply whose streamed value is arriving in chunks: its buffers, and its future
+        # with the pickle (None when nobody waits for it any more).
+        self._incoming: tuple[_wire.Incoming, CallFuture[Any] | None, bytes] | None = None
         self._loop_thread = threading.get_ident()
 
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
@@ -89,7 +93,7 @@ class ActorConnection:
         self._channel = _rpc.open_channel(self.endpoint, self.cluster.tls)
         # The stub's own serializer, except that pre-encoded batches (bytes) pass through.
         self._call = self._channel.stream_stream(
-            _CALLS_METHOD, request_serializer=_wire.passthrough, response_deserializer=pb.ReplyBatch.FromString
+            _CALLS_METHOD, request_serializer=_wire.passthrough, response_deserializer=_parse_reply
         )(metadata=_rpc.auth_metadata(self.cluster.token))
         probe = _shm.make_probe()
         if probe is not None:
@@ -136,9 +140,10 @@ class ActorConnection:
 
     def _pack(
         self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> common_pb2.Payload | tuple[int, bytes]:
-        """The arguments as a Payload, or as a hand-encoded one-call batch ``(seq, bytes)``
-        when they carry large inline buffers (copied now, when the call is made)."""
+    ) -> common_pb2.Payload | tuple[int, list[bytes]]:
+        """The arguments as a Payload, or, when they carry large buffers and no shared memory,
+        as ``(seq, messages)``: a one-call header batch and the chunks (``_wire``) that stream
+        the buffers, copied now, when the call is made."""
         what = f"{self.class_name}.{name}"
         pool = self._pool if self.shm else None
         if pool is None:
@@ -147,7 +152,11 @@ class ActorConnection:
             self._check_size(what, len(data) + inline)
             if inline >= RAW_MIN:
                 seq = next(self._seq)
-                return seq, _wire.call_batch(seq, name, kind, data, raws)
+                header = pb.CallBatch()
+                header.calls.add(  # type: ignore[arg-type]
+                    seq=seq, method=name, kind=kind, args=common_pb2.Payload(pickle=data, streamed=[r.nbytes for r in raws])
+                )
+                return seq, [header.SerializeToString(), *_wire.chunks(_wire.CALL_CHUNK, raws)]
             return to_payload(data, raws)
         payload = dump_args(what, args, kwargs, pool)
         try:
@@ -166,7 +175,7 @@ class ActorConnection:
             )
 
     def _enqueue(
-        self, kind: int, name: str, packed: common_pb2.Payload | tuple[int, bytes] | None, fut: CallFuture[Any]
+        self, kind: int, name: str, packed: common_pb2.Payload | tuple[int, list[bytes]] | None, fut: CallFuture[Any]
     ) -> None:
         """Add the call to the outgoing batch and send it if the stream is idle. Loop thread."""
         failure: BaseException | None = self.dead
@@ -178,9 +187,9 @@ class ActorConnection:
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
         if type(packed) is tuple:
-            seq, encoded = packed
+            seq, messages = packed
             self._pending[seq] = (fut, name, kind)
-            self._outbox.push_encoded(encoded)
+            self._outbox.push_encoded(messages)
             return
         seq = next(self._seq)
         call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
@@ -196,37 +205,67 @@ class ActorConnection:
         detail = "the actor host closed the stream"
         try:
             while (batch := await self._call.read()) is not grpc.aio.EOF:
+                if type(batch) is memoryview:
+                    self._take_chunk(batch)
+                    continue
                 if batch.released and self._pool is not None:
                     self._pool.release(batch.released)
                 for reply in batch.replies:
                     entry = self._pending.pop(reply.seq, None)
-                    if entry is None or entry[0].done():
-                        continue
-                    fut, name, kind = entry
                     if reply.HasField("error"):
-                        err = _remote_error(f"{self.class_name}.{name}", reply.error)
-                        fut.set_exception(err)
-                        if kind == pb.CALL_KIND_SET_ATTR:  # nobody holds this future: keep it
-                            fut.exception()
-                            self.set_attr_error = err
+                        if entry is not None and not entry[0].done():
+                            self._fail(entry, reply.error)
                         continue
                     value = reply.value
                     if not value.pickle:  # a reply with no outcome reads as None
-                        fut.set_result(None)
+                        if entry is not None and not entry[0].done():
+                            entry[0].set_result(None)
+                        continue
+                    if value.streamed:  # its chunks come next, whether or not anyone waits
+                        live = entry[0] if entry is not None and not entry[0].done() else None
+                        self._incoming = (_wire.Incoming(value.streamed, keep=live is not None), live, value.pickle)
+                        continue
+                    if entry is None or entry[0].done():
                         continue
                     if value.shared:
                         self._seen_host_segments.update(s.name for s in value.shared if s.pooled)
                     try:
-                        fut.set_result(loads(value, self._on_release))
+                        entry[0].set_result(loads(value, self._on_release))
                     except Exception as e:  # noqa: BLE001 - e.g. a class missing here
-                        fut.set_exception(e)
+                        entry[0].set_exception(e)
         except grpc.RpcError as e:
             detail = f"connection to its host lost ({e.code().name}: {e.details()})"
+        except ValueError as e:  # a malformed chunk stream
+            detail = f"the actor host broke the protocol: {e}"
+            if self._call is not None:
+                self._call.cancel()
         except asyncio.CancelledError:
             return
         if self.dead is None:
             cause = await self.cluster.death_cause(self.actor_id, wait_s=0.5) or detail
             self.mark_dead(cause)
+
+    def _fail(self, entry: tuple[CallFuture[Any], str, int], failure: pb.RemoteFailure) -> None:
+        fut, name, kind = entry
+        err = _remote_error(f"{self.class_name}.{name}", failure)
+        fut.set_exception(err)
+        if kind == pb.CALL_KIND_SET_ATTR:  # nobody holds this future: keep it for the next call
+            fut.exception()
+            self.set_attr_error = err
+
+    def _take_chunk(self, data: memoryview) -> None:
+        if self._incoming is None:
+            raise ValueError("a chunk came with no streamed reply before it")
+        incoming, fut, pickled = self._incoming
+        if not incoming.add(data):
+            return
+        self._incoming = None
+        if fut is None or fut.done():
+            return
+        try:
+            fut.set_result(loads_streamed(pickled, incoming.buffers))
+        except Exception as e:  # noqa: BLE001 - e.g. a class missing here
+            fut.set_exception(e)
 
     def _on_release(self, name: str) -> None:
         """A host segment we mapped is no longer used (any thread, from the GC)."""
@@ -244,6 +283,12 @@ class ActorConnection:
         if self.dead is None:
             self.dead = ActorDiedError(self.actor_id, cause)
         pending, self._pending = self._pending, {}
+        if self._incoming is not None:
+            _, fut, _ = self._incoming
+            self._incoming = None
+            if fut is not None and not fut.done():
+                fut.set_exception(self.dead)
+                fut.exception()
         self.shm = False
         if self._pool is not None:
             self._pool.close()
@@ -268,6 +313,12 @@ class ActorConnection:
         if self._channel is not None:
             await self._channel.close(grace=None)
         self._reader = None
+
+
+def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:
+    """The response deserializer: a chunk's data as a view (``_wire``), else the ReplyBatch."""
+    chunk = _wire.chunk_data(data, _wire.REPLY_CHUNK)
+    return chunk if chunk is not None else pb.ReplyBatch.FromString(data)
 
 
 def _has_calls(batch: pb.CallBatch) -> bool:

@@ -25,7 +25,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import grpc
 
@@ -40,12 +40,14 @@ from actorrt._serialization import (
     dumps,
     load_args,
     loads,
+    loads_streamed,
     payload_size,
     pickle_parts,
     shared_names,
     to_payload,
 )
 from actorrt.v1 import actor_host_pb2 as pb
+from actorrt.v1.common_pb2 import Payload
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 
 READY_PREFIX = "ACTORRT-HOST-READY"
@@ -155,6 +157,7 @@ class _Stream:
 
     def __init__(self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False) -> None:
         self.actor = actor
+        self.context = context
         # Large values go through /dev/shm (the client proved it shares it): our replies in this
         # pool's segments; the client's segments we mapped are named in `released` once the
         # actor lets go of them, and unlinked by us too when the stream ends.
@@ -166,6 +169,8 @@ class _Stream:
         self.outbox: Outbox[pb.ReplyBatch] = Outbox(context.write, pb.ReplyBatch, _has_replies)
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = False
+        # The call whose streamed arguments are arriving in chunks, and their buffers.
+        self.incoming: tuple[pb.CallBatch, _wire.Incoming] | None = None
 
     def on_release(self, name: str) -> None:
         """A client segment the actor used is free again (any thread, from the GC)."""
@@ -190,7 +195,7 @@ class _Stream:
             self.reply(self._value_reply(seq, what, value))
 
     def _reply_inline(self, seq: int, what: str, value: Any) -> None:
-        """No shared memory: large buffers go hand-encoded (one copy), small ones in the batch."""
+        """No shared memory: large buffers are streamed in chunks, small ones go in the batch."""
         try:
             data, raws = pickle_parts(value)
         except Exception as e:  # noqa: BLE001
@@ -200,8 +205,11 @@ class _Stream:
         limit = self.actor.max_payload_bytes
         if limit and len(data) + inline > limit:
             self.reply(self._over_limit(seq, what, len(data) + inline, limit))
-        elif inline >= RAW_MIN:
-            self.outbox.push_encoded(_wire.reply_batch(seq, data, raws))
+        elif inline >= RAW_MIN:  # streamed in chunks after a header (``_wire``)
+            header = pb.ReplyBatch(
+                replies=[pb.Reply(seq=seq, value=Payload(pickle=data, streamed=[r.nbytes for r in raws]))]
+            )
+            self.outbox.push_encoded([header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, raws)])
         else:
             self.reply(pb.Reply(seq=seq, value=to_payload(data, raws)))
 
@@ -236,7 +244,12 @@ class _Stream:
         try:
             await self.run_batch(first)
             async for batch in requests:
-                await self.run_batch(batch)
+                if type(batch) is memoryview:
+                    await self._take_chunk(batch)
+                else:
+                    await self.run_batch(batch)
+        except ValueError as e:  # a malformed chunk stream; run_batch answers everything else
+            await self.context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         finally:
             self.done = True
             if self.tasks:
@@ -246,9 +259,20 @@ class _Stream:
                 self.pool.close()
             _shm.unlink(self.seen_client_segments)
 
-    async def run_batch(self, batch: pb.CallBatch) -> None:
+    async def _take_chunk(self, data: memoryview) -> None:
+        if self.incoming is None:
+            raise ValueError("a chunk came with no streamed call before it")
+        header, incoming = self.incoming
+        if incoming.add(data):
+            self.incoming = None
+            await self.run_batch(header, incoming)
+
+    async def run_batch(self, batch: pb.CallBatch, streamed: _wire.Incoming | None = None) -> None:
         """Run the batch's calls in order; their replies leave once the batch is done (or
-        earlier, when sync calls keep the loop busy). Async methods run as tasks."""
+        earlier, when sync calls keep the loop busy). Async methods run as tasks.
+
+        A call whose arguments are streamed (``Payload.streamed``) waits for its chunks; it
+        runs when ``streamed`` holds them all (and is refused if they are over the limit)."""
         actor = self.actor
         stats = actor.stats
         buckets, bucket_of, bounds = stats.buckets, bisect.bisect_left, LATENCY_BUCKETS
@@ -258,7 +282,14 @@ class _Stream:
         for call in batch.calls:
             try:
                 args = call.args
-                if args.pickle:
+                if args.streamed:
+                    if streamed is None:  # the chunks come next: run it once they are here
+                        self._expect_chunks(batch, args.streamed)
+                        continue
+                    if not streamed.buffers:
+                        raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
+                    args, kwargs = loads_streamed(args.pickle, streamed.buffers)
+                elif args.pickle:
                     if args.shared:
                         self.seen_client_segments.update(s.name for s in args.shared if s.pooled)
                     args, kwargs = load_args(args, self.on_release)
@@ -302,6 +333,18 @@ class _Stream:
                 await asyncio.sleep(0)
         self.outbox.flush()
 
+    def _expect_chunks(self, batch: pb.CallBatch, sizes: Sequence[int]) -> None:
+        if len(batch.calls) != 1:
+            raise ValueError("a call with streamed arguments must come alone in its batch")
+        limit = self.actor.max_payload_bytes
+        self.incoming = (batch, _wire.Incoming(sizes, keep=not limit or sum(sizes) <= limit))
+
+    def _over_limit_text(self, method: str, size: int) -> str:
+        return (
+            f"arguments of {self.actor.class_name}.{method} are {describe_size(size)}, over the limit of "
+            f"{describe_size(self.actor.max_payload_bytes)} (connect(max_payload_mb=...))"
+        )
+
     def _run_attr(self, call: pb.Call, args: tuple[Any, ...]) -> None:
         instance = self.actor.instance
         if call.kind == pb.CALL_KIND_GET_ATTR:
@@ -341,10 +384,12 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         self.finished = asyncio.Event()
         self.stats = CallStats()  # the actor's, once constructed; bytes are counted from the start
 
-    def parse(self, data: bytes) -> pb.CallBatch:
-        """The request deserializer: counts the bytes as they arrive (cheaper than ByteSize)."""
+    def parse(self, data: bytes) -> pb.CallBatch | memoryview:
+        """The request deserializer: a chunk's data as a view (``_wire``), else the CallBatch.
+        Counts the bytes as they arrive (cheaper than ByteSize)."""
         self.stats.bytes_in += len(data)
-        return pb.CallBatch.FromString(data)
+        chunk = _wire.chunk_data(data, _wire.CALL_CHUNK)
+        return chunk if chunk is not None else pb.CallBatch.FromString(data)
 
     def encode(self, message: pb.ReplyBatch | bytes) -> bytes:
         """The response serializer: pre-encoded batches (``_wire``) pass through; counts bytes."""
@@ -359,6 +404,8 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             first = await anext(request_iterator)
         except StopAsyncIteration:
             return
+        if not isinstance(first, pb.CallBatch):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a stream cannot start with a chunk")
         shm = False
         if first.HasField("construct"):
             step = first.construct

@@ -1,7 +1,7 @@
 """``Outbox``: the outgoing side of one Calls stream, shared by the client and the actor host.
 
 Calls (client) or replies (host) are added straight into the batch being built; pre-encoded
-messages (``_wire``) queue before it. A write starts at once when the stream is idle, and the
+messages (a streamed payload's header and chunks, ``_wire``) queue before it. A write starts at once when the stream is idle, and the
 next one as soon as it completes, carrying everything added meanwhile: a lone call leaves with
 no delay, and a burst is batched by gRPC's own pace.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Awaitable, Callable, Coroutine, Generic, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Generic, Sequence, TypeVar
 
 __all__ = ["Outbox"]
 
@@ -51,12 +51,13 @@ class Outbox(Generic[B]):
         self._idle: asyncio.Future[None] | None = None
         self.error: BaseException | None = None
 
-    def push_encoded(self, message: bytes) -> None:
-        """Queue a pre-encoded message after everything added so far, and send."""
+    def push_encoded(self, messages: Sequence[bytes]) -> None:
+        """Queue pre-encoded messages after everything added so far, and send. They leave back
+        to back: what is added meanwhile goes after the last of them."""
         if self._has_entries(self.batch):
             self._queue.append(self.batch)
             self.batch = self._new_batch()
-        self._queue.append(message)
+        self._queue.extend(messages)
         self.flush()
 
     def release(self, name: str) -> None:

@@ -104,6 +104,11 @@ def loads(payload: common_pb2.Payload, on_release: Callable[[str], None] = _neve
     return pickle.loads(payload.pickle)
 
 
+def loads_streamed(data: bytes, buffers: list[bytearray]) -> Any:
+    """Unpickle a streamed payload (``Payload.streamed``) on its received, writable buffers."""
+    return pickle.loads(data, buffers=buffers)
+
+
 def _take_buffers(payload: common_pb2.Payload, on_release: Callable[[str], None]) -> list[Any]:
     total = len(payload.buffers) + len(payload.shared)
     out: list[Any] = [None] * total

@@ -1,21 +1,28 @@
-"""Hand-encoded CallBatch/ReplyBatch messages for calls and replies that carry large buffers.
+"""Large payloads as a stream of chunk messages, encoded and decoded by hand.
 
-Building a protobuf message copies every bytes field into it (and ``tobytes()`` had copied each
-buffer before that); serialising copies it once more. Here the wire bytes of a one-call
-``CallBatch`` (or one-reply ``ReplyBatch``) are joined straight from the pickle and the
-buffers' memory: one copy. Field numbers are those of ``actor_host.proto`` and
-``common.proto``; tests/test_wire.py checks that protobuf parses these bytes into the message
-built the ordinary way. Pure functions, thread-safe.
+A call (or reply) whose out-of-band buffers total at least ``RAW_MIN`` and cannot go through
+shared memory (another host) travels as a small header batch, whose Payload names the
+buffers' sizes in ``streamed``, followed by chunk messages (``CallBatch.chunk`` /
+``ReplyBatch.chunk``) of at most ``CHUNK_BYTES`` each. No message is larger than that, and
+the bytes are copied once on each side in Python: the sender joins each chunk's framing with
+a slice of the buffer's own memory; the receiver's deserializer returns a view of the chunk's
+data inside gRPC's message (no protobuf parse, no copy) and ``Incoming`` copies it into the
+writable ``bytearray`` the value is then unpickled on. Field numbers are those of
+``actor_host.proto``; tests/test_wire.py checks that protobuf parses these bytes into the
+messages it would build. Pure functions, thread-safe; ``Incoming`` belongs to one stream.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
-__all__ = ["call_batch", "reply_batch", "passthrough"]
+__all__ = ["CALL_CHUNK", "REPLY_CHUNK", "CHUNK_BYTES", "chunks", "chunk_data", "Incoming", "passthrough"]
 
-_LEN = 2  # wire type: length-delimited
-_VARINT = 0
+CHUNK_BYTES = 4 << 20
+# The first byte of a batch that carries only a chunk: field number << 3 | length-delimited.
+CALL_CHUNK = 5 << 3 | 2  # CallBatch.chunk = 5
+REPLY_CHUNK = 4 << 3 | 2  # ReplyBatch.chunk = 4
+_DATA = bytes([1 << 3 | 2])  # Chunk.data = 1
 
 
 def _varint(n: int) -> bytes:
@@ -30,35 +37,85 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _key(field: int, wire_type: int) -> bytes:
-    return _varint(field << 3 | wire_type)
+def _read_varint(buf: bytes, i: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise ValueError("malformed chunk message: bad length")
+        byte = buf[i]
+        i += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, i
+        shift += 7
 
 
-def _payload(data: bytes, buffers: Sequence[memoryview]) -> tuple[list[Any], int]:
-    """Payload{pickle = 1, buffers = 2} as parts, and their total length."""
-    parts: list[Any] = [_key(1, _LEN), _varint(len(data)), data]
+def chunks(tag: int, buffers: Sequence[memoryview], size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The chunk messages carrying ``buffers`` (contiguous byte views) back to back; ``tag`` is
+    ``CALL_CHUNK`` or ``REPLY_CHUNK``. Each message is one copy of its slice."""
+    head = bytes([tag])
     for buf in buffers:
-        parts += [_key(2, _LEN), _varint(buf.nbytes), buf]
-    return parts, sum(len(p) if not isinstance(p, memoryview) else p.nbytes for p in parts)
+        for start in range(0, buf.nbytes, size):
+            piece = buf[start:start + size]
+            data_len = _varint(piece.nbytes)
+            yield b"".join((head, _varint(1 + len(data_len) + piece.nbytes), _DATA, data_len, piece))
 
 
-def call_batch(seq: int, method: str, kind: int, data: bytes, buffers: Sequence[memoryview]) -> bytes:
-    """CallBatch{calls = 3: [Call{seq = 1, method = 2, args = 3: Payload, kind = 4}]}.
-    ``buffers`` must be contiguous byte views (``PickleBuffer.raw()``)."""
-    name = method.encode()
-    payload, payload_len = _payload(data, buffers)
-    call = [_key(1, _VARINT), _varint(seq), _key(2, _LEN), _varint(len(name)), name,
-            _key(3, _LEN), _varint(payload_len), *payload, _key(4, _VARINT), _varint(kind)]
-    call_len = sum(len(p) if not isinstance(p, memoryview) else p.nbytes for p in call)
-    return b"".join([_key(3, _LEN), _varint(call_len), *call])
+def chunk_data(message: bytes, tag: int) -> memoryview | None:
+    """The data of a chunk message as a view into ``message`` (no copy); None when the message
+    is not a chunk (does not start with ``tag``). Raises ValueError when it is malformed."""
+    if not message or message[0] != tag:
+        return None
+    inner, i = _read_varint(message, 1)
+    if i + inner != len(message):
+        raise ValueError("malformed chunk message: a chunk batch carries nothing but its chunk")
+    if inner == 0:  # Chunk{} (empty data)
+        return memoryview(b"")
+    if message[i] != _DATA[0]:
+        raise ValueError("malformed chunk message: no data field")
+    n, i = _read_varint(message, i + 1)
+    if i + n != len(message):
+        raise ValueError("malformed chunk message: data length does not match")
+    return memoryview(message)[i:]
 
 
-def reply_batch(seq: int, data: bytes, buffers: Sequence[memoryview]) -> bytes:
-    """ReplyBatch{replies = 1: [Reply{seq = 1, value = 2: Payload}]}."""
-    payload, payload_len = _payload(data, buffers)
-    reply = [_key(1, _VARINT), _varint(seq), _key(2, _LEN), _varint(payload_len), *payload]
-    reply_len = sum(len(p) if not isinstance(p, memoryview) else p.nbytes for p in reply)
-    return b"".join([_key(1, _LEN), _varint(reply_len), *reply])
+class Incoming:
+    """The buffers of one streamed payload, filled in order from chunk data.
+
+    ``keep=False`` only counts the bytes (a payload refused for its size still has to be read
+    off the stream). Raises ValueError when more bytes come than the sizes announced.
+    """
+
+    def __init__(self, sizes: Sequence[int], keep: bool = True) -> None:
+        self.sizes = list(sizes)
+        self.buffers = [bytearray(n) for n in self.sizes] if keep else []
+        self._keep = keep
+        self._index = 0
+        self._pos = 0
+        self._skip_full()
+
+    @property
+    def done(self) -> bool:
+        return self._index >= len(self.sizes)
+
+    def add(self, data: memoryview) -> bool:
+        """Take the next chunk's data; True once every buffer is full."""
+        while data.nbytes:
+            if self.done:
+                raise ValueError("malformed stream: more chunk data than the payload announced")
+            room = self.sizes[self._index] - self._pos
+            take = min(room, data.nbytes)
+            if self._keep:
+                self.buffers[self._index][self._pos:self._pos + take] = data[:take]
+            self._pos += take
+            data = data[take:]
+            self._skip_full()
+        return self.done
+
+    def _skip_full(self) -> None:
+        while self._index < len(self.sizes) and self._pos >= self.sizes[self._index]:
+            self._index += 1
+            self._pos = 0
 
 
 def passthrough(message: Any) -> bytes:

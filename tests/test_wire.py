@@ -1,4 +1,5 @@
-"""Hand-encoded batches parse into the same messages protobuf builds."""
+"""Streamed payloads: hand-encoded chunk messages parse as protobuf builds them; end to end over
+the socket (no shared memory, as between two hosts)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import asyncio
 import pickle
 
 import numpy as np
+import pytest
 
 from actorrt import _wire
 from actorrt.v1 import actor_host_pb2 as pb
-from actorrt.v1 import common_pb2
 
 
 def _parts(value: object) -> tuple[bytes, list[memoryview]]:
@@ -18,28 +19,52 @@ def _parts(value: object) -> tuple[bytes, list[memoryview]]:
     return data, [b.raw() for b in buffers]
 
 
-def test_call_batch_matches_protobuf() -> None:
-    data, raws = _parts(((np.arange(300_000, dtype=np.float32), np.zeros(5, np.uint8)), {}))
-    for seq in (1, 127, 128, 2**40):
-        encoded = _wire.call_batch(seq, "méthode", pb.CALL_KIND_METHOD, data, raws)
-        expected = pb.CallBatch(calls=[pb.Call(seq=seq, method="méthode", kind=pb.CALL_KIND_METHOD,
-                                               args=common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in raws]))])
-        assert pb.CallBatch.FromString(encoded) == expected
-        assert encoded == expected.SerializeToString()
+@pytest.mark.parametrize("tag,batch", [(_wire.CALL_CHUNK, pb.CallBatch), (_wire.REPLY_CHUNK, pb.ReplyBatch)])
+def test_chunks_parse_as_protobuf_chunk_batches_and_decode_without_copy(tag: int, batch: type) -> None:
+    _, raws = _parts((np.arange(300_000, dtype=np.float32), np.zeros(5, np.uint8), np.zeros(0, np.uint8)))
+    messages = list(_wire.chunks(tag, raws, size=100_000))
+    assert len(messages) == 12 + 1  # 1.2 MB in 100 kB pieces, 5 bytes, nothing for the empty one
+    joined = b""
+    for m in messages:
+        assert batch.FromString(m) == batch(chunk=pb.Chunk(data=bytes(_wire.chunk_data(m, tag))))
+        view = _wire.chunk_data(m, tag)
+        assert view is not None and view.obj is m  # a view into the message: no copy
+        joined += bytes(view)
+    assert joined == b"".join(r.tobytes() for r in raws)
+    assert _wire.chunk_data(batch(chunk=pb.Chunk()).SerializeToString(), tag).nbytes == 0
 
 
-def test_reply_batch_matches_protobuf() -> None:
-    data, raws = _parts(np.ones(2**20, dtype=np.uint8))
-    encoded = _wire.reply_batch(7, data, raws)
-    expected = pb.ReplyBatch(replies=[pb.Reply(seq=7, value=common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in raws]))])
-    assert pb.ReplyBatch.FromString(encoded) == expected
-    assert _wire.passthrough(encoded) is encoded
-    assert _wire.passthrough(expected) == expected.SerializeToString()
+def test_chunk_data_tells_chunks_from_batches_and_refuses_malformed_ones() -> None:
+    call = pb.CallBatch(calls=[pb.Call(seq=1, method="f")]).SerializeToString()
+    assert _wire.chunk_data(call, _wire.CALL_CHUNK) is None
+    assert _wire.chunk_data(b"", _wire.CALL_CHUNK) is None
+    good = next(_wire.chunks(_wire.CALL_CHUNK, [memoryview(b"abc")]))
+    for bad in (good[:-1], good + b"\x01", good[:2], bytes([_wire.CALL_CHUNK]) + b"\xff" * 12):
+        with pytest.raises(ValueError, match="malformed"):
+            _wire.chunk_data(bad, _wire.CALL_CHUNK)
+    both = pb.CallBatch(chunk=pb.Chunk(data=b"x"), released=["s"]).SerializeToString()
+    assert _wire.chunk_data(both, _wire.CALL_CHUNK) is None  # protobuf writes `released` first
+
+
+def test_incoming_fills_buffers_in_order_and_refuses_extra_bytes() -> None:
+    incoming = _wire.Incoming([3, 0, 4])
+    assert not incoming.add(memoryview(b"ab"))
+    assert not incoming.add(memoryview(b"cde"))  # crosses into the third buffer
+    assert incoming.add(memoryview(b"fg"))
+    assert incoming.buffers == [bytearray(b"abc"), bytearray(), bytearray(b"defg")]
+    with pytest.raises(ValueError, match="more chunk data"):
+        incoming.add(memoryview(b"h"))
+    counting = _wire.Incoming([5], keep=False)
+    assert counting.add(memoryview(b"12345")) and counting.buffers == []
+
+
+def test_passthrough() -> None:
+    msg = pb.ReplyBatch(replies=[pb.Reply(seq=7)])
+    assert _wire.passthrough(b"x") == b"x"
+    assert _wire.passthrough(msg) == msg.SerializeToString()
 
 
 # ---- end to end, without shared memory (as between two hosts) ---------------------------------
-
-import pytest  # noqa: E402
 
 import actorrt  # noqa: E402
 from tests.conftest import ProcCluster  # noqa: E402
@@ -63,6 +88,9 @@ class Log:
     def make(self, n: int) -> np.ndarray:
         return np.arange(n, dtype=np.uint8)
 
+    def echo(self, x: object) -> object:
+        return x
+
     def history(self) -> list[object]:
         return self.seen
 
@@ -81,11 +109,39 @@ async def test_large_buffers_over_the_socket_keep_order_limits_and_writability(
         assert await log.history() == ["before", ("array", 3 * MIB, 0), "after"]
         y = await log.bump(np.ones(2 * MIB, dtype=np.uint8))
         assert y[0] == 2 and y.flags.writeable and int(y.sum()) == 2 * MIB + 1
-        got = await log.make(5 * MIB)
+        got = await log.make(5 * MIB)  # two chunks
         assert got.nbytes == 5 * MIB and got[300] == 300 % 256 and got.flags.writeable
+        assert np.array_equal(got, np.arange(5 * MIB, dtype=np.uint8))
+        mixed = (np.arange(5 * MIB // 8, dtype=np.int64), b"small", np.zeros(0), np.ones(MIB // 4, np.float32))
+        back = await log.echo(mixed)  # several buffers, chunked both ways, order kept
+        assert all(np.array_equal(a, b) for a, b in zip(back[:: 2], mixed[:: 2])) and back[1] == b"small"
+        assert np.array_equal(back[3], mixed[3])
         with pytest.raises(actorrt.SerializationError, match="over the limit"):
             log.note(np.zeros(9 * MIB, dtype=np.uint8))
         with pytest.raises(actorrt.RemoteError, match="over the limit"):
             await log.make(9 * MIB)
         assert await log.note("still fine") == 4
+        await c.kill(log)
+
+
+async def test_a_chunk_without_its_call_is_refused_and_the_actor_lives_on(cluster: ProcCluster) -> None:
+    import grpc
+
+    from actorrt import _rpc
+
+    async with cluster.connect() as c:
+        log = await Log.remote()
+        channel = _rpc.open_channel(log._conn.endpoint, c.tls)
+        call = channel.stream_stream(
+            "/actorrt.v1.ActorHost/Calls", request_serializer=_wire.passthrough,
+            response_deserializer=pb.ReplyBatch.FromString,
+        )(metadata=_rpc.auth_metadata(c.token))
+        await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=log.actor_id)))
+        await call.write(next(_wire.chunks(_wire.CALL_CHUNK, [memoryview(b"stray")])))
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await call.read()
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "no streamed call" in (info.value.details() or "")
+        await channel.close()
+        assert await log.note("alive") == 1
         await c.kill(log)

@@ -20,16 +20,24 @@ CALL_KIND_GET_ATTR: CallKind
 CALL_KIND_SET_ATTR: CallKind
 
 class CallBatch(_message.Message):
-    __slots__ = ("construct", "attach", "calls", "released")
+    __slots__ = ("construct", "attach", "calls", "released", "chunk")
     CONSTRUCT_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
     construct: ConstructActor
     attach: AttachActor
     calls: _containers.RepeatedCompositeFieldContainer[Call]
     released: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ...) -> None: ...
+    chunk: Chunk
+    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ...) -> None: ...
+
+class Chunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class ConstructActor(_message.Message):
     __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files", "max_payload_bytes", "shm_probe")
@@ -84,14 +92,16 @@ class Call(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., method: _Optional[str] = ..., args: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., kind: _Optional[_Union[CallKind, str]] = ...) -> None: ...
 
 class ReplyBatch(_message.Message):
-    __slots__ = ("replies", "shared_memory", "released")
+    __slots__ = ("replies", "shared_memory", "released", "chunk")
     REPLIES_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
     replies: _containers.RepeatedCompositeFieldContainer[Reply]
     shared_memory: bool
     released: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ..., shared_memory: _Optional[bool] = ..., released: _Optional[_Iterable[str]] = ...) -> None: ...
+    chunk: Chunk
+    def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ..., shared_memory: _Optional[bool] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ...) -> None: ...
 
 class Reply(_message.Message):
     __slots__ = ("seq", "value", "error")

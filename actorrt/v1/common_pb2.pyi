@@ -7,14 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Payload(_message.Message):
-    __slots__ = ("pickle", "buffers", "shared")
+    __slots__ = ("pickle", "buffers", "shared", "streamed")
     PICKLE_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_FIELD_NUMBER: _ClassVar[int]
     pickle: bytes
     buffers: _containers.RepeatedScalarFieldContainer[bytes]
     shared: _containers.RepeatedCompositeFieldContainer[SharedBuffer]
-    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ...) -> None: ...
+    streamed: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ..., streamed: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SharedBuffer(_message.Message):
     __slots__ = ("index", "name", "size", "pooled")
