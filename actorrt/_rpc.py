@@ -44,7 +44,8 @@ __all__ = [
 
 log = logging.getLogger("actorrt")
 
-PROTOCOL_VERSION = 1
+# 2: large payloads between hosts stream in chunks (Payload.streamed, CallBatch/ReplyBatch.chunk).
+PROTOCOL_VERSION = 2
 AUTH_KEY = "authorization"
 VERSION_MISMATCH = "protocol version mismatch"
 

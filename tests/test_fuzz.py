@@ -40,7 +40,7 @@ def _varint(n: int) -> bytes:
 
 # Valid messages of each stream, to truncate, corrupt, reorder and combine.
 VALID_CLIENT = [
-    master_pb2.ClientEvent(open_session=master_pb2.OpenSession(version=1, client_id="fuzz")),
+    master_pb2.ClientEvent(open_session=master_pb2.OpenSession(version=_rpc.PROTOCOL_VERSION, client_id="fuzz")),
     master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=1, resources=common_pb2.Resources(num_cpus=1))),
     master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=2, resources=common_pb2.Resources(num_cpus=0))),
     master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=3, resources=common_pb2.Resources(num_cpus=10**9))),
@@ -48,17 +48,17 @@ VALID_CLIENT = [
     master_pb2.ClientEvent(close_session=master_pb2.CloseSession()),
 ]
 VALID_WORKER = [
-    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=1, node="fuzz", cpus=1)),
-    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=1, node="fuzz", cpus=0)),
+    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=1)),
+    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=0)),
     master_pb2.WorkerEvent(heartbeat=master_pb2.Heartbeat(load=1.0, actor_rss_bytes={"x": 5})),
     master_pb2.WorkerEvent(slot_ready=master_pb2.SlotReady(slot=10**6, endpoint="127.0.0.1:1")),
     master_pb2.WorkerEvent(actor_exited=master_pb2.ActorExited(actor_id="nope", cause="fuzz")),
 ]
 VALID_CALLS = [
-    actor_host_pb2.CallBatch(attach=actor_host_pb2.AttachActor(version=1, actor_id="nope")),
+    actor_host_pb2.CallBatch(attach=actor_host_pb2.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id="nope")),
     actor_host_pb2.CallBatch(calls=[actor_host_pb2.Call(seq=1, method="ping")]),
     actor_host_pb2.CallBatch(
-        construct=actor_host_pb2.ConstructActor(version=1, actor_id="a", spec=common_pb2.Payload(pickle=b"\x80\x05junk"))
+        construct=actor_host_pb2.ConstructActor(version=_rpc.PROTOCOL_VERSION, actor_id="a", spec=common_pb2.Payload(pickle=b"\x80\x05junk"))
     ),
 ]
 
