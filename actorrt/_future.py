@@ -24,8 +24,8 @@ class CallFuture(asyncio.Future, Generic[T]):  # type: ignore[type-arg]
         Raises the call's error, ``TimeoutError`` after ``timeout`` seconds, or ``RuntimeError``
         when called on the loop's own thread before the value is there.
         """
-        if self.done():
-            return super().result()  # type: ignore[no-any-return]
+        if self.done():  # also how every await ends (asyncio's Task asks a subclass for result())
+            return asyncio.Future.result(self)  # type: ignore[no-any-return]
         loop = self.get_loop()
         if _on_loop_thread(loop):
             raise RuntimeError("CallFuture.result() would block the event loop it waits for; use 'await'")
@@ -33,7 +33,7 @@ class CallFuture(asyncio.Future, Generic[T]):  # type: ignore[type-arg]
         loop.call_soon_threadsafe(self.add_done_callback, lambda _: ready.set())
         if not ready.wait(timeout):
             raise TimeoutError(f"no result within {timeout}s")
-        return super().result()  # type: ignore[no-any-return]
+        return asyncio.Future.result(self)  # type: ignore[no-any-return]
 
 
 def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

@@ -119,7 +119,7 @@ class ActorConnection:
         self.shm = reply.shared_memory
         if self.shm:
             self._pool = _shm.Pool()
-        self._outbox = Outbox(self._call.write, pb.CallBatch, _has_calls)
+        self._outbox = Outbox(self._call.write, pb.CallBatch, "calls")
         self._reader = asyncio.create_task(self._read())
 
     # ---- calls (any thread) -----------------------------------------------------------------
@@ -320,9 +320,6 @@ def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:
     chunk = _wire.chunk_data(data, _wire.REPLY_CHUNK)
     return chunk if chunk is not None else pb.ReplyBatch.FromString(data)
 
-
-def _has_calls(batch: pb.CallBatch) -> bool:
-    return bool(batch.calls)
 
 
 def _member_kinds(cls: type) -> dict[str, bool]:

@@ -166,7 +166,7 @@ class _Stream:
         self.loop = asyncio.get_running_loop()
         # Replies are added straight into the outbox's batch: building a Reply and copying it
         # into a ReplyBatch cost ~1.2 us per call, ``replies.add(seq=...)`` ~0.35 us.
-        self.outbox: Outbox[pb.ReplyBatch] = Outbox(context.write, pb.ReplyBatch, _has_replies)
+        self.outbox: Outbox[pb.ReplyBatch] = Outbox(context.write, pb.ReplyBatch, "replies")
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = False
         # The call whose streamed arguments are arriving in chunks, and their buffers.
@@ -371,9 +371,6 @@ class _Stream:
             self.actor.stats.observe(time.perf_counter() - t0)
         self.outbox.flush()
 
-
-def _has_replies(batch: pb.ReplyBatch) -> bool:
-    return bool(batch.replies)
 
 
 class ActorHostServicer(pb_grpc.ActorHostServicer):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import operator
 from typing import Any, Awaitable, Callable, Coroutine, Generic, Sequence, TypeVar
 
 __all__ = ["Outbox"]
@@ -27,7 +28,7 @@ class Outbox(Generic[B]):
     """Writes ``B`` batches (or pre-encoded bytes) to a stream, one write in flight at a time.
 
     ``write`` is the stream's write coroutine function; ``new_batch`` makes an empty ``B``;
-    ``has_entries(batch)`` says whether a batch carries calls or replies. ``on_sent`` sees each
+    ``entries`` names the batch's repeated field of calls or replies. ``on_sent`` sees each
     message just before it goes. A failed write stops the outbox (``error`` says why): the
     stream's reader sees the break and settles what is pending.
     """
@@ -36,12 +37,12 @@ class Outbox(Generic[B]):
         self,
         write: Callable[[Any], Awaitable[None]],
         new_batch: Callable[[], B],
-        has_entries: Callable[[B], bool],
+        entries: str,
         on_sent: Callable[[B | bytes], None] | None = None,
     ) -> None:
         self._write = write
         self._new_batch = new_batch
-        self._has_entries = has_entries
+        self._entries = operator.attrgetter(entries)  # C-level: runs twice per message
         self._on_sent = on_sent
         self._loop = asyncio.get_running_loop()
         self.batch: B = new_batch()
@@ -54,7 +55,7 @@ class Outbox(Generic[B]):
     def push_encoded(self, messages: Sequence[bytes]) -> None:
         """Queue pre-encoded messages after everything added so far, and send. They leave back
         to back: what is added meanwhile goes after the last of them."""
-        if self._has_entries(self.batch):
+        if len(self._entries(self.batch)):
             self._queue.append(self.batch)
             self.batch = self._new_batch()
         self._queue.extend(messages)
@@ -91,12 +92,12 @@ class Outbox(Generic[B]):
             await self._idle
 
     def _next_pending(self) -> bool:
-        return self.error is None and bool(self._queue or self.released or self._has_entries(self.batch))
+        return self.error is None and bool(self._queue or self.released or len(self._entries(self.batch)))
 
     def _next(self) -> B | bytes | None:
         if self._queue:
             return self._queue.pop(0)
-        if not (self.released or self._has_entries(self.batch)):
+        if not (self.released or len(self._entries(self.batch))):
             return None
         batch, self.batch = self.batch, self._new_batch()
         if self.released:
