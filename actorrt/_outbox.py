@@ -28,9 +28,8 @@ class Outbox(Generic[B]):
     """Writes ``B`` batches (or pre-encoded bytes) to a stream, one write in flight at a time.
 
     ``write`` is the stream's write coroutine function; ``new_batch`` makes an empty ``B``;
-    ``entries`` names the batch's repeated field of calls or replies. ``on_sent`` sees each
-    message just before it goes. A failed write stops the outbox (``error`` says why): the
-    stream's reader sees the break and settles what is pending.
+    ``entries`` names the batch's repeated field of calls or replies. A failed write stops the
+    outbox (``error`` says why): the stream's reader sees the break and settles what is pending.
     """
 
     def __init__(
@@ -38,12 +37,10 @@ class Outbox(Generic[B]):
         write: Callable[[Any], Awaitable[None]],
         new_batch: Callable[[], B],
         entries: str,
-        on_sent: Callable[[B | bytes], None] | None = None,
     ) -> None:
         self._write = write
         self._new_batch = new_batch
         self._entries = operator.attrgetter(entries)  # C-level: runs twice per message
-        self._on_sent = on_sent
         self._loop = asyncio.get_running_loop()
         self.batch: B = new_batch()
         self.released: list[str] = []  # names of the peer's shared-memory segments we let go of
@@ -80,8 +77,6 @@ class Outbox(Generic[B]):
                 self._idle.set_result(None)
             return
         self._writing = True
-        if self._on_sent is not None:
-            self._on_sent(message)
         self._step(self._write(message))  # type: ignore[arg-type]
 
     async def drain(self) -> None:
