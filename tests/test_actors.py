@@ -215,7 +215,45 @@ async def test_async_methods_interleave_up_to_max_concurrency(cluster: ProcClust
         t0 = time.perf_counter()
         assert await asyncio.gather(*[s.nap(0.5) for _ in range(4)]) == [0.5] * 4
         assert time.perf_counter() - t0 < 1.4  # 4 naps of 0.5s overlapped
+        t0 = time.perf_counter()
+        assert await asyncio.gather(*[s.nap(0.3) for _ in range(8)]) == [0.3] * 8
+        assert time.perf_counter() - t0 >= 0.6  # at most 4 at once: two rounds
         await actorrt.kill(s)
+
+
+def test_host_slots_hand_over_in_order_and_survive_cancellation() -> None:
+    from actorrt._host import _Slots
+
+    async def main() -> None:
+        slots = _Slots(1)
+        assert slots.take() and not slots.take()
+        order: list[str] = []
+
+        async def waiter(name: str) -> None:
+            await slots.wait_take()
+            order.append(name)
+
+        a, b, c = (asyncio.create_task(waiter(n)) for n in "abc")
+        await asyncio.sleep(0)
+        b.cancel()  # cancelled while waiting: leaves the line
+        slots.give()  # to a
+        await asyncio.sleep(0)
+        c_task_waiting = not c.done()
+        slots.give()  # a's slot back: to c (b is gone)
+        await asyncio.gather(a, c, return_exceptions=True)
+        assert order == ["a", "c"] and c_task_waiting and b.cancelled()
+        slots.give()
+        assert slots.free == 1 and slots.take()
+
+        # handed a slot just as it is cancelled: the slot goes on to the next in line
+        d, e = asyncio.create_task(waiter("d")), asyncio.create_task(waiter("e"))
+        await asyncio.sleep(0)
+        slots.give()  # to d, which is cancelled before it runs
+        d.cancel()
+        await asyncio.gather(d, e, return_exceptions=True)
+        assert order[-1] == "e" and d.cancelled() and slots.free == 0
+
+    asyncio.run(main())
 
 
 def test_blocking_api_for_plain_scripts(cluster: ProcCluster) -> None:
