@@ -186,10 +186,12 @@ class _Stream:
     def reply(self, msg: pb.Reply) -> None:
         self.outbox.batch.replies.append(msg)
 
-    def reply_value(self, seq: int, what: str, value: Any) -> None:
+    def reply_value(self, seq: int, method: str, value: Any) -> None:
         if value is None:  # the common case, made cheap: a reply with no outcome reads as None
             self.outbox.batch.replies.add(seq=seq)
-        elif self.pool is None:
+            return
+        what = f"{self.actor.class_name}.{method}"  # for errors
+        if self.pool is None:
             self._reply_inline(seq, what, value)
         else:
             self.reply(self._value_reply(seq, what, value))
@@ -318,10 +320,7 @@ class _Stream:
                 stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
             else:
-                if value is None:
-                    self.outbox.batch.replies.add(seq=call.seq)
-                else:
-                    self.reply_value(call.seq, f"{actor.class_name}.{call.method}", value)
+                self.reply_value(call.seq, call.method, value)
             finally:
                 actor.slots.give()
             now = time.perf_counter()
@@ -348,7 +347,7 @@ class _Stream:
     def _run_attr(self, call: pb.Call, args: tuple[Any, ...]) -> None:
         instance = self.actor.instance
         if call.kind == pb.CALL_KIND_GET_ATTR:
-            self.reply_value(call.seq, f"{self.actor.class_name}.{call.method}", getattr(instance, call.method))
+            self.reply_value(call.seq, call.method, getattr(instance, call.method))
         elif call.kind == pb.CALL_KIND_SET_ATTR:
             setattr(instance, call.method, args[0])
             self.outbox.batch.replies.add(seq=call.seq)
@@ -365,7 +364,7 @@ class _Stream:
             self.actor.stats.errors += 1
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
         else:
-            self.reply_value(seq, f"{self.actor.class_name}.{method}", value)
+            self.reply_value(seq, method, value)
         finally:
             self.actor.slots.give()
             self.actor.stats.observe(time.perf_counter() - t0)

@@ -222,6 +222,21 @@ class Learner:
         configs = [replace(self.config, seed=self.config.seed + 10_000 * (i + 1)) for i in range(n)]
         return _Pool(cls, configs)
 
+    async def _call_all(self, method: str) -> list[Any]:
+        """Call ``method`` on every worker at once; the results of those that answered. A worker
+        that died is replaced (it answers next round); any other error is raised."""
+        assert self._pool is not None
+        results = await asyncio.gather(*[getattr(h, method)() for h in self._pool.handles], return_exceptions=True)
+        answered = []
+        for i, result in enumerate(results):
+            if isinstance(result, BaseException):
+                if not isinstance(result, actorrt.ActorDiedError):
+                    raise result
+                await self._replace(i, result)
+            else:
+                answered.append(result)
+        return answered
+
     async def _replace(self, i: int, error: BaseException) -> Any:
         """A worker died: start another in its place with the current weights, and go on."""
         assert self._pool is not None
@@ -368,15 +383,7 @@ class Learner:
         """A2C: every collector acts with the newest weights; one update on all their rollouts."""
         assert self._pool is not None
         while not self._done(total_steps, stop_at):
-            results = await asyncio.gather(*[h.collect() for h in self._pool.handles], return_exceptions=True)
-            rollouts = []
-            for i, result in enumerate(results):
-                if isinstance(result, BaseException):
-                    if not isinstance(result, actorrt.ActorDiedError):
-                        raise result
-                    await self._replace(i, result)
-                else:
-                    rollouts.append(result)
+            rollouts = await self._call_all("collect")
             if not rollouts:
                 continue
             batch = concat_rollouts([r for r, _ in rollouts])
@@ -432,16 +439,7 @@ class Learner:
         assert self._pool is not None
         optimizer = self.agent.algorithm.optimizer
         while not self._done(total_steps, stop_at):
-            results = await asyncio.gather(*[h.compute_gradients() for h in self._pool.handles],
-                                           return_exceptions=True)
-            good = []
-            for i, result in enumerate(results):
-                if isinstance(result, BaseException):
-                    if not isinstance(result, actorrt.ActorDiedError):
-                        raise result
-                    await self._replace(i, result)
-                else:
-                    good.append(result)
+            good = await self._call_all("compute_gradients")
             if not good:
                 continue
             mean_grads = [np.mean([r[0][k] for r in good], axis=0) for k in range(len(good[0][0]))]
