@@ -251,18 +251,27 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
     address = args.address or _default_address()
     token = _rpc.load_token(args.token)
 
-    async def fetch() -> ClusterStatus:
+    async def status() -> int:
         async with _rpc.open_channel(address, _tls(args)) as channel:
             stub = master_pb2_grpc.MasterStub(channel)
-            try:
-                msg = await stub.GetClusterStatus(
-                    master_pb2.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(token), timeout=args.timeout
-                )
-            except grpc.RpcError as e:
-                raise CLIError(f"actorrt status: {_rpc.translate(e, 'status', address)}") from e
-            return ClusterStatus.from_proto(msg)
 
-    return _ops.run_status(args, lambda: _run(fetch()))
+            async def fetch() -> ClusterStatus:
+                try:
+                    msg = await stub.GetClusterStatus(
+                        master_pb2.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(token), timeout=args.timeout
+                    )
+                except grpc.RpcError as e:
+                    raise CLIError(f"actorrt status: {_rpc.translate(e, 'status', address)}") from e
+                return ClusterStatus.from_proto(msg)
+
+            return await _ops.run_status(args, fetch)
+
+    try:
+        return _run(status())  # type: ignore[no-any-return]
+    except KeyboardInterrupt:
+        if args.watch:  # how a watch ends
+            return 0
+        raise
 
 
 def cmd_logs(args: argparse.Namespace, argv: list[str]) -> int:

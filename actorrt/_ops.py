@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from actorrt import _rpc
 
@@ -124,25 +124,27 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
     return "\n".join(lines)
 
 
-def run_status(args: argparse.Namespace, fetch: Callable[[], ClusterStatus]) -> int:
-    """Print the status once, or with ``--watch`` every ``--interval`` seconds until Ctrl-C."""
+async def run_status(args: argparse.Namespace, fetch: Callable[[], Awaitable[ClusterStatus]]) -> int:
+    """Print the status once, or with ``--watch`` every ``--interval`` seconds until Ctrl-C.
+
+    The whole watch runs on one event loop and one channel: a fresh loop per refresh started and
+    stopped gRPC's poller thread each time, and a Ctrl-C landing in that shutdown could hang the
+    process in ``Thread.join``. Ctrl-C cancels this coroutine; the caller turns it into exit 0.
+    """
     if not args.watch:
-        st = fetch()
+        st = await fetch()
         print(json.dumps(st.to_dict(), indent=2) if args.json else st)
         return 0
     clear = sys.stdout.isatty() and not args.json
-    try:
-        while True:
-            st = fetch()
-            text = json.dumps(st.to_dict()) if args.json else str(st)
-            if clear:
-                sys.stdout.write("\x1b[H\x1b[2J")
-            stamp = time.strftime("%H:%M:%S")
-            print(text if args.json else f"{text}\n\n(every {args.interval:g}s at {stamp}; Ctrl-C to stop)\n",
-                  flush=True)
-            time.sleep(args.interval)
-    except KeyboardInterrupt:
-        return 0
+    while True:
+        st = await fetch()
+        text = json.dumps(st.to_dict()) if args.json else str(st)
+        if clear:
+            sys.stdout.write("\x1b[H\x1b[2J")
+        stamp = time.strftime("%H:%M:%S")
+        print(text if args.json else f"{text}\n\n(every {args.interval:g}s at {stamp}; Ctrl-C to stop)\n",
+              flush=True)
+        await asyncio.sleep(args.interval)
 
 
 # ---- logs --------------------------------------------------------------------------------------
