@@ -219,8 +219,14 @@ async def test_status_table_json_and_watch(cluster: ProcCluster) -> None:
         data = json.loads((await asyncio.to_thread(actorrt_cli, "status", "--json", *cli)).stdout)
         assert data["slots"]["used"] == 1 and data["actors"][0]["class_name"].endswith("Idle") and data["uptime_s"] >= 0
 
+        # Ctrl-C, as a terminal sends it. A shell starts background jobs with SIGINT ignored and
+        # children inherit that (Python then keeps it ignored), so the child turns it back on.
+        ctrl_c_on = (
+            "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "sys.argv[0] = 'actorrt'; runpy.run_module('actorrt', run_name='__main__', alter_sys=True)"
+        )
         watch = subprocess.Popen(
-            [sys.executable, "-m", "actorrt", "status", "--watch", "--interval", "0.2", *cli],
+            [sys.executable, "-c", ctrl_c_on, "status", "--watch", "--interval", "0.2", *cli],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         try:
