@@ -99,7 +99,8 @@ class ActorConnection:
         if probe is not None:
             construct.shm_probe = probe
         try:
-            await self._call.write(pb.CallBatch(construct=construct))
+            for message in _wire.bounded(pb.CallBatch(construct=construct).SerializeToString()):
+                await self._call.write(message)
             reply = await asyncio.wait_for(self._call.read(), timeout_s if timeout_s > 0 else None)
         except (grpc.RpcError, asyncio.TimeoutError) as e:
             await self._teardown()
@@ -119,7 +120,7 @@ class ActorConnection:
         self.shm = reply.shared_memory
         if self.shm:
             self._pool = _shm.Pool()
-        self._outbox = Outbox(self._call.write, pb.CallBatch, "calls")
+        self._outbox = Outbox(self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES)
         self._reader = asyncio.create_task(self._read())
 
     # ---- calls (any thread) -----------------------------------------------------------------
@@ -156,7 +157,7 @@ class ActorConnection:
                 header.calls.add(  # type: ignore[arg-type]
                     seq=seq, method=name, kind=kind, args=common_pb2.Payload(pickle=data, streamed=[r.nbytes for r in raws])
                 )
-                return seq, [header.SerializeToString(), *_wire.chunks(_wire.CALL_CHUNK, raws)]
+                return seq, [*_wire.bounded(header.SerializeToString()), *_wire.chunks(_wire.CALL_CHUNK, raws)]
             return to_payload(data, raws)
         payload = dump_args(what, args, kwargs, pool)
         try:

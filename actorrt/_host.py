@@ -396,10 +396,13 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
     async def Calls(  # noqa: N802 - gRPC's name
         self, request_iterator: AsyncIterator[pb.CallBatch], context: grpc.aio.ServicerContext
     ) -> None:
+        requests = _joined(request_iterator)
         try:
-            first = await anext(request_iterator)
+            first = await anext(requests)
         except StopAsyncIteration:
             return
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if not isinstance(first, pb.CallBatch):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a stream cannot start with a chunk")
         shm = False
@@ -432,7 +435,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             return
         assert self.actor is not None
         first.ClearField("construct")
-        await _Stream(self.actor, context, shm).run(request_iterator, first)
+        await _Stream(self.actor, context, shm).run(requests, first)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
@@ -456,6 +459,16 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         )
 
 
+async def _joined(messages: AsyncIterator[pb.CallBatch | memoryview]) -> AsyncIterator[pb.CallBatch | memoryview]:
+    """The stream's messages with split batches joined (``_wire.Joiner``); raises ValueError
+    on a malformed sequence."""
+    joiner = _wire.Joiner(pb.CallBatch.FromString)
+    async for message in messages:
+        out = joiner.feed(message)
+        if out is not None:
+            yield out
+
+
 def _exit_when_parent_dies() -> None:
     """The daemon holds our stdin; EOF means it is gone, so we go too (no orphans), taking our
     shared-memory segments along (the daemon that would have removed them is gone)."""
@@ -469,7 +482,7 @@ def _exit_when_parent_dies() -> None:
 
 async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     interceptors = [_rpc.TokenInterceptor(token)] if token else []
-    server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options())
+    server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options(_rpc.HOST_MAX_RECEIVE))
     servicer = ActorHostServicer()
     # What add_ActorHostServicer_to_server does, except that the servicer's (de)serializers count
     # bytes and let pre-encoded reply batches (bytes) pass through.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from actorrt import _rpc
 from actorrt._logs import DEFAULT_TAIL_BYTES
 from actorrt.v1 import master_pb2 as pb
 
@@ -30,7 +31,7 @@ __all__ = ["MasterLogs"]
 
 DEAD_ACTORS_KEPT = 10_000
 LOG_READ_TIMEOUT_S = 10.0
-MAX_TAIL_BYTES = 64 * 2**20
+MAX_TAIL_BYTES = _rpc.MAX_LOG_TAIL_BYTES  # the answer must fit one message the master takes
 
 
 @dataclass(frozen=True)

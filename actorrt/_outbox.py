@@ -19,6 +19,8 @@ import functools
 import operator
 from typing import Any, Awaitable, Callable, Coroutine, Generic, Sequence, TypeVar
 
+from actorrt import _wire
+
 __all__ = ["Outbox"]
 
 B = TypeVar("B")  # the batch message type: pb.CallBatch or pb.ReplyBatch
@@ -28,7 +30,9 @@ class Outbox(Generic[B]):
     """Writes ``B`` batches (or pre-encoded bytes) to a stream, one write in flight at a time.
 
     ``write`` is the stream's write coroutine function; ``new_batch`` makes an empty ``B``;
-    ``entries`` names the batch's repeated field of calls or replies. A failed write stops the
+    ``entries`` names the batch's repeated field of calls or replies. A batch that encodes to
+    more than ``split_above`` bytes (0: no limit) leaves split in chunks (``_wire.split``): the
+    peer reads messages of bounded size. A failed write stops the
     outbox (``error`` says why): the stream's reader sees the break and settles what is pending.
     """
 
@@ -37,8 +41,10 @@ class Outbox(Generic[B]):
         write: Callable[[Any], Awaitable[None]],
         new_batch: Callable[[], B],
         entries: str,
+        split_above: int = 0,
     ) -> None:
         self._write = write
+        self._split_above = split_above
         self._new_batch = new_batch
         self._entries = operator.attrgetter(entries)  # C-level: runs twice per message
         self._loop = asyncio.get_running_loop()
@@ -91,14 +97,19 @@ class Outbox(Generic[B]):
 
     def _next(self) -> B | bytes | None:
         if self._queue:
-            return self._queue.pop(0)
-        if not (self.released or len(self._entries(self.batch))):
+            message = self._queue.pop(0)
+        elif self.released or len(self._entries(self.batch)):
+            message, self.batch = self.batch, self._new_batch()
+            if self.released:
+                message.released.extend(self.released)  # type: ignore[attr-defined]
+                self.released = []
+        else:
             return None
-        batch, self.batch = self.batch, self._new_batch()
-        if self.released:
-            batch.released.extend(self.released)  # type: ignore[attr-defined]
-            self.released = []
-        return batch
+        if self._split_above and type(message) is not bytes and message.ByteSize() > self._split_above:  # type: ignore[attr-defined]
+            first, *rest = _wire.split(message.SerializeToString())  # type: ignore[attr-defined]
+            self._queue[:0] = rest
+            return first
+        return message
 
     def _step(self, coro: Coroutine[Any, Any, None], _: Any = None) -> None:
         try:

@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -45,14 +46,24 @@ __all__ = [
 log = logging.getLogger("actorrt")
 
 # 2: large payloads between hosts stream in chunks (Payload.streamed, CallBatch/ReplyBatch.chunk).
-PROTOCOL_VERSION = 2
+# 3: actor hosts read bounded messages; a larger CallBatch is split (CallBatch.split_bytes).
+PROTOCOL_VERSION = 3
 AUTH_KEY = "authorization"
 VERSION_MISMATCH = "protocol version mismatch"
 
-# Large payloads are sent as single messages; -1 lifts gRPC's 4 MiB default on both ends.
+# What one message a server takes, at most. gRPC refuses a larger one from its length prefix,
+# before it is buffered (RESOURCE_EXHAUSTED), so an unauthenticated peer costs at most this much
+# per stream. The master's sessions and unary calls carry only small control messages (actor
+# output is flushed in pieces far below this, log tails are capped at MAX_LOG_TAIL_BYTES); an
+# actor host takes one chunk of a streamed payload (``_wire.CHUNK_BYTES``) plus headroom: every
+# larger message is split into chunks by its sender (``_wire.split``).
+MASTER_MAX_RECEIVE = 4 << 20
+HOST_MAX_RECEIVE = (4 << 20) + (256 << 10)
+MAX_LOG_TAIL_BYTES = 3 << 20
+
+# Clients lift gRPC's 4 MiB receive default: they only talk to servers that hold the token.
 _COMMON_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
 ]
@@ -63,16 +74,20 @@ def channel_options(keepalive_s: float = 5.0) -> list[tuple[str, Any]]:
     ms = int(keepalive_s * 1000)
     return [
         *_COMMON_OPTIONS,
+        ("grpc.max_receive_message_length", -1),
         ("grpc.keepalive_time_ms", ms),
         ("grpc.keepalive_timeout_ms", ms),
         ("grpc.enable_retries", 0),
     ]
 
 
-def server_options(keepalive_s: float = 5.0) -> list[tuple[str, Any]]:
+def server_options(max_receive: int, keepalive_s: float = 5.0) -> list[tuple[str, Any]]:
+    """Server-side options; ``max_receive``: the largest message this server reads, in bytes
+    (``MASTER_MAX_RECEIVE`` or ``HOST_MAX_RECEIVE``)."""
     ms = int(keepalive_s * 1000)
     return [
         *_COMMON_OPTIONS,
+        ("grpc.max_receive_message_length", max_receive),
         # Without this gRPC binds a busy port silently (SO_REUSEPORT) and two masters share it.
         ("grpc.so_reuseport", 0),
         ("grpc.keepalive_time_ms", ms),
@@ -204,12 +219,16 @@ def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
 class TokenInterceptor(grpc.aio.ServerInterceptor):
     """Refuses every RPC whose token is missing or wrong with UNAUTHENTICATED.
 
-    The refusal happens before the handler reads a single message, so nothing is unpickled.
-    Runs on the server's event loop.
+    The refusal reads no message of the RPC, unary ones included (it is served as a stream that
+    ends at once), so nothing is buffered or unpickled for a peer without the token. Refusals
+    are logged at most ``REFUSALS_LOGGED_PER_MIN`` a minute, the rest counted in the next line
+    logged; the method path (chosen by the peer) is escaped and cut short. Runs on the server's
+    event loop.
     """
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._expected = f"Bearer {token}".encode()
+        self._log = RateLimitedLog(REFUSALS_LOGGED_PER_MIN, 60.0, clock)
 
     async def intercept_service(
         self,
@@ -221,25 +240,66 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
             if key == AUTH_KEY:
                 presented = value.encode() if isinstance(value, str) else value
                 break
-        handler = await continuation(details)
         if hmac.compare_digest(presented, self._expected):
-            return handler
+            return await continuation(details)
         reason = "missing token" if not presented else "wrong token"
-        log.warning("refused %s: %s", details.method, reason)
-        return _refusal(handler, f"actorrt: {reason} (pass token=, ACTORRT_TOKEN or the token file)")
+        self._log.warning("refused %s: %s", printable(details.method), reason)
+        return _refusal(f"actorrt: {reason} (pass token=, ACTORRT_TOKEN or the token file)")
 
 
-def _refusal(handler: grpc.RpcMethodHandler | None, message: str) -> grpc.RpcMethodHandler:
-    async def deny(_request: Any, context: grpc.aio.ServicerContext) -> None:
+def _refusal(message: str) -> grpc.RpcMethodHandler:
+    """A handler that ends the RPC with UNAUTHENTICATED without reading a single message.
+
+    A stream-stream handler whatever the method's kind: on the wire a unary call is a stream of
+    one message, and a streaming handler is the only kind gRPC calls before a request is read.
+    """
+
+    async def deny(_requests: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    if handler is None or handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(deny)
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(deny)
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(deny)
     return grpc.stream_stream_rpc_method_handler(deny)
+
+
+REFUSALS_LOGGED_PER_MIN = 10
+_SHOWN_CHARS = 200
+
+
+def printable(text: str | bytes, limit: int = _SHOWN_CHARS) -> str:
+    """``text`` (chosen by a peer) fit for one log line: control characters and terminal escapes
+    escaped, cut to ``limit`` characters with the rest counted."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="backslashreplace")
+    cut = len(text) - limit
+    shown = text[:limit].encode("unicode_escape").decode("ascii")
+    return shown + (f"...[{cut} more characters]" if cut > 0 else "")
+
+
+class RateLimitedLog:
+    """Logs at most ``burst`` warnings per ``period_s``; the next line logged says how many were
+    suppressed meanwhile. ``clock`` is injectable for tests. One event loop only."""
+
+    def __init__(self, burst: int, period_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst = burst
+        self.period_s = period_s
+        self._clock = clock
+        self._window_start = -float("inf")
+        self._in_window = 0
+        self.suppressed = 0
+
+    def warning(self, msg: str, *args: Any) -> bool:
+        """Log ``msg % args`` unless over the rate; True when it was logged."""
+        now = self._clock()
+        if now - self._window_start >= self.period_s:
+            self._window_start, self._in_window = now, 0
+        if self._in_window >= self.burst:
+            self.suppressed += 1
+            return False
+        self._in_window += 1
+        if self.suppressed:
+            msg += f" ({self.suppressed} similar lines suppressed before this one)"
+            self.suppressed = 0
+        log.warning(msg, *args)
+        return True
 
 
 # ---- status mapping ---------------------------------------------------------------------------

@@ -14,15 +14,30 @@ messages it would build. Pure functions, thread-safe; ``Incoming`` belongs to on
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-__all__ = ["CALL_CHUNK", "REPLY_CHUNK", "CHUNK_BYTES", "chunks", "chunk_data", "Incoming", "passthrough"]
+__all__ = [
+    "CALL_CHUNK",
+    "REPLY_CHUNK",
+    "CHUNK_BYTES",
+    "MAX_SPLIT_BYTES",
+    "chunks",
+    "chunk_data",
+    "split",
+    "bounded",
+    "Joiner",
+    "Incoming",
+    "passthrough",
+]
 
 CHUNK_BYTES = 4 << 20
 # The first byte of a batch that carries only a chunk: field number << 3 | length-delimited.
 CALL_CHUNK = 5 << 3 | 2  # CallBatch.chunk = 5
 REPLY_CHUNK = 4 << 3 | 2  # ReplyBatch.chunk = 4
 _DATA = bytes([1 << 3 | 2])  # Chunk.data = 1
+_CALL_SPLIT = bytes([6 << 3 | 0])  # CallBatch.split_bytes = 6 (varint)
+# A split message is parsed by protobuf once joined, which takes at most 2 GiB - 1.
+MAX_SPLIT_BYTES = (2 << 30) - 1
 
 
 def _varint(n: int) -> bytes:
@@ -77,6 +92,52 @@ def chunk_data(message: bytes, tag: int) -> memoryview | None:
     if i + n != len(message):
         raise ValueError("malformed chunk message: data length does not match")
     return memoryview(message)[i:]
+
+
+def split(encoded: bytes, size: int = CHUNK_BYTES) -> list[bytes]:
+    """An encoded CallBatch too large for one message, as the messages that carry it: a header
+    ``CallBatch(split_bytes=len(encoded))`` and chunk messages of at most ``size`` bytes."""
+    if len(encoded) > MAX_SPLIT_BYTES:
+        raise ValueError(f"a message of {len(encoded)} bytes is over protobuf's limit of {MAX_SPLIT_BYTES}")
+    return [_CALL_SPLIT + _varint(len(encoded)), *chunks(CALL_CHUNK, [memoryview(encoded)], size)]
+
+
+def bounded(encoded: bytes, limit: int = CHUNK_BYTES) -> list[bytes]:
+    """An encoded CallBatch as messages of at most about ``limit`` bytes: itself, or split."""
+    return [encoded] if len(encoded) <= limit else split(encoded, limit)
+
+
+class Joiner:
+    """Joins split messages (``split``) back into the message they encode. One stream's reader.
+
+    ``feed`` takes each message read (a parsed batch, or a chunk's data as a memoryview) and
+    returns what the reader should handle: the message itself, the joined and parsed message
+    once its last chunk is in, or None while a split message is still arriving. Chunks that come
+    with no split message open belong to a streamed payload and pass through. Raises ValueError
+    on a malformed sequence (a split interrupted, or announced over ``MAX_SPLIT_BYTES``).
+    """
+
+    def __init__(self, parse: Callable[[bytearray], Any]) -> None:
+        self._parse = parse
+        self._pending: Incoming | None = None
+
+    def feed(self, message: Any) -> Any:
+        if self._pending is not None:
+            if type(message) is not memoryview:
+                raise ValueError("malformed stream: a split message was interrupted")
+            if not self._pending.add(message):
+                return None
+            data, self._pending = self._pending.buffers[0], None
+            try:
+                return self._parse(data)
+            except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, say
+                raise ValueError(f"malformed stream: a split message does not parse: {e}") from e
+        if type(message) is not memoryview and message.split_bytes:
+            if message.split_bytes > MAX_SPLIT_BYTES:
+                raise ValueError(f"malformed stream: a split message of {message.split_bytes} bytes is too large")
+            self._pending = Incoming([message.split_bytes])
+            return None
+        return message
 
 
 class Incoming:

@@ -20,18 +20,20 @@ CALL_KIND_GET_ATTR: CallKind
 CALL_KIND_SET_ATTR: CallKind
 
 class CallBatch(_message.Message):
-    __slots__ = ("construct", "attach", "calls", "released", "chunk")
+    __slots__ = ("construct", "attach", "calls", "released", "chunk", "split_bytes")
     CONSTRUCT_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     construct: ConstructActor
     attach: AttachActor
     calls: _containers.RepeatedCompositeFieldContainer[Call]
     released: _containers.RepeatedScalarFieldContainer[str]
     chunk: Chunk
-    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ...) -> None: ...
+    split_bytes: int
+    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., split_bytes: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("data",)
