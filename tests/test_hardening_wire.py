@@ -181,3 +181,46 @@ def test_split_and_joiner_round_trip() -> None:
     chunk = _wire.chunk_data(next(_wire.chunks(_wire.CALL_CHUNK, [memoryview(b"ab")])), _wire.CALL_CHUNK)
     assert joiner.feed(chunk) is chunk  # no split open: a streamed payload's chunk passes through
     assert _wire.bounded(b"small", 10) == [b"small"]
+
+
+async def test_refusals_are_logged_rarely_short_and_escaped(cluster: ProcCluster) -> None:
+    """300 refused RPCs whose method paths carry ~7 KB with terminal escapes leave at most the
+    rate limit's lines in the master's log, each short, with the escapes escaped."""
+    log_path = cluster.home / "proc-0.log"
+    before = log_path.stat().st_size
+    path = "/actorrt.v1.Master/\x1b[2J\x1b]0;owned\x07" + "A" * 7000
+    options = [("grpc.max_send_message_length", -1)]
+    async with grpc.aio.insecure_channel(cluster.address, options=options) as channel:
+        ident = lambda b: b  # noqa: E731
+        for _ in range(300):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await channel.unary_unary(path, request_serializer=ident, response_deserializer=ident)(b"", timeout=10)
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    await asyncio.sleep(0.5)
+    with open(log_path, "rb") as f:
+        f.seek(before)
+        new = f.read()
+    refusals = [line for line in new.splitlines() if b"refused" in line]
+    assert 1 <= len(refusals) <= _rpc.REFUSALS_LOGGED_PER_MIN, refusals[:3]
+    assert len(new) < 10_000, f"{len(new)} bytes of log for 300 refusals"
+    assert b"\x1b" not in new and b"\x07" not in new
+    assert all(len(line) < 600 for line in refusals)
+    assert b"\\x1b[2J" in refusals[0] and b"more characters" in refusals[0]
+
+
+def test_printable_escapes_controls_and_cuts() -> None:
+    assert _rpc.printable("/a\nb\x1b[0m") == "/a\\nb\\x1b[0m"
+    assert _rpc.printable("x" * 250, limit=10) == "x" * 10 + "...[240 more characters]"
+    assert _rpc.printable(b"\xff/m") == "\\\\xff/m"
+
+
+def test_the_refusal_log_counts_what_it_suppressed(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    limited = _rpc.RateLimitedLog(burst=2, period_s=60, clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="actorrt"):
+        assert [limited.warning("refused %s", i) for i in range(5)] == [True, True, False, False, False]
+        now[0] = 61
+        assert limited.warning("refused %s", 5)
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused 0", "refused 1", "refused 5 (3 similar lines suppressed before this one)"
+    ]
