@@ -137,6 +137,7 @@ class _Actor:
         self.slots = _Slots(self.max_concurrency)
         self.stats = stats or CallStats()  # reported to the daemon; see actorrt._metrics
         self.stats.class_name = class_name
+        self.report_fd: int | None = None  # the daemon's statistics pipe
         self._methods: dict[str, tuple[Callable[..., Any], bool]] = {}
 
     def method(self, name: str) -> tuple[Callable[..., Any], bool]:
@@ -319,6 +320,8 @@ class _Stream:
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
+            except SystemExit as e:
+                await self.exit_actor(call.method, e)
             else:
                 self.reply_value(call.seq, call.method, value)
             finally:
@@ -331,6 +334,29 @@ class _Stream:
                 self.outbox.flush()
                 await asyncio.sleep(0)
         self.outbox.flush()
+
+    async def exit_actor(self, method: str, exc: SystemExit) -> None:
+        """A method called ``sys.exit``: the actor ends, as a process would. What was answered
+        before leaves first (for at most a second); the call itself and those after it fail with
+        ``ActorDiedError``, whose cause (sent to the daemon on the statistics pipe) names the
+        method and the exit code. Never returns."""
+        code = exc.code
+        status = code if isinstance(code, int) and 0 <= code <= 255 else 0 if code is None else 1
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr, flush=True)  # as the interpreter does for sys.exit("why")
+        self.actor.stats.exit_cause = (
+            f"{self.actor.class_name}.{method} called sys.exit({code!r}): the actor exited with code {status}"
+        )
+        self.outbox.flush()
+        try:
+            await asyncio.wait_for(self.outbox.drain(), 1.0)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - the client may be gone
+            pass
+        if self.actor.report_fd is not None:
+            self.actor.stats.report(self.actor.report_fd)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
     def _expect_chunks(self, batch: pb.CallBatch, sizes: Sequence[int]) -> None:
         if len(batch.calls) != 1:
@@ -363,6 +389,8 @@ class _Stream:
         except Exception as e:  # noqa: BLE001
             self.actor.stats.errors += 1
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
+        except SystemExit as e:
+            await self.exit_actor(method, e)
         else:
             self.reply_value(seq, method, value)
         finally:
@@ -379,6 +407,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         self.actor: _Actor | None = None
         self.finished = asyncio.Event()
         self.stats = CallStats()  # the actor's, once constructed; bytes are counted from the start
+        self.report_fd: int | None = None  # the daemon's statistics pipe, if it gave one
 
     def parse(self, data: bytes) -> pb.CallBatch | memoryview:
         """The request deserializer: a chunk's data as a view (``_wire``), else the CallBatch.
@@ -417,7 +446,8 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 )
             try:
                 self.actor = self._construct(step)
-            except Exception as e:  # noqa: BLE001 - construction failed: tell the owner, then end
+                self.actor.report_fd = self.report_fd
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - construction failed: tell the owner, then end
                 await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, error=_failure(e))]))
                 self.finished.set()
                 return
@@ -494,9 +524,9 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("actorrt.v1.ActorHost", handlers),))
     server.add_registered_method_handlers("actorrt.v1.ActorHost", handlers)
     port = _rpc.listen(server, f"{bind}:0", tls)
+    metrics_fd = servicer.report_fd = metrics_fd_from_env()
     await server.start()
     print(f"{READY_PREFIX} {port}", flush=True)
-    metrics_fd = metrics_fd_from_env()
     reporter = asyncio.create_task(_report_stats(servicer, metrics_fd)) if metrics_fd is not None else None
     if metrics_fd is not None:
         _report_on_sigterm(servicer, metrics_fd)

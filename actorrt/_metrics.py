@@ -130,7 +130,7 @@ def death_category(cause: str) -> str:
 class CallStats:
     """Cumulative call counters of one actor host. Host loop only; ``observe`` is the hot path."""
 
-    __slots__ = ("class_name", "errors", "bytes_in", "bytes_out", "buckets", "sum", "_reported")
+    __slots__ = ("class_name", "errors", "bytes_in", "bytes_out", "buckets", "sum", "exit_cause", "_reported")
 
     def __init__(self, class_name: str = "") -> None:
         self.class_name = class_name
@@ -139,6 +139,7 @@ class CallStats:
         self.bytes_out = 0
         self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one is +Inf
         self.sum = 0.0
+        self.exit_cause = ""  # set when the actor ends itself (sys.exit in a method)
         self._reported = -1
 
     def observe(self, seconds: float, _index: Any = bisect.bisect_left, _bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
@@ -159,12 +160,13 @@ class CallStats:
             "bytes_out": self.bytes_out,
             "buckets": list(self.buckets),
             "sum": self.sum,
+            **({"exit_cause": self.exit_cause} if self.exit_cause else {}),
         }
 
     def report(self, fd: int) -> None:
         """Write a snapshot line to the daemon's pipe if anything changed since the last one."""
         marker = self.calls + self.errors + self.bytes_in + self.bytes_out
-        if marker == self._reported:
+        if marker == self._reported and not self.exit_cause:
             return
         self._reported = marker
         data = (json.dumps(self.snapshot(), separators=(",", ":")) + "\n").encode()
@@ -235,6 +237,8 @@ class WorkerMetrics(Collector):
         self._lock = threading.Lock()
         self._classes: dict[str, _ClassTotals] = {}
         self._last: dict[int, dict[str, Any]] = {}  # host pid -> its last snapshot
+        # host pid -> why its actor ended itself, until the daemon reports that exit
+        self.exit_causes: dict[int, str] = {}
         if registry is not None:
             registry.register(self)
 
@@ -242,6 +246,8 @@ class WorkerMetrics(Collector):
         """Add what changed since this host's previous snapshot to its class's totals."""
         last = self._last.get(host_pid)
         self._last[host_pid] = snapshot
+        if snapshot.get("exit_cause"):  # taken by the daemon when it reports the exit
+            self.exit_causes[host_pid] = str(snapshot["exit_cause"])[:1000]
         name = str(snapshot.get("class") or "unknown")
         buckets = snapshot.get("buckets") or []
         if len(buckets) != len(LATENCY_BUCKETS) + 1:

@@ -224,7 +224,8 @@ class WorkerDaemon(Service):
                     task.cancel()
                 await asyncio.gather(*readers, return_exceptions=True)
             del slot.tasks[1:]
-            actor, cause = slot.actor, slot.stop_cause or describe_exit(returncode)
+            own_cause = self.metrics.exit_causes.pop(slot.proc.pid, "")  # sys.exit in a method
+            actor, cause = slot.actor, slot.stop_cause or own_cause or describe_exit(returncode)
             slot.proc, slot.ready, slot.actor, slot.stop_cause = None, False, None, ""
             _remove_dir(slot.workdir)
             if actor is not None:
