@@ -31,7 +31,7 @@ import grpc
 
 from actorrt import _rpc, _shm, _wire
 from actorrt._outbox import Outbox
-from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env
+from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
 from actorrt._serialization import (
     EMPTY,
     NO_ARGS,
@@ -156,8 +156,14 @@ class _Actor:
 class _Stream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
-    def __init__(self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False) -> None:
+    def __init__(
+        self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False, client_pid: int | None = None
+    ) -> None:
         self.actor = actor
+        # The client's process, when it shares our pid namespace: if the stream ends because it
+        # died, the segments it wrote and we never saw (calls still queued on its side) are
+        # removed here; the daemon does it as well when this host exits (``shm_peer`` report).
+        self.client_pid = client_pid
         self.context = context
         # Large values go through /dev/shm (the client proved it shares it): our replies in this
         # pool's segments; the client's segments we mapped are named in `released` once the
@@ -261,6 +267,16 @@ class _Stream:
             if self.pool is not None:
                 self.pool.close()
             _shm.unlink(self.seen_client_segments)
+            if self.client_pid is not None:
+                self._remove_if_client_gone(self.client_pid)
+
+    def _remove_if_client_gone(self, pid: int, tries: int = 5) -> None:
+        """Remove the client's shared-memory files once its process is gone; a socket closes
+        a moment before its process is reaped, so look again a few times."""
+        if not _shm.alive(pid):
+            _shm.remove_owned_by(pid)
+        elif tries > 1:
+            self.loop.call_later(0.5, self._remove_if_client_gone, pid, tries - 1)
 
     async def _take_chunk(self, data: memoryview) -> None:
         if self.incoming is None:
@@ -434,7 +450,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if not isinstance(first, pb.CallBatch):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a stream cannot start with a chunk")
-        shm = False
+        shm, client_pid = False, None
         if first.HasField("construct"):
             step = first.construct
             if step.version != _rpc.PROTOCOL_VERSION:
@@ -452,6 +468,9 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 self.finished.set()
                 return
             shm = _shm.check_probe(step.shm_probe)
+            client_pid = _shm.probe_owner(step.shm_probe) if shm else None
+            if client_pid is not None and self.report_fd is not None:
+                report_line(self.report_fd, {"shm_peer": client_pid})
             await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)], shared_memory=shm))
         elif first.HasField("attach"):
             if first.attach.version != _rpc.PROTOCOL_VERSION:
@@ -465,7 +484,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             return
         assert self.actor is not None
         first.ClearField("construct")
-        await _Stream(self.actor, context, shm).run(requests, first)
+        await _Stream(self.actor, context, shm, client_pid).run(requests, first)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)

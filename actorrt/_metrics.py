@@ -169,11 +169,15 @@ class CallStats:
         if marker == self._reported and not self.exit_cause:
             return
         self._reported = marker
-        data = (json.dumps(self.snapshot(), separators=(",", ":")) + "\n").encode()
-        try:
-            os.write(fd, data)  # a few hundred bytes: one atomic pipe write
-        except OSError:
-            pass
+        report_line(fd, self.snapshot())
+
+
+def report_line(fd: int, fields: dict[str, Any]) -> None:
+    """Write one JSON line to the daemon's pipe (a few hundred bytes: one atomic write)."""
+    try:
+        os.write(fd, (json.dumps(fields, separators=(",", ":")) + "\n").encode())
+    except OSError:
+        pass
 
 
 def metrics_fd_from_env() -> int | None:
@@ -239,11 +243,17 @@ class WorkerMetrics(Collector):
         self._last: dict[int, dict[str, Any]] = {}  # host pid -> its last snapshot
         # host pid -> why its actor ended itself, until the daemon reports that exit
         self.exit_causes: dict[int, str] = {}
+        # host pid -> clients that wrote shared-memory files for it; when the host exits, the
+        # daemon removes those of clients that are gone too
+        self.shm_peers: dict[int, set[int]] = {}
         if registry is not None:
             registry.register(self)
 
     def add_report(self, host_pid: int, snapshot: dict[str, Any]) -> None:
         """Add what changed since this host's previous snapshot to its class's totals."""
+        if "shm_peer" in snapshot:  # a client that shares /dev/shm with this host
+            self.shm_peers.setdefault(host_pid, set()).add(int(snapshot["shm_peer"]))
+            return
         last = self._last.get(host_pid)
         self._last[host_pid] = snapshot
         if snapshot.get("exit_cause"):  # taken by the daemon when it reports the exit

@@ -42,6 +42,9 @@ __all__ = [
     "make_probe",
     "check_probe",
     "remove_owned_by",
+    "probe_owner",
+    "alive",
+    "remove_if_gone",
     "Pool",
     "map_pooled",
 ]
@@ -117,13 +120,21 @@ def unlink(names: Iterable[str]) -> None:
             pass
 
 
+def _pid_namespace() -> bytes:
+    """This process's pid namespace (``pid:[4026531836]``); b"" where /proc cannot tell."""
+    try:
+        return os.readlink("/proc/self/ns/pid").encode()
+    except OSError:
+        return b""
+
+
 def make_probe() -> str | None:
     """Write a probe file and return its name, or None when this process has no /dev/shm (or
     ``ACTORRT_SHM=0`` turns shared memory off, e.g. to measure the socket path)."""
     if os.environ.get("ACTORRT_SHM", "1") == "0" or not available():
         return None
     try:
-        return write(memoryview(_PROBE_TEXT))
+        return write(memoryview(_PROBE_TEXT + b" " + _pid_namespace()))
     except OSError:
         return None
 
@@ -138,11 +149,41 @@ def check_probe(name: str) -> bool:
     except (OSError, ValueError):
         return False
     try:
-        return os.fstat(fd).st_uid == os.getuid() and os.read(fd, 64) == _PROBE_TEXT and available()
+        return os.fstat(fd).st_uid == os.getuid() and os.read(fd, 256).startswith(_PROBE_TEXT) and available()
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def probe_owner(name: str) -> int | None:
+    """The pid of the process that wrote the probe ``name``, when it lives in this process's
+    pid namespace (so that pid means the same process here); else None."""
+    match = _NAME.match(name)
+    ns = _pid_namespace()
+    if not match or not ns:
+        return None
+    try:
+        with open(_path(name), "rb") as f:
+            if f.read(256) != _PROBE_TEXT + b" " + ns:
+                return None
+    except OSError:
+        return None
+    return int(name.split("-")[1])
+
+
+def alive(pid: int) -> bool:
+    """True while process ``pid`` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def remove_if_gone(pids: Iterable[int]) -> int:
+    """``remove_owned_by`` for each of ``pids`` that no longer runs; returns how many files."""
+    return sum(remove_owned_by(pid) for pid in set(pids) if not alive(pid))
 
 
 def remove_owned_by(pid: int) -> int:

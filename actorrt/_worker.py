@@ -214,6 +214,7 @@ class WorkerDaemon(Service):
             assert slot.proc is not None
             returncode = await slot.proc.wait()
             _shm.remove_owned_by(slot.proc.pid)  # replies its client never took
+            _shm.remove_if_gone(self.metrics.shm_peers.pop(slot.proc.pid, ()))  # calls of a dead client
             _kill_group(slot.proc.pid)  # whatever the actor started dies with it
             # Output readers end at EOF, normally at once; a process that inherited the pipes
             # must not hold back the exit report.
