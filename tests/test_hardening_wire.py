@@ -92,6 +92,7 @@ async def test_huge_messages_without_a_token_cost_the_servers_almost_nothing(clu
             before = _rss_mb(pid)
             err = await _send_raw(address, method, body, None, unary)
             grown = _rss_mb(pid) - before
+            print(f"{method} unary={unary}: {err.code().name}, server RSS {grown:+.1f} MB")
             # A stream's write that loses the race with the refusal reads INTERNAL on the client.
             refused = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.RESOURCE_EXHAUSTED}
             assert err.code() in refused | (set() if unary else {grpc.StatusCode.INTERNAL}), (method, err)
