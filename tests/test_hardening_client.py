@@ -130,3 +130,100 @@ async def test_files_glob_over_a_symlink_loop_ships_the_real_files(
     assert message == (
         "files=: 'bad/*' matches nothing to ship, only bad/broken (a broken symlink), bad/loop (a symlink loop)"
     )
+
+
+# ---- a client that stops reading its session -------------------------------------------------
+
+STALLING_CLIENT = textwrap.dedent(
+    """
+    import asyncio, os, sys, time
+    import actorrt
+
+    @actorrt.remote_class
+    class Flood:
+        def flood(self, delay, seconds, exit_code):
+            time.sleep(delay)
+            line = "x" * 8000
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for _ in range(60):
+                    print(line)
+                time.sleep(0.05)
+            sys.stdout.flush()
+            if exit_code:
+                os._exit(exit_code)
+
+    address, token, ready = sys.argv[1:4]
+    with actorrt.connect(address, token=token) as c:
+        a1 = Flood.remote().result()
+        a2 = Flood.remote().result()
+        waiting = Flood.remote()  # no free slot until a2 exits: placed while we do not read
+        time.sleep(0.5)
+        a1.flood(1.5, 30, 0)
+        a2.flood(1.5, 5, 3)
+        with open(ready + ".tmp", "w") as f:
+            f.write(a1.actor_id + " " + a2.actor_id)
+        os.rename(ready + ".tmp", ready)
+        # Our stdout is a pipe nobody reads: printing the actors' lines blocks the cluster loop
+        # within a moment, so the session is not read either, until the test drains the pipe.
+        sys.stdin.readline()
+        a3 = waiting.result(60)
+        cause = asyncio.run_coroutine_threadsafe(c.death_cause(a2.actor_id, 30), c.loop).result()
+        print("RESULT placed", a3.actor_id, "died", a2.actor_id, repr(cause), flush=True)
+        actorrt.kill(a1).result()
+        actorrt.kill(a3).result()
+    """
+)
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_client_that_stops_reading_does_not_make_the_master_grow(cluster: ProcCluster, tmp_path: Path) -> None:
+    master = cluster.procs[0].pid
+    script, ready = tmp_path / "stall.py", tmp_path / "ready"
+    script.write_text(STALLING_CLIENT)
+    client = subprocess.Popen(
+        [sys.executable, str(script), cluster.address, cluster.token, str(ready)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert wait_until(ready.exists, 60), "the client did not start its actors"
+        a1, a2 = ready.read_text().split()
+        base = peak = rss_bytes(master)
+        stalled_until = time.monotonic() + 12
+        while time.monotonic() < stalled_until:
+            peak = max(peak, rss_bytes(master))
+            time.sleep(0.2)
+        out, err = client.communicate(b"go\n", timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    drained = rss_bytes(master)
+    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+    assert client.returncode == 0, stderr[-3000:]
+    print(f"master RSS: base {base / 2**20:.1f} MiB, peak +{(peak - base) / 2**20:.1f} MiB, "
+          f"after the drain +{(drained - base) / 2**20:.1f} MiB")
+    assert peak - base < 60 * 2**20, f"the master grew by {(peak - base) / 2**20:.0f} MiB"
+
+    # The lines that did not fit were counted, per actor, in one notice each time ...
+    dropped = re.findall(
+        r"^\(Flood pid=\d+ id=(\w{8})\) \[actorrt: (\d+) lines of output dropped: the client did not keep up; "
+        r"'actorrt logs (\w+)' has them\]$",
+        stderr,
+        re.M,
+    )
+    assert dropped, stderr[-3000:]
+    assert {full for _, _, full in dropped} <= {a1, a2} and all(full.startswith(short) for short, _, full in dropped)
+    print(f"{sum(int(n) for _, n, _ in dropped)} lines dropped and counted in {len(dropped)} notices")
+    # ... and the control notices sent meanwhile (a placement, a death) all arrived.
+    result = re.search(r"^RESULT placed (\w+) died (\w+) '(.+)'$", stdout, re.M)
+    assert result is not None, stdout[-2000:]
+    assert result.group(2) == a2 and "3" in result.group(3)
