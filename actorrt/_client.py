@@ -152,6 +152,8 @@ def _collect_files(patterns: Sequence[str], max_bytes: int = MAX_FILES_BYTES) ->
         base = _fixed_base(pattern)
         for match in matches:
             rel = os.path.normpath(os.path.relpath(match, base) if base is not None else match)
+            if rel in found.entries:  # already shipped, e.g. inside a folder that '**' matched too
+                continue
             _add_path(match, "" if rel == "." else rel, _real_chain(os.path.dirname(os.path.abspath(match))), found)
         if len(found.entries) == entries_before and found.skipped_now:
             what = found.skipped_now
@@ -183,8 +185,8 @@ def _fixed_base(pattern: str) -> str | None:
     norm = os.path.normpath(pattern)
     if not os.path.isabs(norm) and norm != ".." and not norm.startswith("../"):
         return None
-    if not glob.has_magic(norm):
-        return os.path.dirname(norm)
+    if not glob.has_magic(norm):  # its parent; '..' has no name of its own: its contents ship
+        return norm if os.path.basename(norm) == ".." else os.path.dirname(norm)
     parts = norm.split("/")
     fixed = list(itertools.takewhile(lambda p: not glob.has_magic(p), parts))
     return "/".join(fixed) or "/"

@@ -94,6 +94,25 @@ async def test_files_over_the_size_limit_fail_naming_the_size(cluster: ProcClust
     assert time.monotonic() - started < 10
 
 
+async def test_the_host_refuses_shipped_entries_outside_its_folder(cluster: ProcCluster) -> None:
+    """What a client sends is checked again where it is written: no entry, folder or file, lands
+    outside the actor's working folder."""
+    from actorrt.v1 import actor_host_pb2
+
+    name = f"actorrt-escape-{os.getpid()}-{time.time_ns()}"
+    bad = [
+        actor_host_pb2.ShippedFile(path=f"../{name}", data=b"x", mode=0o644),
+        actor_host_pb2.ShippedFile(path=f"../{name}", mode=stat.S_IFDIR | 0o755),
+        actor_host_pb2.ShippedFile(path=f"/tmp/{name}", data=b"x", mode=0o644),
+    ]
+    async with cluster.connect() as c:
+        for entry in bad:
+            c._files = [actor_host_pb2.ShippedFile(path="fine.txt", data=b"ok"), entry]
+            with pytest.raises(actorrt.RemoteError, match="shipped file path must be relative and inside"):
+                await Inspector.remote()
+    assert not os.path.lexists(f"/tmp/{name}")
+
+
 # ---- symlink loops --------------------------------------------------------------------------
 
 
@@ -212,6 +231,7 @@ def test_a_client_that_stops_reading_does_not_make_the_master_grow(cluster: Proc
     print(f"master RSS: base {base / 2**20:.1f} MiB, peak +{(peak - base) / 2**20:.1f} MiB, "
           f"after the drain +{(drained - base) / 2**20:.1f} MiB")
     assert peak - base < 60 * 2**20, f"the master grew by {(peak - base) / 2**20:.0f} MiB"
+    assert drained - base < 60 * 2**20, f"the master kept {(drained - base) / 2**20:.0f} MiB after the drain"
 
     # The lines that did not fit were counted, per actor, in one notice each time ...
     dropped = re.findall(
