@@ -488,14 +488,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
-        for f in step.files:
-            path = Path(f.path)
-            if path.is_absolute() or ".." in path.parts:
-                raise ValueError(f"shipped file path must be relative and inside the actor's folder: {f.path!r}")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(f.data)
-            if f.mode:
-                path.chmod(f.mode & 0o777)
+        _write_shipped(step.files)
         cls, args, kwargs = loads(step.spec)
         instance = cls(*args, **kwargs)
         return _Actor(
@@ -516,6 +509,31 @@ async def _joined(messages: AsyncIterator[pb.CallBatch | memoryview]) -> AsyncIt
         out = joiner.feed(message)
         if out is not None:
             yield out
+
+
+def _write_shipped(files: Sequence[pb.ShippedFile]) -> None:
+    """Write ``connect(files=...)`` into the working folder: files, and folders (``mode`` with
+    ``S_IFDIR``; their permissions are set last, so a read-only folder still gets its files).
+    Every entry must stay inside the folder, also through a symlink already there."""
+    import stat
+
+    root = Path.cwd().resolve()
+    folders: list[tuple[Path, int]] = []
+    for f in files:
+        path = Path(f.path)
+        target = (root / path).resolve()
+        if path.is_absolute() or ".." in path.parts or not path.parts or not target.is_relative_to(root):
+            raise ValueError(f"shipped file path must be relative and inside the actor's folder: {f.path!r}")
+        if stat.S_ISDIR(f.mode):
+            target.mkdir(parents=True, exist_ok=True)
+            folders.append((target, f.mode & 0o777))
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(f.data)
+        if f.mode:
+            target.chmod(f.mode & 0o777)
+    for folder, mode in reversed(folders):
+        folder.chmod(mode)
 
 
 def _exit_when_parent_dies() -> None:

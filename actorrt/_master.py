@@ -18,7 +18,7 @@ from actorrt import _rpc
 from actorrt._errors import PlacementError
 from actorrt._lifecycle import Service
 from actorrt._logs import ids
-from actorrt._master_logs import MasterLogs
+from actorrt._master_logs import ClientOutbox, MasterLogs
 from actorrt._metrics import MasterMetrics
 from actorrt._table import Actor, ClusterTable, Placement, Request
 from actorrt.v1 import common_pb2
@@ -49,7 +49,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.client_grace_s = client_grace_s
         self.started = time.monotonic()
         self._to_worker: dict[str, asyncio.Queue[pb.WorkerCommand | None]] = {}
-        self._to_client: dict[str, asyncio.Queue[pb.ClientNotice | None]] = {}
+        self._to_client: dict[str, ClientOutbox] = {}
         self._timeouts: dict[tuple[str, int], asyncio.TimerHandle] = {}
         self._init_logs()
 
@@ -114,9 +114,11 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             queue.put_nowait(msg)
 
     def _send_client(self, client_id: str, msg: pb.ClientNotice) -> None:
-        queue = self._to_client.get(client_id)
-        if queue is not None:
-            queue.put_nowait(msg)
+        """Queue a control notice for the client's session: never dropped (output goes through
+        ``forward_output``, which may drop it for a client that does not keep up)."""
+        outbox = self._to_client.get(client_id)
+        if outbox is not None:
+            outbox.put_nowait(msg)
 
     # ---- WorkerSession ----------------------------------------------------------------------
 
@@ -239,7 +241,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             old.put_nowait(None)
         self.table.open_client(client_id, opening.hostname, opening.pid)
         self.set_muted(client_id, opening.mute_actor_output)
-        queue: asyncio.Queue[pb.ClientNotice | None] = asyncio.Queue()
+        queue = ClientOutbox(client_id)
         self._to_client[client_id] = queue
         await context.write(
             pb.ClientNotice(session_opened=pb.SessionOpened(client_id=client_id, version=_rpc.PROTOCOL_VERSION))
@@ -263,7 +265,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self,
         client_id: str,
         events: AsyncIterator[pb.ClientEvent],
-        queue: asyncio.Queue[pb.ClientNotice | None],
+        queue: ClientOutbox,
         closed_cleanly: asyncio.Event,
     ) -> None:
         try:

@@ -4,7 +4,10 @@ A mixin of ``MasterServicer`` (it uses the servicer's table and session queues),
 the servicer stays about sessions and placement. Everything runs on the master's loop.
 
 - ``ActorOutput`` events from a worker go to the actor's owning client, unless that client
-  opened its session with ``mute_actor_output`` (``connect(log_to_driver=False)``).
+  opened its session with ``mute_actor_output`` (``connect(log_to_driver=False)``). What waits
+  for a client's session is a ``ClientOutbox``: a client that does not read (a blocked loop, a
+  terminal that does not take its lines) holds at most ``CLIENT_OUTPUT_BUFFER_BYTES`` of output
+  in the master; the rest is dropped and counted, and control notices are never dropped.
 - ``GetActorLog`` finds the worker that hosts (or hosted: the master remembers the last
   ``DEAD_ACTORS_KEPT`` dead actors) the actor and asks it over its ``WorkerSession`` for the tail
   of the actor's log file: the log stays on its node and the master only relays the answer.
@@ -14,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import OrderedDict
+import logging
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +31,16 @@ from actorrt.v1 import master_pb2 as pb
 if TYPE_CHECKING:
     from actorrt._table import Actor, ClusterTable
 
-__all__ = ["MasterLogs"]
+__all__ = ["ClientOutbox", "MasterLogs"]
+
+log = logging.getLogger("actorrt.master")
 
 DEAD_ACTORS_KEPT = 10_000
 LOG_READ_TIMEOUT_S = 10.0
 MAX_TAIL_BYTES = _rpc.MAX_LOG_TAIL_BYTES  # the answer must fit one message the master takes
+# Actor output queued for one client whose session does not keep up: past it, output is dropped
+# until the queue is down to half of it, then one notice per actor counts what was lost.
+CLIENT_OUTPUT_BUFFER_BYTES = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -43,10 +52,88 @@ class _DeadActor:
     cause: str
 
 
+class ClientOutbox:
+    """The notices that wait for one client's session, in order; ``None`` ends the session.
+
+    Control notices (placements, deaths) always queue. Actor output queues while less than
+    ``max_output_bytes`` of it waits; past that the master drops output (the worker's log file
+    keeps every line) until the client has read the queue down to half, then queues, at the
+    place of the gap, one line per actor that counts its dropped lines. So a client that stops
+    reading costs the master a bounded amount of memory, and gets everything else in order
+    when it reads again.
+    """
+
+    def __init__(self, client_id: str, max_output_bytes: int = CLIENT_OUTPUT_BUFFER_BYTES) -> None:
+        self.client_id = client_id
+        self.max_output_bytes = max_output_bytes
+        self.output_bytes = 0
+        self.episodes = 0  # times it fell behind: the first is logged as a warning, the rest quietly
+        self._items: deque[tuple[pb.ClientNotice | None, int]] = deque()  # (notice, its output bytes)
+        self._nonempty = asyncio.Event()
+        self._dropping = False
+        self._dropped: dict[str, tuple[str, int, int]] = {}  # actor_id -> (class_name, pid, lines)
+
+    def put_nowait(self, notice: pb.ClientNotice | None) -> None:
+        """Queue a control notice, or ``None`` (end of session). Never dropped."""
+        self._append(notice, 0)
+
+    def put_output(self, msg: pb.ActorOutput) -> None:
+        """Queue actor output, or drop and count it if the client is too far behind."""
+        size = msg.ByteSize()
+        if not self._dropping and self.output_bytes > 0 and self.output_bytes + size > self.max_output_bytes:
+            self._dropping = True
+            self.episodes += 1
+            log.log(
+                logging.WARNING if self.episodes == 1 else logging.DEBUG,
+                "client %s does not keep up with its session: dropping its actors' output past %d MiB (counted)",
+                self.client_id, self.max_output_bytes // 2**20,
+            )
+        if self._dropping:
+            class_name, pid, lines = self._dropped.get(msg.actor_id, (msg.class_name, msg.pid, 0))
+            self._dropped[msg.actor_id] = (class_name, pid, lines + len(msg.lines))
+            return
+        self._append(pb.ClientNotice(actor_output=msg), size)
+
+    async def get(self) -> pb.ClientNotice | None:
+        """The next notice to write on the session, waiting for one."""
+        while not self._items:
+            self._nonempty.clear()
+            await self._nonempty.wait()
+        notice, size = self._items.popleft()
+        self.output_bytes -= size
+        if self._dropping and self.output_bytes <= self.max_output_bytes // 2:
+            self._resume()
+        return notice
+
+    def _append(self, notice: pb.ClientNotice | None, output_bytes: int) -> None:
+        self._items.append((notice, output_bytes))
+        self.output_bytes += output_bytes
+        self._nonempty.set()
+
+    def _resume(self) -> None:
+        """Stop dropping: queue one counted notice per actor whose lines were dropped."""
+        self._dropping = False
+        dropped, self._dropped = self._dropped, {}
+        total = sum(lines for _, _, lines in dropped.values())
+        log.log(
+            logging.WARNING if self.episodes == 1 else logging.DEBUG,
+            "client %s reads again: %d lines of its actors' output were dropped", self.client_id, total,
+        )
+        for actor_id, (class_name, pid, lines) in dropped.items():
+            text = (
+                f"[actorrt: {lines} lines of output dropped: the client did not keep up; "
+                f"'actorrt logs {actor_id}' has them]"
+            )
+            notice = pb.ActorOutput(
+                actor_id=actor_id, class_name=class_name, pid=pid, lines=[pb.OutputLine(text=text, stderr=True)]
+            )
+            self._append(pb.ClientNotice(actor_output=notice), notice.ByteSize())
+
+
 class MasterLogs:
     table: ClusterTable
     _to_worker: dict[str, Any]
-    _to_client: dict[str, Any]
+    _to_client: dict[str, ClientOutbox]
 
     def _init_logs(self) -> None:
         self._muted: set[str] = set()
@@ -74,9 +161,9 @@ class MasterLogs:
         actor = self.table.actors.get(msg.actor_id)
         if actor is None or actor.client_id in self._muted:
             return
-        queue = self._to_client.get(actor.client_id)
-        if queue is not None:
-            queue.put_nowait(pb.ClientNotice(actor_output=msg))
+        outbox = self._to_client.get(actor.client_id)
+        if outbox is not None:
+            outbox.put_output(msg)
 
     def log_read_answered(self, msg: pb.ActorLog) -> None:
         fut = self._log_reads.pop(msg.request_id, None)

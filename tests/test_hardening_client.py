@@ -1,0 +1,250 @@
+"""Hardening of the client side: ``connect(files=...)`` (folders, symlink loops, size) and a
+client that stops reading its session (the master bounds what it buffers for it)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import actorrt
+from tests.conftest import ProcCluster, wait_until
+
+
+def tree_of(root: str) -> dict[str, tuple[str, int, bytes]]:
+    """Every entry under ``root``: relative path -> (kind, permission bits, contents)."""
+    tree: dict[str, tuple[str, int, bytes]] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            path = os.path.join(folder, name)
+            tree[os.path.relpath(path, root)] = ("dir", os.stat(path).st_mode & 0o777, b"")
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                tree[os.path.relpath(path, root)] = ("file", os.stat(path).st_mode & 0o777, f.read())
+    return tree
+
+
+@actorrt.remote_class
+class Inspector:
+    """Looks at what landed in the actor's working folder."""
+
+    def tree(self, root: str) -> dict[str, tuple[str, int, bytes]]:
+        return tree_of(root)
+
+    def read(self, path: str) -> str:
+        with open(path) as f:
+            return f.read()
+
+    def run(self, path: str) -> str:
+        return subprocess.run([path], capture_output=True, text=True, check=True).stdout
+
+
+# ---- connect(files=[folder]) ships the folder -------------------------------------------------
+
+
+async def test_folders_ship_recursively_with_modes_and_empty_folders(
+    cluster: ProcCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    some = tmp_path / "some_dir"
+    (some / "nested" / "deeper").mkdir(parents=True)
+    (some / "empty").mkdir()
+    (some / "top.txt").write_text("top")
+    (some / ".hidden").write_text("hidden")
+    (some / "nested" / "n.txt").write_text("nested")
+    (some / "nested" / "deeper" / "d.bin").write_bytes(bytes(range(256)))
+    (some / "nested" / "private.txt").write_text("mine")
+    (some / "nested" / "private.txt").chmod(0o600)
+    script = some / "run.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o755)
+    os.symlink("..", some / "nested" / "up")  # a loop back to some_dir: skipped, not followed forever
+    expected = tree_of(str(some))
+    del expected[os.path.join("nested", "up")]  # os.walk lists the link without following it
+    assert ("dir", 0o755, b"") == expected["empty"] and expected["run.sh"][1] == 0o755
+    monkeypatch.chdir(tmp_path)
+
+    for pattern in ["some_dir", "some_dir/", str(some)]:
+        async with cluster.connect(files=[pattern]) as c:
+            inspector = await Inspector.remote()
+            assert await inspector.tree("some_dir") == expected, pattern
+            assert await inspector.run("some_dir/run.sh") == "ran\n"
+            await actorrt.kill(inspector)
+        assert c.closed
+
+
+async def test_files_over_the_size_limit_fail_naming_the_size(cluster: ProcCluster, tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.mkdir()
+    for i in range(3):
+        (big / f"part{i}.bin").write_bytes(b"\0" * (700 * 1024))
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"the 3 matched files add up to 2\.1 MiB, over the 1\.0 MiB"):
+        async with cluster.connect(files=[str(big)], max_payload_mb=1):
+            pass
+    assert time.monotonic() - started < 10
+
+
+async def test_the_host_refuses_shipped_entries_outside_its_folder(cluster: ProcCluster) -> None:
+    """What a client sends is checked again where it is written: no entry, folder or file, lands
+    outside the actor's working folder."""
+    from actorrt.v1 import actor_host_pb2
+
+    name = f"actorrt-escape-{os.getpid()}-{time.time_ns()}"
+    bad = [
+        actor_host_pb2.ShippedFile(path=f"../{name}", data=b"x", mode=0o644),
+        actor_host_pb2.ShippedFile(path=f"../{name}", mode=stat.S_IFDIR | 0o755),
+        actor_host_pb2.ShippedFile(path=f"/tmp/{name}", data=b"x", mode=0o644),
+    ]
+    async with cluster.connect() as c:
+        for entry in bad:
+            c._files = [actor_host_pb2.ShippedFile(path="fine.txt", data=b"ok"), entry]
+            with pytest.raises(actorrt.RemoteError, match="shipped file path must be relative and inside"):
+                await Inspector.remote()
+    assert not os.path.lexists(f"/tmp/{name}")
+
+
+# ---- symlink loops --------------------------------------------------------------------------
+
+
+async def test_files_glob_over_a_symlink_loop_ships_the_real_files(
+    cluster: ProcCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "a.txt").write_text("alpha")
+    (data / "sub" / "b.txt").write_text("beta")
+    os.symlink(".", data / "loop")  # data/loop/loop/loop/... until the kernel says ELOOP
+    os.symlink("a.txt", data / "alias.txt")  # a link to a file: shipped as that file's contents
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    os.symlink(".", bad / "loop")
+    os.symlink("nowhere", bad / "broken")
+    monkeypatch.chdir(tmp_path)
+
+    started = time.monotonic()
+    async with cluster.connect(files=["data/**"]) as c:
+        assert time.monotonic() - started < 30
+        inspector = await Inspector.remote()
+        assert await inspector.read("data/a.txt") == "alpha"
+        assert await inspector.read("data/sub/b.txt") == "beta"
+        assert await inspector.read("data/alias.txt") == "alpha"
+        assert sorted(await inspector.tree("data")) == ["a.txt", "alias.txt", "sub", os.path.join("sub", "b.txt")]
+        await actorrt.kill(inspector)
+    assert c.closed
+
+    with pytest.raises(FileNotFoundError) as failure:
+        async with cluster.connect(files=["bad/*"]):
+            pass
+    message = str(failure.value)
+    assert message == (
+        "files=: 'bad/*' matches nothing to ship, only bad/broken (a broken symlink), bad/loop (a symlink loop)"
+    )
+
+
+# ---- a client that stops reading its session -------------------------------------------------
+
+STALLING_CLIENT = textwrap.dedent(
+    """
+    import asyncio, os, sys, time
+    import actorrt
+
+    @actorrt.remote_class
+    class Flood:
+        def flood(self, delay, seconds, exit_code):
+            time.sleep(delay)
+            line = "x" * 8000
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for _ in range(60):
+                    print(line)
+                time.sleep(0.05)
+            sys.stdout.flush()
+            if exit_code:
+                os._exit(exit_code)
+
+    address, token, ready = sys.argv[1:4]
+    with actorrt.connect(address, token=token) as c:
+        a1 = Flood.remote().result()
+        a2 = Flood.remote().result()
+        waiting = Flood.remote()  # no free slot until a2 exits: placed while we do not read
+        time.sleep(0.5)
+        a1.flood(1.5, 30, 0)
+        a2.flood(1.5, 5, 3)
+        with open(ready + ".tmp", "w") as f:
+            f.write(a1.actor_id + " " + a2.actor_id)
+        os.rename(ready + ".tmp", ready)
+        # Our stdout is a pipe nobody reads: printing the actors' lines blocks the cluster loop
+        # within a moment, so the session is not read either, until the test drains the pipe.
+        sys.stdin.readline()
+        a3 = waiting.result(60)
+        cause = asyncio.run_coroutine_threadsafe(c.death_cause(a2.actor_id, 30), c.loop).result()
+        print("RESULT placed", a3.actor_id, "died", a2.actor_id, repr(cause), flush=True)
+        actorrt.kill(a1).result()
+        actorrt.kill(a3).result()
+    """
+)
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_client_that_stops_reading_does_not_make_the_master_grow(cluster: ProcCluster, tmp_path: Path) -> None:
+    master = cluster.procs[0].pid
+    script, ready = tmp_path / "stall.py", tmp_path / "ready"
+    script.write_text(STALLING_CLIENT)
+    client = subprocess.Popen(
+        [sys.executable, str(script), cluster.address, cluster.token, str(ready)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert wait_until(ready.exists, 60), "the client did not start its actors"
+        a1, a2 = ready.read_text().split()
+        base = peak = rss_bytes(master)
+        stalled_until = time.monotonic() + 12
+        while time.monotonic() < stalled_until:
+            peak = max(peak, rss_bytes(master))
+            time.sleep(0.2)
+        out, err = client.communicate(b"go\n", timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    drained = rss_bytes(master)
+    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+    assert client.returncode == 0, stderr[-3000:]
+    print(f"master RSS: base {base / 2**20:.1f} MiB, peak +{(peak - base) / 2**20:.1f} MiB, "
+          f"after the drain +{(drained - base) / 2**20:.1f} MiB")
+    assert peak - base < 60 * 2**20, f"the master grew by {(peak - base) / 2**20:.0f} MiB"
+    assert drained - base < 60 * 2**20, f"the master kept {(drained - base) / 2**20:.0f} MiB after the drain"
+
+    # The lines that did not fit were counted, per actor, in one notice each time ...
+    dropped = re.findall(
+        r"^\(Flood pid=\d+ id=(\w{8})\) \[actorrt: (\d+) lines of output dropped: the client did not keep up; "
+        r"'actorrt logs (\w+)' has them\]$",
+        stderr,
+        re.M,
+    )
+    assert dropped, stderr[-3000:]
+    assert {full for _, _, full in dropped} <= {a1, a2} and all(full.startswith(short) for short, _, full in dropped)
+    print(f"{sum(int(n) for _, n, _ in dropped)} lines dropped and counted in {len(dropped)} notices")
+    # ... and the control notices sent meanwhile (a placement, a death) all arrived.
+    result = re.search(r"^RESULT placed (\w+) died (\w+) '(.+)'$", stdout, re.M)
+    assert result is not None, stdout[-2000:]
+    print(result.group(0))
+    assert result.group(2) == a2 and "code 3" in result.group(3)
