@@ -163,7 +163,7 @@ class ActorOutput:
             self.actor_ended(actor_id)
 
     def _open(self, actor_id: str, class_name: str, pid: int) -> _Stream:
-        self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _rpc.private_dir(self.log_dir)
         self._prune()
         handler = logging.handlers.RotatingFileHandler(
             self.log_dir / f"{_safe(actor_id)}.log", maxBytes=self.max_bytes, backupCount=self.backups,
