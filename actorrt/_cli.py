@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from actorrt import _ops, _rpc
+from actorrt import _ops, _resources, _rpc
 from actorrt._errors import ActorRTError
 
-DEFAULT_PORT = 8010
+DEFAULT_PORT = _ops.DEFAULT_PORT
 log = logging.getLogger("actorrt")
 
 
@@ -233,35 +233,28 @@ def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def _default_address() -> str:
-    if os.environ.get("ACTORRT_ADDRESS"):
-        return os.environ["ACTORRT_ADDRESS"]
-    try:
-        return (_rpc.state_dir() / "address").read_text().strip()
-    except OSError:
-        return f"127.0.0.1:{DEFAULT_PORT}"
-
-
 def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
     import grpc
 
     from actorrt._client import ClusterStatus
     from actorrt.v1 import master_pb2, master_pb2_grpc
 
-    address = args.address or _default_address()
-    token = _rpc.load_token(args.token)
+    try:
+        target = _ops.ClusterTarget.from_args(args)
+    except _ops.OpsError as e:
+        raise CLIError(str(e)) from e
 
     async def status() -> int:
-        async with _rpc.open_channel(address, _tls(args)) as channel:
+        async with target.channel() as channel:
             stub = master_pb2_grpc.MasterStub(channel)
 
             async def fetch() -> ClusterStatus:
                 try:
                     msg = await stub.GetClusterStatus(
-                        master_pb2.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(token), timeout=args.timeout
+                        master_pb2.GetClusterStatusRequest(), metadata=target.metadata(), timeout=args.timeout
                     )
                 except grpc.RpcError as e:
-                    raise CLIError(f"actorrt status: {_rpc.translate(e, 'status', address)}") from e
+                    raise CLIError(str(target.error(e))) from e
                 return ClusterStatus.from_proto(msg)
 
             return await _ops.run_status(args, fetch)
@@ -276,7 +269,7 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
 
 def cmd_logs(args: argparse.Namespace, argv: list[str]) -> int:
     try:
-        return _ops.run_logs(args, args.address or _default_address())
+        return _ops.run_logs(args)
     except _ops.OpsError as e:
         raise CLIError(str(e)) from e
 
@@ -316,15 +309,11 @@ def _tls(args: argparse.Namespace) -> _rpc.TLS | None:
         raise CLIError(f"actorrt {args.command}: {e}") from e
 
 
-def _add_tls_flags(parser: argparse.ArgumentParser, server: bool) -> None:
-    if server:
-        parser.add_argument("--tls-cert", help="PEM certificate this node serves with (turns TLS on)")
-        parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
-        parser.add_argument("--tls-ca", help="PEM CA: verify peers with it, and require client certificates (mutual TLS)")
-    else:
-        parser.add_argument("--tls-ca", help="PEM CA that the cluster's certificates are signed by (turns TLS on)")
-        parser.add_argument("--tls-cert", help="PEM client certificate, for mutual TLS")
-        parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+def _add_tls_flags(parser: argparse.ArgumentParser) -> None:
+    """TLS flags of the daemons; clients' are in ``_ops.add_cluster_args``."""
+    parser.add_argument("--tls-cert", help="PEM certificate this node serves with (turns TLS on)")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument("--tls-ca", help="PEM CA: verify peers with it, and require client certificates (mutual TLS)")
 
 
 def _run(coro: Any) -> Any:
@@ -387,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
     start.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
-    _add_tls_flags(start, server=True)
+    _add_tls_flags(start)
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _ops.add_daemon_args(start)
@@ -401,16 +390,14 @@ def build_parser() -> argparse.ArgumentParser:
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
     conn.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
-    _add_tls_flags(conn, server=True)
+    _add_tls_flags(conn)
     conn.add_argument("--block", action="store_true", help="stay in the foreground")
     conn.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _ops.add_daemon_args(conn)
     conn.set_defaults(func=cmd_connect)
 
     status = sub.add_parser("status", help="show nodes, slots, actors and clients")
-    status.add_argument("--address", type=_address, default=None, help="master HOST:PORT (default: the last start)")
-    status.add_argument("--token", default=None)
-    _add_tls_flags(status, server=False)
+    _ops.add_cluster_args(status, _address)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--timeout", type=float, default=5.0)
     _ops.add_status_args(status)

@@ -1,0 +1,173 @@
+"""Hardening of the CLI and the daemons it starts, each against real processes on 127.0.0.1:
+one channel factory with TLS for every client command, no token on any command line, rotated
+daemon logs, ``stop`` that checks a process's identity, bounded resource counts, and a private
+state directory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import grpc
+import pytest
+
+import actorrt
+from actorrt import _rpc
+from actorrt.v1 import master_pb2, master_pb2_grpc
+from tests.conftest import ProcCluster, actorrt_cli, free_port, wait_until
+from tests.test_security import pki  # noqa: F401 - the fixture: a CA and certificates for 127.0.0.1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _record_pids(home: Path) -> list[int]:
+    return [int(p.stem) for p in (home / "processes").glob("*.json")]
+
+
+def _children(parents: set[int]) -> list[int]:
+    """Live processes whose parent is one of ``parents``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) in parents:
+            found.append(int(proc.name))
+    return found
+
+
+def _one_line(out: subprocess.CompletedProcess[str]) -> bool:
+    return out.returncode == 1 and out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr
+
+
+@pytest.fixture
+def stop_by_pid(fresh_home: Path) -> Iterator[list[int]]:
+    """After the test: ``actorrt stop``, then SIGKILL whatever recorded or listed PID still runs."""
+    extra: list[int] = []
+    yield extra
+    pids = set(_record_pids(fresh_home)) if (fresh_home / "processes").is_dir() else set()
+    actorrt_cli("stop", "--timeout", "5")
+    for pid in [*pids, *extra]:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ---- 3: actorrt logs honours TLS, through the one channel factory ------------------------------
+
+
+class _RecordingProxy:
+    """A TCP forwarder on 127.0.0.1 that keeps every byte the client sent."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.sent = bytearray()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self) -> None:
+        self.listener.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                continue
+            server = socket.create_connection(self.target)
+            for src, dst, record in ((client, server, True), (server, client, False)):
+                t = threading.Thread(target=self._pipe, args=(src, dst, record), daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, record: bool) -> None:
+        src.settimeout(0.1)
+        try:
+            while not self._stop.is_set():
+                try:
+                    data = src.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    break
+                if record:
+                    self.sent.extend(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(5)
+        self.listener.close()
+
+
+@actorrt.remote_class
+class Talker:
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+
+async def test_logs_speaks_tls_from_flags_and_env_and_never_sends_the_token_in_plaintext(
+    tmp_path: Path, pki: dict[str, str]  # noqa: F811 - the imported fixture
+) -> None:
+    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
+    c = ProcCluster(tmp_path / "home").start(
+        workers=1, cpus_per_worker=1, master_args=node, worker_args=node, status_args=("--tls-ca", pki["ca"])
+    )
+    proxy = _RecordingProxy(c.address)
+    try:
+        async with actorrt.connect(c.address, token=c.token, tls_ca=pki["ca"], log_to_driver=False):
+            talker = await Talker.remote()
+            await talker.say("hello over tls")
+            args = ("logs", talker.actor_id, "--address", proxy.address, "--token", c.token, "--timeout", "10")
+
+            def logs_with_flag() -> bool:
+                got = actorrt_cli(*args, "--tls-ca", pki["ca"])
+                return got.returncode == 0 and got.stdout == "hello over tls\n"
+
+            assert await asyncio.to_thread(wait_until, logs_with_flag, 20)
+            env = dict(os.environ, ACTORRT_TLS_CA=pki["ca"])
+            got = await asyncio.to_thread(actorrt_cli, *args, env=env)
+            assert got.returncode == 0 and got.stdout == "hello over tls\n", got.stderr
+            assert proxy.sent and c.token.encode() not in proxy.sent  # inside TLS only
+
+            proxy.sent.clear()
+            plain = await asyncio.to_thread(actorrt_cli, *args[:-1], "5")
+            assert _one_line(plain), plain.stderr
+            assert "no actorrt master answers" in plain.stderr and "--tls-ca" in plain.stderr
+            # The plaintext attempt ended at the handshake: the HTTP/2 preface went out, the
+            # request with its token never did.
+            assert bytes(proxy.sent).startswith(b"PRI * HTTP/2.0")
+            assert c.token.encode() not in proxy.sent
+            await actorrt.kill(talker)
+        assert len(c.status()["nodes"]) == 1  # the cluster serves on
+    finally:
+        proxy.close()
+        c.stop()
