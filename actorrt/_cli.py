@@ -36,11 +36,22 @@ def _records_dir() -> Path:
     return _rpc.state_dir() / "processes"
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat).
+
+    With the PID it names one process for good: a recycled PID has another start time.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])  # fields[0] is field 3, the state
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _write_record(**fields: Any) -> Path:
-    path = _records_dir() / f"{os.getpid()}.json"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = _rpc.state_dir("processes", create=True) / f"{os.getpid()}.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), **fields}))
+    tmp.write_text(json.dumps({"pid": os.getpid(), "start_time": _start_time(os.getpid()), **fields}))
     tmp.replace(path)
     return path
 
@@ -55,12 +66,20 @@ def _read_records() -> list[dict[str, Any]]:
     return records
 
 
-def _alive(pid: int) -> bool:
+def _alive(record: dict[str, Any]) -> bool:
+    """Whether the process a record names still runs: same PID *and* same start time.
+
+    A record without a start time (written by an older actorrt) cannot tell its process from a
+    recycled PID, so it never counts as alive: ``stop`` signals nothing on its word.
+    """
+    pid = int(record["pid"])
+    if record.get("start_time") is None or _start_time(pid) != record["start_time"]:
+        return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"actorrt" in cmdline  # never signal a recycled PID that is not ours
+    return b"actorrt" in cmdline  # empty for a zombie
 
 
 # ---- start / connect ------------------------------------------------------------------------
@@ -279,17 +298,20 @@ def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
     targets = []
     for record in records:
         pid = int(record["pid"])
-        if _alive(pid):
+        if _alive(record):
             os.kill(pid, signal.SIGTERM)
             targets.append(record)
-        else:
+        else:  # gone, or its PID now belongs to another process: nothing of ours to signal
             Path(record["_path"]).unlink(missing_ok=True)
+            if record.get("start_time") is None and _start_time(pid) is not None:
+                print(f"not signalling pid {pid}: its record has no start time to tell it from a recycled PID; "
+                      f"kill it yourself if it is an actorrt {record.get('kind', 'process')}")
     deadline = time.monotonic() + args.timeout
-    while any(_alive(int(r["pid"])) for r in targets) and time.monotonic() < deadline:
+    while any(_alive(r) for r in targets) and time.monotonic() < deadline:
         time.sleep(0.05)
     for record in targets:
         pid = int(record["pid"])
-        if _alive(pid):
+        if _alive(record):
             os.kill(pid, signal.SIGKILL)
         Path(record["_path"]).unlink(missing_ok=True)
         print(f"stopped {record.get('kind', 'process')} pid {pid} ({record.get('address', '')})")

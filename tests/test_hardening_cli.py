@@ -171,3 +171,33 @@ async def test_logs_speaks_tls_from_flags_and_env_and_never_sends_the_token_in_p
     finally:
         proxy.close()
         c.stop()
+
+
+# ---- 11: stop signals only the very process it recorded ---------------------------------------
+
+
+def test_stop_never_signals_a_process_that_reused_a_recorded_pid(fresh_home: Path) -> None:
+    records = fresh_home / "processes"
+    records.mkdir(parents=True)
+    # Unrelated processes whose command lines contain "actorrt", under PIDs the records name.
+    impostors = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "actorrt", "--block"])
+        for _ in range(2)
+    ]
+    try:
+        started = int(Path(f"/proc/{impostors[0].pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        stale = {"pid": impostors[0].pid, "start_time": started - 100, "kind": "master", "address": "127.0.0.1:1"}
+        legacy = {"pid": impostors[1].pid, "kind": "worker", "address": "127.0.0.1:1"}  # no start time at all
+        for record in (stale, legacy):
+            (records / f"{record['pid']}.json").write_text(json.dumps(record))
+
+        out = actorrt_cli("stop", "--timeout", "2")
+        assert out.returncode == 0, out.stderr
+        assert "nothing to stop" in out.stdout and "stopped" not in out.stdout
+        time.sleep(0.5)  # a signal, had one been sent, lands at once
+        assert all(p.poll() is None for p in impostors), "stop signalled a process that was not its own"
+        assert not list(records.glob("*.json"))  # the stale records are gone
+    finally:
+        for p in impostors:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
