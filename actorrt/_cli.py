@@ -85,23 +85,57 @@ def _alive(record: dict[str, Any]) -> bool:
 # ---- start / connect ------------------------------------------------------------------------
 
 
-def _configure_logging(level: str, fmt: str = "text") -> None:
+def _configure_logging(args: argparse.Namespace) -> None:
     from actorrt._logs import configure_logging
 
-    configure_logging(level, fmt)
+    configure_logging(
+        args.log_level, args.log_format, path=Path(args.log_file) if args.log_file else None,
+        max_bytes=args.log_max_bytes, backups=args.log_backups,
+    )
 
 
-def _background(argv: list[str], kind: str, timeout_s: float) -> dict[str, Any]:
-    """Re-run this command with --block as a detached process; return its record once ready."""
-    logs = _rpc.state_dir() / "logs"
-    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
-    log_path = logs / f"{kind}-{int(time.time() * 1000)}.log"
+def _without_token(argv: list[str]) -> list[str]:
+    """``argv`` less ``--token T`` / ``--token=T`` (and the prefixes of --token argparse accepts)."""
+
+    def is_token_flag(arg: str) -> bool:
+        return len(arg) >= 4 and "--token".startswith(arg)
+
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif is_token_flag(arg):
+            skip = True
+        elif not (arg.startswith("--") and "=" in arg and is_token_flag(arg.split("=", 1)[0])):
+            out.append(arg)
+    return out
+
+
+def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s: float) -> dict[str, Any]:
+    """Re-run this command with --block as a detached process; return its record once ready.
+
+    The token travels in the child's environment (``/proc/PID/environ`` is its owner's alone),
+    never on its command line, which every local user can read. The child logs to a file it
+    rotates (``--log-file``); its stdout and stderr go to the same file from the start, so the
+    last line there says why it exited before it was ready.
+    """
+    child_argv = _without_token(argv)
+    env = dict(os.environ)
+    if args.token:
+        env["ACTORRT_TOKEN"] = args.token
+    if args.log_file:
+        log_path = Path(args.log_file)
+    else:
+        log_path = _rpc.state_dir("logs", create=True) / f"{kind}-{int(time.time() * 1000)}.log"
+        child_argv += ["--log-file", str(log_path)]
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "actorrt", *argv, "--block"],
+            [sys.executable, "-m", "actorrt", *child_argv, "--block"],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
         )
     record_path = _records_dir() / f"{proc.pid}.json"
@@ -171,7 +205,7 @@ async def _run_start(args: argparse.Namespace) -> None:
         for service in reversed(services):
             await service.close()
         raise CLIError(str(e)) from e
-    (_rpc.state_dir() / "address").write_text(master.address + "\n")
+    (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
     record = _write_record(kind="master", address=master.address, token_file=str(token_file), ready=True,
                            metrics=metrics.url if metrics else "")
     cpus = services[1].cpus if len(services) > 1 else 0
@@ -225,10 +259,10 @@ async def _run_connect(args: argparse.Namespace) -> None:
 
 def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
     if args.block:
-        _configure_logging(args.log_level, args.log_format)
+        _configure_logging(args)
         _run(_run_start(args))
         return 0
-    record = _background(argv, "master", timeout_s=60)
+    record = _background(args, argv, "master", timeout_s=60)
     address = record["address"]
     print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
@@ -242,10 +276,10 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
 
 def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
     if args.block:
-        _configure_logging(args.log_level, args.log_format)
+        _configure_logging(args)
         _run(_run_connect(args))
         return 0
-    record = _background(argv, "worker", timeout_s=args.timeout + 30)
+    record = _background(args, argv, "worker", timeout_s=args.timeout + 30)
     print(f"actorrt worker {record['worker_id']} joined {record['address']} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")

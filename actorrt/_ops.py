@@ -55,6 +55,20 @@ def add_daemon_args(parser: argparse.ArgumentParser) -> None:
         "--log-format", default="text", choices=["text", "json"],
         help="daemon log lines: 'text' (one line per event, ids as key=value) or 'json'",
     )
+    parser.add_argument(
+        "--log-file", default=None,
+        help="write the daemon's log, stdout and stderr to this file, rotated by size (default: stderr "
+        "with --block, else ACTORRT_HOME/logs/<kind>-<ms>.log)",
+    )
+    parser.add_argument(
+        "--log-max-bytes", type=_log_bytes, default=_logs.DAEMON_LOG_BYTES,
+        help=f"rotate the log file at this size (default {_logs.DAEMON_LOG_BYTES // 2**20} MiB)",
+    )
+    parser.add_argument(
+        "--log-backups", type=_positive_int, default=_logs.DAEMON_LOG_BACKUPS,
+        help=f"rotated log files kept (default {_logs.DAEMON_LOG_BACKUPS}): at most "
+        "(backups + 1) x max bytes on disk",
+    )
 
 
 def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default_host: str) -> MetricsServer | None:
@@ -289,4 +303,11 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _log_bytes(text: str) -> int:
+    value = int(text)
+    if value < 1024:
+        raise argparse.ArgumentTypeError(f"must be >= 1024, got {value}")
     return value

@@ -173,6 +173,84 @@ async def test_logs_speaks_tls_from_flags_and_env_and_never_sends_the_token_in_p
         c.stop()
 
 
+# ---- 4: the token is on no command line ----------------------------------------------------------
+
+
+def test_start_and_connect_keep_the_token_off_every_command_line(fresh_home: Path, stop_by_pid: list[int]) -> None:
+    token = "cmdline-secret-" + os.urandom(8).hex()
+    port = free_port()
+    started = actorrt_cli("start", "--port", str(port), "--cpus", "1", "--token", token)
+    assert started.returncode == 0, started.stderr
+    joined = actorrt_cli("connect", "--address", f"127.0.0.1:{port}", "--cpus", "1", f"--token={token}")
+    assert joined.returncode == 0, joined.stderr
+
+    daemons = set(_record_pids(fresh_home))
+    assert len(daemons) == 2
+    hosts = _children(daemons)
+    assert len(hosts) >= 2  # one warm actor host per slot, ready before start/connect return
+    for pid in [*daemons, *hosts]:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert token.encode() not in cmdline, f"pid {pid}: {cmdline!r}"
+
+    status = actorrt_cli("status", "--json", "--address", f"127.0.0.1:{port}", "--token", token)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["slots"]["total"] == 2  # both joined with the token
+
+
+# ---- 8: the daemons' own logs rotate -----------------------------------------------------------
+
+
+@actorrt.remote_class
+class Printer:
+    def spam(self, n: int) -> int:
+        for i in range(n):
+            print(f"spam line {i:06d} " + "x" * 80)
+        return n
+
+
+async def test_daemon_logs_rotate_under_their_bound(fresh_home: Path, stop_by_pid: list[int]) -> None:
+    max_bytes, backups = 64 * 1024, 2
+    port = free_port()
+    started = await asyncio.to_thread(
+        actorrt_cli, "start", "--port", str(port), "--cpus", "1",
+        "--log-max-bytes", str(max_bytes), "--log-backups", str(backups),
+    )
+    assert started.returncode == 0, started.stderr
+    address = f"127.0.0.1:{port}"
+    logs = fresh_home / "logs"
+
+    # Refused RPCs (each may log a warning) and 5,000 echoed actor lines of ~100 bytes: ~0.5 MB.
+    async with grpc.aio.insecure_channel(address) as ch:
+        stub = master_pb2_grpc.MasterStub(ch)
+        for _ in range(1000):
+            with pytest.raises(grpc.RpcError):
+                await stub.GetClusterStatus(master_pb2.GetClusterStatusRequest(), timeout=5)
+    async with actorrt.connect(address, token=(fresh_home / "token").read_text().strip(), log_to_driver=False):
+        printer = await Printer.remote()
+        assert await printer.spam(5000) == 5000
+        await actorrt.kill(printer)
+
+    def last_line_logged() -> bool:
+        current = sorted(logs.glob("master-*.log"))
+        return bool(current) and "spam line 004999" in current[0].read_text(errors="replace")
+
+    assert await asyncio.to_thread(wait_until, last_line_logged, 15)
+    files = sorted(logs.glob("master-*.log*"))
+    sizes = {p.name: p.stat().st_size for p in files}
+    assert len(files) == backups + 1, sizes  # it rotated, and kept no more than it should
+    assert all(size <= max_bytes for size in sizes.values()), sizes
+    assert sum(sizes.values()) <= (backups + 1) * max_bytes
+    status = await asyncio.to_thread(actorrt_cli, "status", "--json", "--address", address)
+    assert status.returncode == 0, status.stderr  # and it serves on
+
+
+def test_log_rotation_flags_are_checked(fresh_home: Path) -> None:
+    out = actorrt_cli("start", "--log-max-bytes", "10")
+    assert out.returncode == 2 and "--log-max-bytes" in out.stderr and "must be >= 1024" in out.stderr
+    out = actorrt_cli("connect", "--address", "127.0.0.1:1", "--log-backups", "0")
+    assert out.returncode == 2 and "--log-backups" in out.stderr and "must be > 0" in out.stderr
+
+
 # ---- 11: stop signals only the very process it recorded ---------------------------------------
 
 
@@ -201,3 +279,18 @@ def test_stop_never_signals_a_process_that_reused_a_recorded_pid(fresh_home: Pat
         for p in impostors:
             os.kill(p.pid, signal.SIGKILL)
             p.wait()
+
+
+# ---- 15: the state directory is private -------------------------------------------------------
+
+
+def test_state_dir_and_everything_under_it_is_private(fresh_home: Path, stop_by_pid: list[int]) -> None:
+    assert not fresh_home.exists()
+    out = actorrt_cli("start", "--port", str(free_port()), "--cpus", "1")
+    assert out.returncode == 0, out.stderr
+    assert actorrt_cli("stop").returncode == 0
+    folders = [fresh_home, *(p for p in fresh_home.rglob("*") if p.is_dir())]
+    assert len(folders) >= 3  # the home, logs, processes
+    modes = {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in folders}
+    assert all(m == "0o700" for m in modes.values()), modes
+    assert stat.S_IMODE((fresh_home / "token").stat().st_mode) == 0o600
