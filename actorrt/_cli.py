@@ -257,7 +257,19 @@ async def _run_connect(args: argparse.Namespace) -> None:
         record.unlink(missing_ok=True)
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Refuse --cpus/--gpus this machine cannot honestly offer, before anything starts."""
+    cpus = (os.cpu_count() or 1) if args.cpus is None else args.cpus
+    if cpus == 0:  # start --cpus 0: no local worker
+        return
+    try:
+        _resources.check_counts(cpus, args.gpus, "--cpus", "--gpus")
+    except ValueError as e:
+        raise CLIError(f"actorrt {args.command}: {e}") from e
+
+
 def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
+    _check_counts(args)
     if args.block:
         _configure_logging(args)
         _run(_run_start(args))
@@ -275,6 +287,7 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
+    _check_counts(args)
     if args.block:
         _configure_logging(args)
         _run(_run_connect(args))

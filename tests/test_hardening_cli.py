@@ -281,6 +281,47 @@ def test_stop_never_signals_a_process_that_reused_a_recorded_pid(fresh_home: Pat
             p.wait()
 
 
+# ---- 14: resource counts are bounded -----------------------------------------------------------
+
+
+def test_absurd_resource_counts_are_refused_before_anything_starts(
+    fresh_home: Path, stop_by_pid: list[int]
+) -> None:
+    port = free_port()
+    t0 = time.monotonic()
+    out = actorrt_cli("start", "--port", str(port), "--gpus", "10000000")
+    assert _one_line(out) and "--gpus 10000000" in out.stderr, out.stderr
+    out = actorrt_cli("connect", "--address", f"127.0.0.1:{port}", "--cpus", str(10**7), "--token", "t")
+    assert _one_line(out) and "--cpus 10000000" in out.stderr, out.stderr
+    assert time.monotonic() - t0 < 20  # fails fast: nothing was started and waited for
+    assert not (fresh_home / "processes").exists() or not _record_pids(fresh_home)
+    with socket.socket() as s:  # nothing listens on the port
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+    from actorrt._worker import WorkerDaemon
+
+    with pytest.raises(ValueError, match="gpus 10000000 is out of range|gpus 10000000 is more than"):
+        WorkerDaemon("127.0.0.1:1", cpus=1, gpus=10**7)
+    with pytest.raises(ValueError, match="cpus 10000000 is out of range"):
+        WorkerDaemon("127.0.0.1:1", cpus=10**7)
+
+
+@pytest.mark.parametrize("field", ["gpus", "cpus"])
+async def test_master_refuses_register_worker_with_absurd_counts(cluster: ProcCluster, field: str) -> None:
+    counts = {"cpus": 1, "gpus": 0, field: 10**7}
+    async with grpc.aio.insecure_channel(cluster.address) as ch:
+        call = master_pb2_grpc.MasterStub(ch).WorkerSession(metadata=_rpc.auth_metadata(cluster.token))
+        await call.write(master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(
+            version=_rpc.PROTOCOL_VERSION, node="absurd", node_ip="127.0.0.1", **counts
+        )))
+        with pytest.raises(grpc.RpcError) as info:
+            await call.read()
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"RegisterWorker.{field}" in (info.value.details() or "")
+    status = await asyncio.to_thread(cluster.status)
+    assert len(status["nodes"]) == 2 and all(n["node"] != "absurd" for n in status["nodes"])
+
+
 # ---- 15: the state directory is private -------------------------------------------------------
 
 
