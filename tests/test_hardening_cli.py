@@ -80,6 +80,7 @@ class _RecordingProxy:
         host, port = target.rsplit(":", 1)
         self.target = (host, int(port))
         self.sent = bytearray()
+        self._sockets: list[socket.socket] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self._stop = threading.Event()
@@ -94,6 +95,7 @@ class _RecordingProxy:
             except OSError:
                 continue
             server = socket.create_connection(self.target)
+            self._sockets += [client, server]
             for src, dst, record in ((client, server, True), (server, client, False)):
                 t = threading.Thread(target=self._pipe, args=(src, dst, record), daemon=True)
                 self._threads.append(t)
@@ -125,7 +127,8 @@ class _RecordingProxy:
         self._stop.set()
         for t in self._threads:
             t.join(5)
-        self.listener.close()
+        for s in [*self._sockets, self.listener]:
+            s.close()
 
 
 @actorrt.remote_class
