@@ -274,6 +274,7 @@ class JsonFormatter(logging.Formatter):
 
 DAEMON_LOG_BYTES = 10 * 2**20  # a daemon's log file, before it rotates
 DAEMON_LOG_BACKUPS = 3  # rotated daemon log files kept
+MAX_RAW_LINE = 2**16  # characters of one stdout/stderr line; longer ones are cut in pieces
 
 
 def configure_logging(
@@ -305,8 +306,9 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper()))
     if isinstance(handler, DaemonLogFile):
-        sys.stdout = _HandlerStream(handler, 1)  # type: ignore[assignment]
-        sys.stderr = _HandlerStream(handler, 2)  # type: ignore[assignment]
+        max_line = min(MAX_RAW_LINE, max(1, max_bytes // 4))  # a piece fits in a file, in UTF-8
+        sys.stdout = _HandlerStream(handler, 1, max_line)  # type: ignore[assignment]
+        sys.stderr = _HandlerStream(handler, 2, max_line)  # type: ignore[assignment]
 
 
 class DaemonLogFile(logging.handlers.RotatingFileHandler):
@@ -347,12 +349,15 @@ class _RawOrEvent(logging.Formatter):
 
 class _HandlerStream(io.TextIOBase):
     """``sys.stdout``/``sys.stderr`` of a daemon that logs to a file: whole lines, unformatted,
-    through its rotating handler. ``fileno`` is the descriptor that follows the current file."""
+    through its rotating handler, cut in pieces of at most ``max_line`` characters (so one
+    line never outgrows a file, nor memory). ``fileno`` is the descriptor that follows the
+    current file."""
 
-    def __init__(self, handler: logging.Handler, fd: int) -> None:
+    def __init__(self, handler: logging.Handler, fd: int, max_line: int = MAX_RAW_LINE) -> None:
         super().__init__()
         self._handler = handler
         self._fd = fd
+        self._max_line = max_line
         self._pending = ""
         self._lock = threading.RLock()
         self._writing = False
@@ -374,8 +379,12 @@ class _HandlerStream(io.TextIOBase):
         with self._lock:
             self._pending += text
             *lines, self._pending = self._pending.split("\n")
+            if len(self._pending) > self._max_line:  # no newline in sight
+                lines.append(self._pending)
+                self._pending = ""
             for line in lines:
-                self._emit(line)
+                for start in range(0, max(1, len(line)), self._max_line):
+                    self._emit(line[start : start + self._max_line])
         return len(text)
 
     def flush(self) -> None:
