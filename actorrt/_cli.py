@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from actorrt import _ops, _rpc
+from actorrt import _ops, _resources, _rpc
 from actorrt._errors import ActorRTError
 
-DEFAULT_PORT = 8010
+DEFAULT_PORT = _ops.DEFAULT_PORT
 log = logging.getLogger("actorrt")
 
 
@@ -36,11 +36,22 @@ def _records_dir() -> Path:
     return _rpc.state_dir() / "processes"
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat).
+
+    With the PID it names one process for good: a recycled PID has another start time.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])  # fields[0] is field 3, the state
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _write_record(**fields: Any) -> Path:
-    path = _records_dir() / f"{os.getpid()}.json"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = _rpc.state_dir("processes", create=True) / f"{os.getpid()}.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), **fields}))
+    tmp.write_text(json.dumps({"pid": os.getpid(), "start_time": _start_time(os.getpid()), **fields}))
     tmp.replace(path)
     return path
 
@@ -55,34 +66,76 @@ def _read_records() -> list[dict[str, Any]]:
     return records
 
 
-def _alive(pid: int) -> bool:
+def _alive(record: dict[str, Any]) -> bool:
+    """Whether the process a record names still runs: same PID *and* same start time.
+
+    A record without a start time (written by an older actorrt) cannot tell its process from a
+    recycled PID, so it never counts as alive: ``stop`` signals nothing on its word.
+    """
+    pid = int(record["pid"])
+    if record.get("start_time") is None or _start_time(pid) != record["start_time"]:
+        return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"actorrt" in cmdline  # never signal a recycled PID that is not ours
+    return b"actorrt" in cmdline  # empty for a zombie
 
 
 # ---- start / connect ------------------------------------------------------------------------
 
 
-def _configure_logging(level: str, fmt: str = "text") -> None:
+def _configure_logging(args: argparse.Namespace) -> None:
     from actorrt._logs import configure_logging
 
-    configure_logging(level, fmt)
+    configure_logging(
+        args.log_level, args.log_format, path=Path(args.log_file) if args.log_file else None,
+        max_bytes=args.log_max_bytes, backups=args.log_backups,
+    )
 
 
-def _background(argv: list[str], kind: str, timeout_s: float) -> dict[str, Any]:
-    """Re-run this command with --block as a detached process; return its record once ready."""
-    logs = _rpc.state_dir() / "logs"
-    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
-    log_path = logs / f"{kind}-{int(time.time() * 1000)}.log"
+def _without_token(argv: list[str]) -> list[str]:
+    """``argv`` less ``--token T`` / ``--token=T`` (and the prefixes of --token argparse accepts)."""
+
+    def is_token_flag(arg: str) -> bool:
+        return len(arg) >= 4 and "--token".startswith(arg)
+
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif is_token_flag(arg):
+            skip = True
+        elif not (arg.startswith("--") and "=" in arg and is_token_flag(arg.split("=", 1)[0])):
+            out.append(arg)
+    return out
+
+
+def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s: float) -> dict[str, Any]:
+    """Re-run this command with --block as a detached process; return its record once ready.
+
+    The token travels in the child's environment (``/proc/PID/environ`` is its owner's alone),
+    never on its command line, which every local user can read. The child logs to a file it
+    rotates (``--log-file``); its stdout and stderr go to the same file from the start, so the
+    last line there says why it exited before it was ready.
+    """
+    child_argv = _without_token(argv)
+    env = dict(os.environ)
+    if args.token:
+        env["ACTORRT_TOKEN"] = args.token
+    if args.log_file:
+        log_path = Path(args.log_file)
+    else:
+        log_path = _rpc.state_dir("logs", create=True) / f"{kind}-{int(time.time() * 1000)}.log"
+        child_argv += ["--log-file", str(log_path)]
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "actorrt", *argv, "--block"],
+            [sys.executable, "-m", "actorrt", *child_argv, "--block"],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
         )
     record_path = _records_dir() / f"{proc.pid}.json"
@@ -152,7 +205,7 @@ async def _run_start(args: argparse.Namespace) -> None:
         for service in reversed(services):
             await service.close()
         raise CLIError(str(e)) from e
-    (_rpc.state_dir() / "address").write_text(master.address + "\n")
+    (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
     record = _write_record(kind="master", address=master.address, token_file=str(token_file), ready=True,
                            metrics=metrics.url if metrics else "")
     cpus = services[1].cpus if len(services) > 1 else 0
@@ -204,12 +257,24 @@ async def _run_connect(args: argparse.Namespace) -> None:
         record.unlink(missing_ok=True)
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Refuse --cpus/--gpus this machine cannot honestly offer, before anything starts."""
+    cpus = (os.cpu_count() or 1) if args.cpus is None else args.cpus
+    if cpus == 0:  # start --cpus 0: no local worker
+        return
+    try:
+        _resources.check_counts(cpus, args.gpus, "--cpus", "--gpus")
+    except ValueError as e:
+        raise CLIError(f"actorrt {args.command}: {e}") from e
+
+
 def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
+    _check_counts(args)
     if args.block:
-        _configure_logging(args.log_level, args.log_format)
+        _configure_logging(args)
         _run(_run_start(args))
         return 0
-    record = _background(argv, "master", timeout_s=60)
+    record = _background(args, argv, "master", timeout_s=60)
     address = record["address"]
     print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
@@ -222,24 +287,16 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
+    _check_counts(args)
     if args.block:
-        _configure_logging(args.log_level, args.log_format)
+        _configure_logging(args)
         _run(_run_connect(args))
         return 0
-    record = _background(argv, "worker", timeout_s=args.timeout + 30)
+    record = _background(args, argv, "worker", timeout_s=args.timeout + 30)
     print(f"actorrt worker {record['worker_id']} joined {record['address']} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")
     return 0
-
-
-def _default_address() -> str:
-    if os.environ.get("ACTORRT_ADDRESS"):
-        return os.environ["ACTORRT_ADDRESS"]
-    try:
-        return (_rpc.state_dir() / "address").read_text().strip()
-    except OSError:
-        return f"127.0.0.1:{DEFAULT_PORT}"
 
 
 def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
@@ -248,20 +305,22 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
     from actorrt._client import ClusterStatus
     from actorrt.v1 import master_pb2, master_pb2_grpc
 
-    address = args.address or _default_address()
-    token = _rpc.load_token(args.token)
+    try:
+        target = _ops.ClusterTarget.from_args(args)
+    except _ops.OpsError as e:
+        raise CLIError(str(e)) from e
 
     async def status() -> int:
-        async with _rpc.open_channel(address, _tls(args)) as channel:
+        async with target.channel() as channel:
             stub = master_pb2_grpc.MasterStub(channel)
 
             async def fetch() -> ClusterStatus:
                 try:
                     msg = await stub.GetClusterStatus(
-                        master_pb2.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(token), timeout=args.timeout
+                        master_pb2.GetClusterStatusRequest(), metadata=target.metadata(), timeout=args.timeout
                     )
                 except grpc.RpcError as e:
-                    raise CLIError(f"actorrt status: {_rpc.translate(e, 'status', address)}") from e
+                    raise CLIError(str(target.error(e))) from e
                 return ClusterStatus.from_proto(msg)
 
             return await _ops.run_status(args, fetch)
@@ -276,7 +335,7 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
 
 def cmd_logs(args: argparse.Namespace, argv: list[str]) -> int:
     try:
-        return _ops.run_logs(args, args.address or _default_address())
+        return _ops.run_logs(args)
     except _ops.OpsError as e:
         raise CLIError(str(e)) from e
 
@@ -286,17 +345,20 @@ def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
     targets = []
     for record in records:
         pid = int(record["pid"])
-        if _alive(pid):
+        if _alive(record):
             os.kill(pid, signal.SIGTERM)
             targets.append(record)
-        else:
+        else:  # gone, or its PID now belongs to another process: nothing of ours to signal
             Path(record["_path"]).unlink(missing_ok=True)
+            if record.get("start_time") is None and _start_time(pid) is not None:
+                print(f"not signalling pid {pid}: its record has no start time to tell it from a recycled PID; "
+                      f"kill it yourself if it is an actorrt {record.get('kind', 'process')}")
     deadline = time.monotonic() + args.timeout
-    while any(_alive(int(r["pid"])) for r in targets) and time.monotonic() < deadline:
+    while any(_alive(r) for r in targets) and time.monotonic() < deadline:
         time.sleep(0.05)
     for record in targets:
         pid = int(record["pid"])
-        if _alive(pid):
+        if _alive(record):
             os.kill(pid, signal.SIGKILL)
         Path(record["_path"]).unlink(missing_ok=True)
         print(f"stopped {record.get('kind', 'process')} pid {pid} ({record.get('address', '')})")
@@ -316,15 +378,11 @@ def _tls(args: argparse.Namespace) -> _rpc.TLS | None:
         raise CLIError(f"actorrt {args.command}: {e}") from e
 
 
-def _add_tls_flags(parser: argparse.ArgumentParser, server: bool) -> None:
-    if server:
-        parser.add_argument("--tls-cert", help="PEM certificate this node serves with (turns TLS on)")
-        parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
-        parser.add_argument("--tls-ca", help="PEM CA: verify peers with it, and require client certificates (mutual TLS)")
-    else:
-        parser.add_argument("--tls-ca", help="PEM CA that the cluster's certificates are signed by (turns TLS on)")
-        parser.add_argument("--tls-cert", help="PEM client certificate, for mutual TLS")
-        parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+def _add_tls_flags(parser: argparse.ArgumentParser) -> None:
+    """TLS flags of the daemons; clients' are in ``_ops.add_cluster_args``."""
+    parser.add_argument("--tls-cert", help="PEM certificate this node serves with (turns TLS on)")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument("--tls-ca", help="PEM CA: verify peers with it, and require client certificates (mutual TLS)")
 
 
 def _run(coro: Any) -> Any:
@@ -387,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
     start.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
-    _add_tls_flags(start, server=True)
+    _add_tls_flags(start)
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _ops.add_daemon_args(start)
@@ -401,16 +459,14 @@ def build_parser() -> argparse.ArgumentParser:
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
     conn.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
-    _add_tls_flags(conn, server=True)
+    _add_tls_flags(conn)
     conn.add_argument("--block", action="store_true", help="stay in the foreground")
     conn.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _ops.add_daemon_args(conn)
     conn.set_defaults(func=cmd_connect)
 
     status = sub.add_parser("status", help="show nodes, slots, actors and clients")
-    status.add_argument("--address", type=_address, default=None, help="master HOST:PORT (default: the last start)")
-    status.add_argument("--token", default=None)
-    _add_tls_flags(status, server=False)
+    _ops.add_cluster_args(status, _address)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--timeout", type=float, default=5.0)
     _ops.add_status_args(status)

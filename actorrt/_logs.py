@@ -11,10 +11,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import logging.handlers
+import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,7 +166,7 @@ class ActorOutput:
             self.actor_ended(actor_id)
 
     def _open(self, actor_id: str, class_name: str, pid: int) -> _Stream:
-        self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _rpc.private_dir(self.log_dir)
         self._prune()
         handler = logging.handlers.RotatingFileHandler(
             self.log_dir / f"{_safe(actor_id)}.log", maxBytes=self.max_bytes, backupCount=self.backups,
@@ -269,15 +272,135 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(event, default=str)
 
 
-def configure_logging(level: str = "info", fmt: str = "text", stream: TextIO | None = None) -> None:
-    """Configure the root logger of a daemon process: one line per event on stderr."""
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else EventFormatter())
+DAEMON_LOG_BYTES = 10 * 2**20  # a daemon's log file, before it rotates
+DAEMON_LOG_BACKUPS = 3  # rotated daemon log files kept
+MAX_RAW_LINE = 2**16  # characters of one stdout/stderr line; longer ones are cut in pieces
+
+
+def configure_logging(
+    level: str = "info",
+    fmt: str = "text",
+    stream: TextIO | None = None,
+    *,
+    path: Path | None = None,
+    max_bytes: int = DAEMON_LOG_BYTES,
+    backups: int = DAEMON_LOG_BACKUPS,
+) -> None:
+    """Configure the root logger of a daemon process: one line per event on stderr.
+
+    With ``path``, events go to that file instead, rotated at ``max_bytes`` with ``backups``
+    older files kept, and so does everything the process writes to stdout and stderr (see
+    :class:`DaemonLogFile`): the daemon's files stay under ``(backups + 1) x max_bytes``.
+    """
+    formatter: logging.Formatter = JsonFormatter() if fmt == "json" else EventFormatter()
+    handler: logging.Handler
+    if path is None:
+        handler = logging.StreamHandler(stream or sys.stderr)
+        handler.setFormatter(formatter)
+    else:
+        handler = DaemonLogFile(path, max_bytes, backups)
+        handler.setFormatter(_RawOrEvent(formatter))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper()))
+    if isinstance(handler, DaemonLogFile):
+        max_line = min(MAX_RAW_LINE, max(1, max_bytes // 4))  # a piece fits in a file, in UTF-8
+        sys.stdout = _HandlerStream(handler, 1, max_line)  # type: ignore[assignment]
+        sys.stderr = _HandlerStream(handler, 2, max_line)  # type: ignore[assignment]
+
+
+class DaemonLogFile(logging.handlers.RotatingFileHandler):
+    """A daemon's own log file, rotated by size; file descriptors 1 and 2 follow it.
+
+    Each time the file is (re)opened, stdout and stderr are pointed at it, so what is written
+    below Python (a fatal error's report, gRPC's C core) lands in the same bounded files and
+    counts toward the next rotation. Python's ``sys.stdout``/``sys.stderr`` write through this
+    handler (:class:`_HandlerStream`), so prints and echoed actor lines rotate it too.
+    """
+
+    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
+        if max_bytes < 1 or backups < 1:
+            raise ValueError(f"a rotating log needs max_bytes >= 1 and backups >= 1, got {max_bytes}, {backups}")
+        super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        """Drop the record: the report would go to stderr, which is this very file."""
+
+    def _open(self) -> Any:
+        stream = super()._open()
+        stream.flush()
+        for fd in (1, 2):
+            os.dup2(stream.fileno(), fd)
+        return stream
+
+
+class _RawOrEvent(logging.Formatter):
+    """Formats events with ``inner``, and lines written to stdout/stderr as they are."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        return record.getMessage() if getattr(record, "raw", False) else self.inner.format(record)
+
+
+class _HandlerStream(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of a daemon that logs to a file: whole lines, unformatted,
+    through its rotating handler, cut in pieces of at most ``max_line`` characters (so one
+    line never outgrows a file, nor memory). ``fileno`` is the descriptor that follows the
+    current file."""
+
+    def __init__(self, handler: logging.Handler, fd: int, max_line: int = MAX_RAW_LINE) -> None:
+        super().__init__()
+        self._handler = handler
+        self._fd = fd
+        self._max_line = max_line
+        self._pending = ""
+        self._lock = threading.RLock()
+        self._writing = False
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._pending += text
+            *lines, self._pending = self._pending.split("\n")
+            if len(self._pending) > self._max_line:  # no newline in sight
+                lines.append(self._pending)
+                self._pending = ""
+            for line in lines:
+                for start in range(0, max(1, len(line)), self._max_line):
+                    self._emit(line[start : start + self._max_line])
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._pending:
+                line, self._pending = self._pending, ""
+                self._emit(line)
+
+    def _emit(self, line: str) -> None:
+        if self._writing:  # the handler reporting its own failure: no loop
+            return
+        self._writing = True
+        try:
+            self._handler.handle(logging.makeLogRecord({"msg": line, "args": None, "raw": True}))
+        finally:
+            self._writing = False
 
 
 def answer_log_read(output: ActorOutput, cmd: pb.ReadActorLog) -> pb.ActorLog:

@@ -14,7 +14,7 @@ from typing import AsyncIterator
 import grpc
 from prometheus_client import CollectorRegistry
 
-from actorrt import _rpc
+from actorrt import _resources, _rpc
 from actorrt._errors import PlacementError
 from actorrt._lifecycle import Service
 from actorrt._logs import ids
@@ -131,8 +131,16 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         reg = first.register_worker
         if reg.version != _rpc.PROTOCOL_VERSION:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(reg.version))
-        if reg.cpus < 1:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"RegisterWorker.cpus must be >= 1, got {reg.cpus}")
+        if not 1 <= reg.cpus <= _resources.MAX_CPUS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"RegisterWorker.cpus must be 1..{_resources.MAX_CPUS}, got {reg.cpus}",
+            )
+        if reg.gpus > _resources.MAX_GPUS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"RegisterWorker.gpus must be 0..{_resources.MAX_GPUS}, got {reg.gpus}",
+            )
         live = [
             Actor(
                 actor_id=a.actor_id,

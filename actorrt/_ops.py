@@ -7,20 +7,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from actorrt import _rpc
+from actorrt import _logs, _rpc
 
 if TYPE_CHECKING:
+    import grpc
     from prometheus_client import CollectorRegistry
 
     from actorrt._client import ClusterStatus
     from actorrt._metrics import MetricsServer
 
 __all__ = [
+    "ClusterTarget",
+    "add_cluster_args",
     "add_daemon_args",
+    "default_address",
     "add_logs_parser",
     "add_status_args",
     "format_status",
@@ -49,6 +55,20 @@ def add_daemon_args(parser: argparse.ArgumentParser) -> None:
         "--log-format", default="text", choices=["text", "json"],
         help="daemon log lines: 'text' (one line per event, ids as key=value) or 'json'",
     )
+    parser.add_argument(
+        "--log-file", default=None,
+        help="write the daemon's log, stdout and stderr to this file, rotated by size (default: stderr "
+        "with --block, else ACTORRT_HOME/logs/<kind>-<ms>.log)",
+    )
+    parser.add_argument(
+        "--log-max-bytes", type=_log_bytes, default=_logs.DAEMON_LOG_BYTES,
+        help=f"rotate the log file at this size (default {_logs.DAEMON_LOG_BYTES // 2**20} MiB)",
+    )
+    parser.add_argument(
+        "--log-backups", type=_positive_int, default=_logs.DAEMON_LOG_BACKUPS,
+        help=f"rotated log files kept (default {_logs.DAEMON_LOG_BACKUPS}): at most "
+        "(backups + 1) x max bytes on disk",
+    )
 
 
 def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default_host: str) -> MetricsServer | None:
@@ -61,6 +81,70 @@ def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default
         return serve(registry, args.metrics_port, args.metrics_host or default_host)
     except OSError as e:
         raise OpsError(f"actorrt {args.command}: {e}") from e
+
+
+# ---- status and logs: how the CLI reaches a running cluster ----------------------------------
+
+DEFAULT_PORT = 8010
+
+
+def add_cluster_args(parser: argparse.ArgumentParser, address_type: Callable[[str], str]) -> None:
+    """The flags of every command that talks to a running cluster: address, token and TLS."""
+    parser.add_argument("--address", type=address_type, default=None, help="master HOST:PORT (default: the last start)")
+    parser.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
+    parser.add_argument(
+        "--tls-ca", help="PEM CA that the cluster's certificates are signed by (turns TLS on; default ACTORRT_TLS_CA)"
+    )
+    parser.add_argument("--tls-cert", help="PEM client certificate, for mutual TLS (default ACTORRT_TLS_CERT)")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert (default ACTORRT_TLS_KEY)")
+
+
+def default_address() -> str:
+    """``ACTORRT_ADDRESS``, else the address the last ``actorrt start`` on this machine wrote."""
+    if os.environ.get("ACTORRT_ADDRESS"):
+        return os.environ["ACTORRT_ADDRESS"]
+    try:
+        return (_rpc.state_dir() / "address").read_text().strip()
+    except OSError:
+        return f"127.0.0.1:{DEFAULT_PORT}"
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """Where and how a CLI command reaches a running cluster: the one channel factory.
+
+    Address, token and TLS come from the flags of :func:`add_cluster_args`, then the
+    environment (``ACTORRT_ADDRESS``, ``ACTORRT_TOKEN``, ``ACTORRT_TLS_*``), then the state dir.
+    With TLS configured the token only ever travels inside TLS.
+    """
+
+    command: str
+    address: str
+    token: str | None
+    tls: _rpc.TLS | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ClusterTarget:
+        try:
+            tls = _rpc.TLS.from_env(args.tls_ca, args.tls_cert, args.tls_key)
+        except (ValueError, FileNotFoundError) as e:
+            raise OpsError(f"actorrt {args.command}: {e}") from e
+        return cls(args.command, args.address or default_address(), _rpc.load_token(args.token), tls)
+
+    def channel(self) -> grpc.aio.Channel:
+        return _rpc.open_channel(self.address, self.tls)
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return _rpc.auth_metadata(self.token)
+
+    def error(self, e: grpc.RpcError) -> OpsError:
+        """One line for a failed call; says how to turn TLS on when plaintext found no master."""
+        import grpc
+
+        text = f"actorrt {self.command}: {_rpc.translate(e, self.command, self.address)}"
+        if self.tls is None and e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            text += "; if the cluster uses TLS, pass --tls-ca or set ACTORRT_TLS_CA"
+        return OpsError(text)
 
 
 # ---- status ------------------------------------------------------------------------------------
@@ -153,27 +237,27 @@ async def run_status(args: argparse.Namespace, fetch: Callable[[], Awaitable[Clu
 def add_logs_parser(sub: Any, address_type: Callable[[str], str]) -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", help="print a live or dead actor's output log, read from its node")
     logs.add_argument("actor_id", help="the actor's id, or a unique prefix of it (as in '(Class pid=N id=...)')")
-    logs.add_argument("--address", type=address_type, default=None, help="master HOST:PORT (default: the last start)")
-    logs.add_argument("--token", default=None)
+    add_cluster_args(logs, address_type)
     logs.add_argument("--tail", type=_positive_int, default=2**20, help="print at most the last N bytes (default 1 MiB)")
     logs.add_argument("--timeout", type=float, default=15.0)
     return logs
 
 
-def run_logs(args: argparse.Namespace, address: str) -> int:
+def run_logs(args: argparse.Namespace) -> int:
+    """Print an actor's log, fetched through the master on a :class:`ClusterTarget` channel."""
     import grpc
 
     from actorrt.v1 import master_pb2, master_pb2_grpc
 
-    token = _rpc.load_token(args.token)
+    target = ClusterTarget.from_args(args)
 
     async def fetch() -> master_pb2.GetActorLogResponse:
-        async with grpc.aio.insecure_channel(address, options=_rpc.channel_options()) as channel:
+        async with target.channel() as channel:
             stub = master_pb2_grpc.MasterStub(channel)
             try:
                 return await stub.GetActorLog(
                     master_pb2.GetActorLogRequest(actor_id=args.actor_id, max_bytes=args.tail),
-                    metadata=_rpc.auth_metadata(token),
+                    metadata=target.metadata(),
                     timeout=args.timeout,
                 )
             except grpc.RpcError as e:
@@ -181,7 +265,7 @@ def run_logs(args: argparse.Namespace, address: str) -> int:
                     raise OpsError(f"actorrt logs: {e.details()}") from e
                 if e.code() == grpc.StatusCode.UNAVAILABLE and "no longer in the cluster" in (e.details() or ""):
                     raise OpsError(f"actorrt logs: {e.details()}") from e
-                raise OpsError(f"actorrt logs: {_rpc.translate(e, 'logs', address)}") from e
+                raise target.error(e) from e
 
     try:
         import uvloop
@@ -219,4 +303,11 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _log_bytes(text: str) -> int:
+    value = int(text)
+    if value < 1024:
+        raise argparse.ArgumentTypeError(f"must be >= 1024, got {value}")
     return value

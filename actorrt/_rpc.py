@@ -171,9 +171,29 @@ def listen(server: grpc.aio.Server, address: str, tls: TLS | None = None) -> int
 # ---- tokens ---------------------------------------------------------------------------------
 
 
-def state_dir() -> Path:
-    """Where the CLI keeps the token, PIDs and logs: ``$ACTORRT_HOME`` or ``~/.actorrt``."""
-    return Path(os.environ.get("ACTORRT_HOME") or Path.home() / ".actorrt")
+def state_dir(*parts: str, create: bool = False) -> Path:
+    """Where the CLI keeps the token, PIDs and logs: ``$ACTORRT_HOME`` or ``~/.actorrt``.
+
+    ``parts`` name a folder under it; ``create=True`` makes it with :func:`private_dir`.
+    """
+    path = Path(os.environ.get("ACTORRT_HOME") or Path.home() / ".actorrt").joinpath(*parts)
+    return private_dir(path) if create else path
+
+
+def private_dir(path: Path) -> Path:
+    """Make ``path`` and each missing folder above it with mode 0700; return ``path``.
+
+    ``Path.mkdir(parents=True, mode=0o700)`` gives that mode to the leaf alone: the state dir
+    above it would get the umask's 0755 and let every local user list it.
+    """
+    missing = [p for p in [path, *path.parents] if not p.exists()]
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:  # made by a concurrent start
+            continue
+        os.chmod(folder, stat.S_IRWXU)  # whatever the umask
+    return path
 
 
 def token_path() -> Path:
@@ -190,7 +210,7 @@ def new_token() -> str:
 def write_token(token: str, path: Path | None = None) -> Path:
     """Write the token to a file readable by its owner only (0600)."""
     path = path or token_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")

@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 from prometheus_client import CollectorRegistry
 
-from actorrt import _logs, _metrics, _rpc, _shm
+from actorrt import _logs, _metrics, _resources, _rpc, _shm
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
 from actorrt._lifecycle import Service
@@ -118,6 +118,7 @@ class WorkerDaemon(Service):
         self.token = token
         self.tls = tls
         self.cpus = cpus or os.cpu_count() or 1
+        _resources.check_counts(self.cpus, gpus)  # before a slot per cpu is made
         self.gpus = gpus
         self.node_ip = node_ip
         self.node = node or socket.gethostname()
