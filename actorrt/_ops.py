@@ -238,7 +238,7 @@ def add_logs_parser(sub: Any, address_type: Callable[[str], str]) -> argparse.Ar
     logs = sub.add_parser("logs", help="print a live or dead actor's output log, read from its node")
     logs.add_argument("actor_id", help="the actor's id, or a unique prefix of it (as in '(Class pid=N id=...)')")
     add_cluster_args(logs, address_type)
-    logs.add_argument("--tail", type=_positive_int, default=2**20, help="print at most the last N bytes (default 1 MiB)")
+    logs.add_argument("--tail", type=_positive_int, default=2**20, help="print at most the last N bytes (default 1 MiB; at most 3 MiB, the rest stays in the file on the actor's node)")
     logs.add_argument("--timeout", type=float, default=15.0)
     return logs
 
