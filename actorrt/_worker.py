@@ -33,6 +33,7 @@ __all__ = ["WorkerDaemon", "describe_exit"]
 
 log = logging.getLogger("actorrt.worker")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+OUTPUT_CHUNK = 256 * 2**10  # bytes read from an actor's pipe at a time
 
 
 def describe_exit(returncode: int) -> str:
@@ -286,18 +287,37 @@ class WorkerDaemon(Service):
         self._emit(pb.WorkerEvent(slot_ready=pb.SlotReady(slot=slot.index, endpoint=slot.endpoint)))
 
     async def _pump(self, slot: _Slot, stream: asyncio.StreamReader, sink: object) -> None:
-        """Route an actor's output, line by line: to its log file and owner (``self.output``),
-        and to ours prefixed with its class, pid and id when echoing."""
-        while line := await stream.readline():
-            text = line.decode(errors="replace").rstrip("\n")
-            actor, pid = slot.actor, slot.proc.pid if slot.proc else 0
-            if actor is not None:
-                self.output.line(actor.actor_id, actor.class_name, pid, text, stderr=sink is sys.stderr)
-            if actor is None or self.echo_output:
-                try:
-                    print(f"{slot.label} {text}", file=sink, flush=True)  # type: ignore[call-overload]
-                except (OSError, ValueError):
-                    pass
+        """Drain one of an actor host's output pipes until EOF, whatever comes (huge lines,
+        binary, no newline, floods), so the actor never blocks in a write. Lines, each cut to
+        ``_logs.MAX_LINE_BYTES`` kept bytes, go to its log file and owner (``self.output``), and
+        to ours prefixed with its class, pid and id when echoing. Runs on the daemon's loop; a
+        routing error is logged once and draining goes on."""
+        splitter = _logs.LineSplitter()
+        complained = False
+        while True:
+            chunk = await stream.read(OUTPUT_CHUNK)
+            texts = splitter.feed(chunk) if chunk else splitter.finish()
+            try:
+                self._route(slot, texts, sink)
+            except Exception:  # noqa: BLE001 - the pipe must keep draining, or the actor blocks
+                if not complained:
+                    log.exception("slot %d: could not route actor output; still draining", slot.index)
+                    complained = True
+            if not chunk:
+                return
+
+    def _route(self, slot: _Slot, texts: list[str], sink: object) -> None:
+        if not texts:
+            return
+        actor, pid = slot.actor, slot.proc.pid if slot.proc else 0
+        if actor is not None:
+            self.output.lines(actor.actor_id, actor.class_name, pid, texts, stderr=sink is sys.stderr)
+        if actor is None or self.echo_output:
+            label = slot.label
+            try:
+                print("\n".join(f"{label} {text}" for text in texts), file=sink, flush=True)  # type: ignore[call-overload]
+            except (OSError, ValueError):
+                pass
 
     def _slot_views(self) -> list[_metrics.SlotView]:
         """The pool as the metrics collector sees it (called on the metrics HTTP thread)."""
