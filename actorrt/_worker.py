@@ -75,6 +75,11 @@ class _Slot:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
+    def started(self) -> bool:
+        """Its host came up: it is warm, or already hosting an actor (no longer 'ready')."""
+        return self.ready or self.actor is not None
+
+    @property
     def label(self) -> str:
         pid = self.proc.pid if self.proc else 0
         if self.actor is None:
@@ -164,9 +169,14 @@ class WorkerDaemon(Service):
             )
         self._monitor_task = asyncio.create_task(self._monitor_forever())
         deadline = asyncio.get_running_loop().time() + self.connect_timeout_s * 2
-        while self.wait_ready and not all(s.ready for s in self.slots):
+        while self.wait_ready and not all(s.started for s in self.slots):
             if asyncio.get_running_loop().time() > deadline:
-                raise ClusterConnectionError("actor hosts did not start in time; see the log for their errors")
+                started = sum(s.started for s in self.slots)
+                if not started:
+                    raise ClusterConnectionError("actor hosts did not start in time; see the log for their errors")
+                log.warning("%d of %d actor hosts did not start in time; serving with the others meanwhile",
+                            len(self.slots) - started, len(self.slots))
+                break
             await asyncio.sleep(0.02)
 
     async def _close(self) -> None:

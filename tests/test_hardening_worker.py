@@ -182,3 +182,37 @@ def test_forwarded_output_messages_stay_small(tmp_path: Path) -> None:
     sizes = [m.ByteSize() for m in sent]
     assert sum(len(m.lines) for m in sent) == 400
     assert max(sizes) < _logs.FORWARD_MAX_BYTES + 2 * _logs.FORWARD_MAX_LINE + 1024, sizes
+
+
+# ---- 17. a worker that joins a busy cluster stays up ---------------------------------------------
+
+
+@actorrt.remote_class
+class Echo:
+    def echo(self, x: int) -> int:
+        return x
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_a_worker_joining_a_busy_cluster_stays_up(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=1)
+    try:
+        with cluster.connect(log_to_driver=False) as c:
+            first = Echo.remote().result(30)
+            waiting = [Echo.remote() for _ in range(3)]  # queued: no free slot
+            assert wait_until(lambda: c.status().result(10).placements_waiting == 3, 10)
+            timeout_s = 2
+            joined = cluster.spawn("connect", "--address", cluster.address, "--cpus", "3", "--token", cluster.token,
+                                   "--timeout", str(timeout_s))
+            actors = [f.result(30) for f in waiting]  # placed while the new worker's hosts warm up
+            time.sleep(2 * timeout_s + 1.5)  # past the old readiness deadline
+            assert joined.poll() is None, (cluster.home / "proc-2.log").read_text()
+            assert [a.echo(i).result(10) for i, a in enumerate([first, *actors])] == [0, 1, 2, 3]
+            status = c.status().result(10)
+            assert len(status.nodes) == 2 and len(status.actors) == 4
+            for a in [first, *actors]:
+                actorrt.kill(a).result(15)
+    finally:
+        cluster.stop()
