@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 from actorrt import _logs, _metrics, _rpc, _shm
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
-from actorrt._lifecycle import Service
+from actorrt._lifecycle import Service, Status
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 
@@ -170,6 +170,8 @@ class WorkerDaemon(Service):
         self._monitor_task = asyncio.create_task(self._monitor_forever())
         deadline = asyncio.get_running_loop().time() + self.connect_timeout_s * 2
         while self.wait_ready and not all(s.started for s in self.slots):
+            if self._fatal is not None:
+                raise self._fatal
             if asyncio.get_running_loop().time() > deadline:
                 started = sum(s.started for s in self.slots)
                 if not started:
@@ -180,10 +182,19 @@ class WorkerDaemon(Service):
             await asyncio.sleep(0.02)
 
     async def _close(self) -> None:
-        self._closing = True
         for task in (self._session_task, self._monitor_task):
-            if task is not None:
+            if task is not None and task is not asyncio.current_task():
                 task.cancel()
+        await self._stop_hosts()
+        self.output.close()
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+        if self._fatal is not None and self.status is not Status.FAILED:  # refused after joining
+            raise self._fatal
+
+    async def _stop_hosts(self) -> None:
+        """End every actor host (SIGTERM, then SIGKILL) and keep none warm any more."""
+        self._closing = True
         for slot in self.slots:
             for task in slot.tasks:
                 task.cancel()
@@ -204,9 +215,6 @@ class WorkerDaemon(Service):
             if slot.tasks:
                 await asyncio.gather(*slot.tasks, return_exceptions=True)
             _remove_dir(slot.workdir)
-        self.output.close()
-        if self._channel is not None:
-            await self._channel.close(grace=None)
 
     # ---- actor host processes ---------------------------------------------------------------
 
@@ -429,7 +437,10 @@ class WorkerDaemon(Service):
                 if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
                                 grpc.StatusCode.INVALID_ARGUMENT):
                     self._fatal = err
-                    log.error("%s", err)
+                    if self._registered.is_set():
+                        await self._refused(err)
+                    else:
+                        log.error("%s", err)
                     return
                 if not self._registered.is_set() and not self.reconnect:
                     self._fatal = err
@@ -441,6 +452,17 @@ class WorkerDaemon(Service):
                 return
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
+
+    async def _refused(self, err: BaseException) -> None:
+        """The master we had joined refuses us now (a new token, another version): the actors
+        we host must not keep running code sent under the old trust. Stop every host, then end
+        this process the way SIGTERM would; ``close()`` raises ``err``, so ``actorrt connect``
+        exits non-zero saying why."""
+        hosted = sum(s.actor is not None for s in self.slots)
+        log.error("%s; stopping this worker and its %d actor hosts (%d actors)", err, len(self.slots), hosted,
+                  extra=_logs.ids(worker_id=self.worker_id, address=self.master_address))
+        await self._stop_hosts()
+        os.kill(os.getpid(), signal.SIGTERM)
 
     async def _session_once(self) -> None:
         if self._channel is None:

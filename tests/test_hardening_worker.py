@@ -216,3 +216,44 @@ def test_a_worker_joining_a_busy_cluster_stays_up(tmp_path: Path) -> None:
                 actorrt.kill(a).result(15)
     finally:
         cluster.stop()
+
+
+# ---- 5. a worker refused by its (restarted) master stops its hosts and exits ----------------------
+
+
+async def test_a_worker_refused_by_a_restarted_master_stops_its_hosts_and_exits(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    checked = False
+    try:
+        worker = cluster.procs[1]
+        async with cluster.connect(log_to_driver=False) as c:
+            a = await Echo.remote()
+            host = await a.pid()
+            endpoint = (await c.status()).actors[0]["endpoint"]
+            hosts = {pid for pid, ppid in host_pids().items() if ppid == worker.pid}
+            assert host in hosts and len(hosts) == 2
+            master = cluster.procs[0]
+            master.kill()
+            master.wait()
+            port = cluster.address.rsplit(":", 1)[1]
+            cluster.spawn("start", "--port", port, "--cpus", "0", "--token", "a-new-token-" + "x" * 20,
+                          "--worker-timeout", "3", "--client-grace", "2")
+            t0 = time.monotonic()
+            returncode = await asyncio.to_thread(worker.wait, 20)
+            exited_s = time.monotonic() - t0
+            log_text = (cluster.home / "proc-1.log").read_text()
+            print(f"\nrefused worker: exited {exited_s:.3f}s after the new master started (code {returncode})")
+            assert returncode != 0, log_text
+            assert re.search(r"refused.*stopping this worker and its 2 actor hosts", log_text), log_text
+            assert "actorrt connect: " in log_text and "refused" in log_text.rsplit("actorrt connect: ", 1)[1]
+            assert not hosts & set(host_pids())
+            with pytest.raises(actorrt.ActorRTError):
+                await asyncio.wait_for(a.echo(1), 10)
+            ip, host_port = endpoint.rsplit(":", 1)
+            with pytest.raises(OSError):
+                await asyncio.wait_for(asyncio.open_connection(ip, int(host_port)), 5)
+            checked = True
+    except actorrt.ActorRTError:
+        assert checked  # only closing the client against the new master (which refuses it) may complain
+    finally:
+        cluster.stop()
