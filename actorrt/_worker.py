@@ -48,12 +48,47 @@ def describe_exit(returncode: int) -> str:
     return f"its process exited with code {returncode}"
 
 
-def _rss_bytes(pid: int) -> int:
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    session: int
+    rss_bytes: int
+
+
+def _process_table() -> dict[int, _Proc]:
+    """Every live process of this machine, from one pass over ``/proc`` (Linux)."""
+    table = {}
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            table[int(name)] = _Proc(int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE)
+        except (OSError, IndexError, ValueError):
+            continue  # it just ended
+    return table
+
+
+def _process_tree(root: int, table: dict[int, _Proc]) -> list[int]:
+    """``root`` and every process it started: its descendants and the members of its session
+    (an actor host leads its own, ``start_new_session``), so a child that re-parented to init
+    when its parent exited still counts."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    tree = {root} | {pid for pid, proc in table.items() if proc.session == root}
+    todo = list(tree)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return sorted(tree & table.keys())
 
 
 def _memory_bytes() -> int:
@@ -376,20 +411,27 @@ class WorkerDaemon(Service):
         while True:
             await asyncio.sleep(period)
             ticks += 1
+            heartbeat = ticks * period >= self.heartbeat_interval_s
+            live = [s for s in self.slots if s.actor is not None and s.proc is not None and s.proc.returncode is None]
+            if not heartbeat and not any(s.actor and s.actor.resources.max_memory_mb for s in live):
+                continue
+            table = _process_table()
             rss: dict[str, int] = {}
-            for slot in self.slots:
-                if slot.actor is None or slot.proc is None or slot.proc.returncode is not None:
-                    continue
-                used = _rss_bytes(slot.proc.pid)
+            for slot in live:
+                assert slot.actor is not None and slot.proc is not None
+                tree = _process_tree(slot.proc.pid, table)
+                used = sum(table[pid].rss_bytes for pid in tree)
                 rss[slot.actor.actor_id] = used
                 limit_mb = slot.actor.resources.max_memory_mb
                 if limit_mb and used > limit_mb * 2**20 and not slot.stop_cause:
                     slot.stop_cause = (
-                        f"memory limit exceeded: {used / 2**20:.0f} MB used, max_memory_mb={limit_mb}"
+                        f"memory limit exceeded: {used / 2**20:.0f} MB used, max_memory_mb={limit_mb} "
+                        f"(over the actor's {len(tree)} processes)"
                     )
                     log.warning("actor %s: %s", slot.actor.actor_id, slot.stop_cause)
-                    _signal(slot.proc, signal.SIGKILL)
-            if ticks * period >= self.heartbeat_interval_s:
+                    for pid in tree:  # the children too: one may have left the host's group
+                        _kill_pid(pid)
+            if heartbeat:
                 ticks = 0
                 self._emit(pb.WorkerEvent(heartbeat=pb.Heartbeat(load=os.getloadavg()[0], actor_rss_bytes=rss)))
 
@@ -510,6 +552,13 @@ def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def _kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_group(pgid: int) -> None:

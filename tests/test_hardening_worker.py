@@ -257,3 +257,45 @@ async def test_a_worker_refused_by_a_restarted_master_stops_its_hosts_and_exits(
         assert checked  # only closing the client against the new master (which refuses it) may complain
     finally:
         cluster.stop()
+
+
+# ---- 9. max_memory_mb counts the actor's child processes -----------------------------------------
+
+
+@actorrt.remote_class
+class Parent:
+    def start_hog(self, mb: int) -> int:
+        """A child process that holds ``mb`` MiB, touched, and then sleeps; its pid."""
+        code = f"import time; b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(600)"
+        return subprocess.Popen([sys.executable, "-c", code]).pid
+
+    def echo(self, x: int) -> int:
+        return x
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+async def test_memory_limit_counts_the_actors_children(one_worker: ProcCluster) -> None:
+    async with one_worker.connect(log_to_driver=False) as c:
+        a = await Parent.options(max_memory_mb=200).remote()
+        child = await a.start_hog(400)
+        t0 = time.monotonic()
+        with pytest.raises(actorrt.ActorDiedError, match=r"memory limit exceeded: \d+ MB used, max_memory_mb=200") as info:
+            while time.monotonic() - t0 < 20:
+                await a.echo(1)
+                await asyncio.sleep(0.1)
+        print(f"\nchild over the limit: actor stopped {time.monotonic() - t0:.3f}s after the child started: {info.value}")
+        assert time.monotonic() - t0 < 10
+        assert wait_until(lambda: _gone(child), 5), "the child outlived its actor"
+        assert await asyncio.wait_for(_slots_free(c), 10)
+
+
+async def _slots_free(c: actorrt.Cluster) -> bool:
+    while (await c.status()).slots_used:
+        await asyncio.sleep(0.05)
+    return True
