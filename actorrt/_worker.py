@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,6 +177,7 @@ class WorkerDaemon(Service):
         self._channel: grpc.aio.Channel | None = None
         self._fatal: BaseException | None = None
         self._closing = False
+        self._workdirs = ""  # this daemon's folder of slot working directories (_make_workdirs)
         self.echo_output = echo_output
         self.output = _logs.ActorOutput(
             lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir
@@ -187,6 +189,9 @@ class WorkerDaemon(Service):
     async def _start(self) -> None:
         if self.cpus < 1:
             raise ValueError(f"a worker needs at least 1 cpu, got {self.cpus}")
+        for dead in _remove_dead_workdirs():
+            log.info("removed %s, left behind by a worker daemon that is gone", dead)
+        self._workdirs = _make_workdirs()
         for slot in self.slots:
             slot.tasks.append(asyncio.create_task(self._run_slot(slot)))
         self._session_task = asyncio.create_task(self._session_forever())
@@ -221,6 +226,7 @@ class WorkerDaemon(Service):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
         await self._stop_hosts()
+        _remove_dir(self._workdirs)
         self.output.close()
         if self._channel is not None:
             await self._channel.close(grace=None)
@@ -294,7 +300,7 @@ class WorkerDaemon(Service):
                 )
 
     async def _spawn(self, slot: _Slot) -> None:
-        slot.workdir = tempfile.mkdtemp(prefix=f"actorrt-slot{slot.index}-")
+        slot.workdir = tempfile.mkdtemp(prefix=f"slot{slot.index}-", dir=self._workdirs)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ACTORRT_PRELOAD=",".join(self.preload))
         for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
             env.pop(name, None)
@@ -566,6 +572,50 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_WORKDIRS_PREFIX = "actorrt-worker-"
+_OWNER_FILE = "owner"
+
+
+def _start_time(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot), or "" if no such process: a pid plus its
+    start time names one process even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _make_workdirs() -> str:
+    """This daemon's folder in the temp dir, ``actorrt-worker-<pid>-*``, holding one working
+    directory per slot (shipped files land there) and an ``owner`` file naming this process, so
+    a later daemon can remove it should this one die without cleaning up (SIGKILL)."""
+    path = tempfile.mkdtemp(prefix=f"{_WORKDIRS_PREFIX}{os.getpid()}-")
+    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    return path
+
+
+def _remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
+    """Remove the folders of worker daemons of this machine that are gone; returns them. A folder
+    whose owner file is missing or unreadable is removed once older than ``grace_s`` (it may be
+    one that is being made right now)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(_WORKDIRS_PREFIX + "*"):
+        try:
+            pid, started = (path / _OWNER_FILE).read_text().split()
+            alive = _start_time(int(pid)) == started
+        except (OSError, ValueError):
+            try:
+                alive = time.time() - path.stat().st_mtime < grace_s
+            except OSError:
+                continue
+        if not alive:
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(str(path))
+    return removed
 
 
 def _remove_dir(path: str) -> None:

@@ -299,3 +299,50 @@ async def _slots_free(c: actorrt.Cluster) -> bool:
     while (await c.status()).slots_used:
         await asyncio.sleep(0.05)
     return True
+
+
+# ---- 12. a SIGKILLed worker daemon's slot folders are removed ------------------------------------
+
+
+@actorrt.remote_class
+class FileReader:
+    def read(self, path: str) -> str:
+        with open(path) as f:
+            return f.read()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "secret.txt").write_text("shipped")
+    monkeypatch.chdir(tmp_path)
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    try:
+        daemon = cluster.procs[1]
+        async with cluster.connect(log_to_driver=False, files=["data/*.txt"]) as c:
+            a = await FileReader.remote()
+            assert await a.read("data/secret.txt") == "shipped"
+            host = await a.pid()
+            hosts = {pid for pid, ppid in host_pids().items() if ppid == daemon.pid}
+            folders = {Path(os.readlink(f"/proc/{pid}/cwd")) for pid in hosts}
+            assert len(folders) == 2 and all(f.is_dir() for f in folders)
+            assert (Path(os.readlink(f"/proc/{host}/cwd")) / "data" / "secret.txt").exists()
+            daemon.kill()
+            daemon.wait()
+            assert wait_until(lambda: not hosts & set(host_pids()), 10)
+            assert all(f.is_dir() for f in folders)  # nobody cleaned up after the SIGKILL...
+            t0 = time.monotonic()
+            await asyncio.to_thread(cluster.spawn, "connect", "--address", cluster.address, "--cpus", "1",
+                                    "--token", cluster.token)
+            assert wait_until(lambda: not any(f.exists() for f in folders), 10), folders  # ...until now
+            print(f"\nkilled daemon's slot folders removed {time.monotonic() - t0:.3f}s after a new daemon started")
+            newcomer = {pid for pid, ppid in host_pids().items() if ppid == cluster.procs[-1].pid}
+            assert newcomer and all(Path(os.readlink(f"/proc/{pid}/cwd")).is_dir() for pid in newcomer)
+            with pytest.raises(actorrt.ActorDiedError):
+                await asyncio.wait_for(a.read("data/secret.txt"), 10)
+    finally:
+        cluster.stop()
