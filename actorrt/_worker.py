@@ -27,6 +27,7 @@ from actorrt import _logs, _metrics, _rpc, _shm
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
 from actorrt._lifecycle import Service, Status
+from actorrt._table import SLOT_NOT_READY
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 
@@ -273,6 +274,11 @@ class WorkerDaemon(Service):
                 continue
             assert slot.proc is not None
             returncode = await slot.proc.wait()
+            if slot.ready and slot.actor is None:  # tell the master at once: it must not place here
+                slot.ready = False
+                self._emit(pb.WorkerEvent(slot_lost=pb.SlotLost(slot=slot.index, cause=describe_exit(returncode))))
+                log.warning("slot %d: its warm actor host exited: %s; starting another", slot.index,
+                            describe_exit(returncode), extra=_logs.ids(worker_id=self.worker_id, slot=slot.index))
             _shm.remove_owned_by(slot.proc.pid)  # replies its client never took
             _kill_group(slot.proc.pid)  # whatever the actor started dies with it
             # Output readers end at EOF, normally at once; a process that inherited the pipes
@@ -394,7 +400,7 @@ class WorkerDaemon(Service):
             self._emit(
                 pb.WorkerEvent(
                     actor_exited=pb.ActorExited(
-                        actor_id=cmd.actor_id, slot=cmd.slot, cause="its slot was not ready on the worker", exit_code=-1
+                        actor_id=cmd.actor_id, slot=cmd.slot, cause=SLOT_NOT_READY, exit_code=-1
                     )
                 )
             )
