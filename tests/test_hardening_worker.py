@@ -346,3 +346,50 @@ async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
                 await asyncio.wait_for(a.read("data/secret.txt"), 10)
     finally:
         cluster.stop()
+
+
+# ---- 16. placement on a warm host that just died is retried ---------------------------------------
+
+
+def test_table_a_lost_slot_is_not_placed_on_until_it_is_ready_again() -> None:
+    from actorrt._table import ClusterTable, Request
+
+    t = ClusterTable()
+    w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0)
+    t.open_client("c1", "host", 1)
+    t.slot_ready(w.worker_id, 0, "127.0.0.1:9000")
+    t.slot_ready(w.worker_id, 1, "127.0.0.1:9001")
+    assert t.slot_lost(w.worker_id, 0) and not t.slot_lost(w.worker_id, 0)  # the second: not listed
+    assert not t.slot_lost("no-such-worker", 1)
+    p = t.request(Request("c1", 1))
+    assert p is not None and p.slot == 1 and p.endpoint == "127.0.0.1:9001"
+    assert t.request(Request("c1", 2)) is None  # one cpu free, but no live host: it waits
+    assert t.slot_lost(w.worker_id, 1) is False and len(t.queue) == 1
+    placed = t.slot_ready(w.worker_id, 0, "127.0.0.1:9100")  # the respawned host
+    assert [(x.request.request_id, x.slot, x.endpoint) for x in placed] == [(2, 0, "127.0.0.1:9100")]
+
+
+def _worker_hosts(cluster: ProcCluster) -> set[int]:
+    daemons = {p.pid for p in cluster.procs[1:]}
+    return {pid for pid, ppid in host_pids().items() if ppid in daemons}
+
+
+async def test_placement_right_after_the_warm_hosts_died_is_retried(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=2)
+    try:
+        async with cluster.connect(log_to_driver=False) as c:
+            took = []
+            for round_ in range(6):
+                assert await asyncio.to_thread(wait_until, lambda: len(_worker_hosts(cluster)) == 4, 15)
+                for pid in _worker_hosts(cluster):
+                    os.kill(pid, signal.SIGKILL)
+                t0 = time.monotonic()
+                actors = await asyncio.wait_for(asyncio.gather(Echo.remote(), Echo.remote()), 30)
+                took.append(time.monotonic() - t0)
+                assert [await a.echo(round_) for a in actors] == [round_, round_]
+                for a in actors:
+                    await actorrt.kill(a)
+            print(f"\nplacement after SIGKILL of every warm host: 2 actors each round in max {max(took):.3f}s "
+                  f"(rounds: {', '.join(f'{x:.2f}' for x in took)})")
+    finally:
+        cluster.stop()
