@@ -117,8 +117,8 @@ async def test_huge_lines_binary_and_no_newline_never_block_the_actor(
         assert await asyncio.wait_for(a.binary(2**20), 15) == 2**20
         assert await asyncio.wait_for(a.echo(3), 15) == 3
         binary_s = time.monotonic() - t0
-        print(f"\n1 MiB line: answered in {line_s:.3f}s; 10 MB with no newline: {no_newline_s:.3f}s; "
-              f"1 MiB binary on stdout and stderr: {binary_s:.3f}s")
+        timings = (f"\n1 MiB line: answered in {line_s:.3f}s; 10 MB with no newline: {no_newline_s:.3f}s; "
+                   f"1 MiB binary on stdout and stderr: {binary_s:.3f}s")
         cap = _logs.MAX_LINE_BYTES
 
         def capped() -> bool:
@@ -133,6 +133,8 @@ async def test_huge_lines_binary_and_no_newline_never_block_the_actor(
         assert re.search(rf"\(Noisy pid=\d+ id={a.actor_id[:8]}\) L+ \[\.\.\. \d+ more characters\]", forwarded)
         assert await a.echo(4) == 4
         await actorrt.kill(a)
+        with capsys.disabled():
+            print(timings)
 
 
 async def test_an_output_flood_never_blocks_calls(one_worker: ProcCluster) -> None:
@@ -393,3 +395,23 @@ async def test_placement_right_after_the_warm_hosts_died_is_retried(tmp_path: Pa
                   f"(rounds: {', '.join(f'{x:.2f}' for x in took)})")
     finally:
         cluster.stop()
+
+
+@actorrt.remote_class
+class Fails:
+    def __init__(self, counter: str, how: str) -> None:
+        with open(counter, "a") as f:
+            f.write("ran\n")
+        if how == "raise":
+            raise ValueError("bad config")
+        os._exit(3)  # the host dies while constructing
+
+
+async def test_a_constructor_that_ran_is_never_placed_again(one_worker: ProcCluster, tmp_path: Path) -> None:
+    async with one_worker.connect(log_to_driver=False):
+        raised, died = tmp_path / "raised", tmp_path / "died"
+        with pytest.raises(actorrt.RemoteError, match="bad config"):
+            await asyncio.wait_for(Fails.remote(str(raised), "raise"), 30)
+        with pytest.raises(actorrt.ActorDiedError):
+            await asyncio.wait_for(Fails.remote(str(died), "exit"), 30)
+        assert raised.read_text() == "ran\n" and died.read_text() == "ran\n"
