@@ -1,9 +1,13 @@
 """The worker daemon: registers its node with the master and keeps a warm pool of actor hosts.
 
 One host process per CPU slot, started with ``subprocess`` (never fork after gRPC exists). The
-daemon reaps them, enforces per-actor memory limits, reports exits with their cause, and starts a
-fresh host after each exit. If the master goes away the daemon reconnects with backoff and
-re-reports its live actors, so a restarted master rebuilds its table. Runs on one event loop.
+daemon reaps them, enforces per-actor memory limits (over each actor's whole process tree),
+reports exits with their cause (an idle warm host's too, as ``SlotLost``), and starts a fresh
+host after each exit. It drains every host's output whatever its shape, so no actor blocks in a
+print. If the master goes away the daemon reconnects with backoff and re-reports its live
+actors, so a restarted master rebuilds its table; if the master refuses it (a new token), it
+stops its hosts and ends. Slots work in folders under one temp folder per daemon, which a later
+daemon removes should this one die uncleanly. Runs on one event loop.
 """
 
 from __future__ import annotations
@@ -379,8 +383,9 @@ class WorkerDaemon(Service):
             self.output.lines(actor.actor_id, actor.class_name, pid, texts, stderr=sink is sys.stderr)
         if actor is None or self.echo_output:
             label = slot.label
+            echoed = "\n".join(f"{label} {text}" for text in texts)
             try:
-                print("\n".join(f"{label} {text}" for text in texts), file=sink, flush=True)  # type: ignore[call-overload]
+                print(echoed, file=sink, flush=True)  # type: ignore[call-overload]
             except (OSError, ValueError):
                 pass
 
