@@ -1,8 +1,11 @@
 """Actor output and the daemons' own logs.
 
+- ``LineSplitter`` (worker daemon): cuts an actor's raw output into lines, keeping at most
+  ``MAX_LINE_BYTES`` of each (a longer one ends with ``[... N more bytes]``).
 - ``ActorOutput`` (worker daemon): every line an actor prints goes to a per-actor log file with
-  rotation under the worker's state dir, and, batched and rate-limited, to the master as an
-  ``ActorOutput`` event, which forwards it to the owning client (see ``print_actor_output``).
+  rotation under the worker's state dir, and, batched, rate-limited and bounded in bytes, to the
+  master as an ``ActorOutput`` event, which forwards it to the owning client (see
+  ``print_actor_output``).
 - ``read_log_tail``: the tail of a live or dead actor's log, for ``actorrt logs``.
 - ``configure_logging``: one line per event, with the event's ids as ``key=value`` fields
   (``--log-format text``) or as JSON objects (``--log-format json``). Code attaches ids with

@@ -156,7 +156,7 @@ async def test_an_output_flood_never_blocks_calls(one_worker: ProcCluster) -> No
               f"max {max(latencies):.3f}s (median {sorted(latencies)[len(latencies) // 2]:.3f}s) over "
               f"{len(latencies)} calls; daemon RSS {rss_before // 1024} -> {rss_after // 1024} MiB")
         assert max(latencies) < 2.0
-        assert written > 10 * 2**20  # the pipe kept draining
+        assert written > 30 * 2**20  # the pipe kept draining, in chunks (line by line it drained ~8 MiB/s)
         assert rss_after - rss_before < 200 * 1024
         assert await a.echo(6) == 6
         await actorrt.kill(a)
