@@ -176,7 +176,7 @@ class ActorOutput:
             if len(text) > FORWARD_MAX_LINE:
                 text = text[:FORWARD_MAX_LINE] + f" [... {len(text) - FORWARD_MAX_LINE} more characters]"
             s.pending.append(pb.OutputLine(text=text, stderr=stderr))
-            s.pending_bytes += len(text)
+            s.pending_bytes += len(text) if text.isascii() else len(text.encode())
             if len(s.pending) >= 500 or s.pending_bytes >= FORWARD_MAX_BYTES:
                 self._flush_one(s)
         if (s.pending or s.dropped) and self._flush_handle is None:

@@ -178,12 +178,13 @@ def test_forwarded_output_messages_stay_small(tmp_path: Path) -> None:
     async def long_lines() -> None:
         out = _logs.ActorOutput(sent.append, tmp_path)
         out.lines("a1", "C", 7, ["x" * _logs.MAX_LINE_BYTES] * 400, stderr=False)
+        out.lines("a1", "C", 7, ["\u00e9\u20ac" * _logs.MAX_LINE_BYTES] * 400, stderr=False)  # 2-3 bytes each
         out.close()
 
     asyncio.run(long_lines())
     sizes = [m.ByteSize() for m in sent]
-    assert sum(len(m.lines) for m in sent) == 400
-    assert max(sizes) < _logs.FORWARD_MAX_BYTES + 2 * _logs.FORWARD_MAX_LINE + 1024, sizes
+    assert sum(len(m.lines) for m in sent) == 800
+    assert max(sizes) < _logs.FORWARD_MAX_BYTES + 4 * _logs.FORWARD_MAX_LINE + 1024, sizes
 
 
 # ---- 17. a worker that joins a busy cluster stays up ---------------------------------------------
