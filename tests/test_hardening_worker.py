@@ -396,6 +396,8 @@ async def test_placement_right_after_the_warm_hosts_died_is_retried(tmp_path: Pa
                     await actorrt.kill(a)
             print(f"\nplacement after SIGKILL of every warm host: 2 actors each round in max {max(took):.3f}s "
                   f"(rounds: {', '.join(f'{x:.2f}' for x in took)})")
+        master_log = (cluster.home / "proc-0.log").read_text()
+        assert re.search(r"the warm host of slot \d exited \(killed by signal 9", master_log)  # SlotLost arrived
     finally:
         cluster.stop()
 
