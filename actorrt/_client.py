@@ -31,11 +31,12 @@ from typing import Any, Iterable, Sequence
 import grpc
 
 from actorrt import _rpc
-from actorrt._errors import ClusterConnectionError, MasterUnreachableError, PlacementError
+from actorrt._errors import ActorDiedError, ClusterConnectionError, MasterUnreachableError, PlacementError
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorConnection, ActorHandle
 from actorrt._logs import print_actor_output
 from actorrt._serialization import describe_size, dumps, ship_local_modules
+from actorrt._table import SLOT_NOT_READY
 from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
@@ -46,6 +47,8 @@ __all__ = ["connect", "Cluster", "ClusterStatus", "current_cluster", "kill"]
 log = logging.getLogger("actorrt.client")
 
 _current: Cluster | None = None
+PLACE_ATTEMPTS = 5  # placements of one actor whose host was gone before its constructor ran
+DEATH_GRACE_S = 2.0  # how long a construction reported dead may still say how it ended
 
 
 def current_cluster() -> Cluster:
@@ -566,6 +569,13 @@ class Cluster:
             self._outbox.put_nowait(pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason)))
 
     async def create_actor(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
+        """Place an actor and construct it on its host (cluster loop); every wait is bounded.
+
+        A placement whose host was gone before the constructor ran (its warm host had just
+        died: connection refused, or the worker said the slot was not ready) is released and
+        placed again, up to ``PLACE_ATTEMPTS`` times within the placement timeout. Only a
+        constructor that ran and raised, or a host that went away while constructing, fails it.
+        """
         from actorrt._remote import options_of
 
         opts = options_of(cls)
@@ -574,16 +584,53 @@ class Cluster:
         spec = _dump_spec(cls, args, kwargs)
         if self.closed:
             raise ClusterConnectionError("the cluster connection is closed")
-        request_id = next(self._requests)
         timeout = opts.placement_timeout if opts.placement_timeout is not None else self.placement_timeout
+        deadline = self.loop.time() + timeout if timeout > 0 else None
+        resources = common_pb2.Resources(
+            num_cpus=opts.num_cpus, num_gpus=opts.num_gpus, max_memory_mb=opts.max_memory_mb or 0
+        )
+        for attempt in range(1, PLACE_ATTEMPTS + 1):
+            left = max(0.001, deadline - self.loop.time()) if deadline is not None else 0.0
+            placed = await self._request_placement(class_name, resources, left, timeout)
+            conn = ActorConnection(self, placed.actor_id, placed.endpoint, cls, class_name)
+            construct = actor_host_pb2.ConstructActor(
+                version=_rpc.PROTOCOL_VERSION,
+                actor_id=placed.actor_id,
+                class_name=class_name,
+                spec=spec,
+                max_concurrency=opts.max_concurrency,
+                gpu_ids=placed.gpu_ids,
+                files=self._files,
+                max_payload_bytes=self.max_payload_bytes,
+            )
+            try:
+                await self._construct(conn, construct)
+            except ActorDiedError as e:
+                retry = _never_constructed(e, self._deaths.get(placed.actor_id))
+                out_of_time = deadline is not None and self.loop.time() >= deadline
+                if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
+                    self._send_release(placed.actor_id, "its constructor failed" if not retry else
+                                       "its host was gone before its constructor ran")
+                    raise
+                self._send_release(placed.actor_id, "its host was gone before its constructor ran")
+                log.info("placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause)
+                await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
+                continue
+            except BaseException:
+                self._send_release(placed.actor_id, "its constructor failed")
+                raise
+            self._actors[placed.actor_id] = conn
+            return ActorHandle(conn)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    async def _request_placement(
+        self, class_name: str, resources: common_pb2.Resources, timeout_s: float, asked_s: float
+    ) -> pb.ActorPlaced:
+        """Ask the master for a slot; waits at most ``timeout_s`` (0: forever) plus a margin."""
+        request_id = next(self._requests)
         msg = pb.ClientEvent(
             place_actor=pb.PlaceActor(
-                request_id=request_id,
-                resources=common_pb2.Resources(
-                    num_cpus=opts.num_cpus, num_gpus=opts.num_gpus, max_memory_mb=opts.max_memory_mb or 0
-                ),
-                class_name=class_name,
-                timeout_s=timeout,
+                request_id=request_id, resources=resources, class_name=class_name, timeout_s=timeout_s
             )
         )
         fut: asyncio.Future[pb.ActorPlaced] = self.loop.create_future()
@@ -593,31 +640,51 @@ class Cluster:
         self._outbox.put_nowait(msg)
         try:
             # The master enforces the timeout; the margin covers a master that went away.
-            placed = await asyncio.wait_for(fut, timeout + 10.0 if timeout > 0 else None)
+            return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)
         except asyncio.TimeoutError as e:
-            raise PlacementError(f"no placement for {class_name} within {timeout:g}s (no answer)") from e
+            raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
         finally:
             self._placing.pop(request_id, None)
             self._place_msgs.pop(request_id, None)
-        conn = ActorConnection(self, placed.actor_id, placed.endpoint, cls, class_name)
-        self._actors[placed.actor_id] = conn
-        construct = actor_host_pb2.ConstructActor(
-            version=_rpc.PROTOCOL_VERSION,
-            actor_id=placed.actor_id,
-            class_name=class_name,
-            spec=spec,
-            max_concurrency=opts.max_concurrency,
-            gpu_ids=placed.gpu_ids,
-            files=self._files,
-            max_payload_bytes=self.max_payload_bytes,
-        )
+
+    async def _construct(self, conn: ActorConnection, construct: actor_host_pb2.ConstructActor) -> None:
+        """``conn.open``, bounded as a whole (the connect and the first write too). Raises
+        ActorDiedError for every way the host is gone: its cause is the connection's own error
+        where there is one (it tells a host never reached from one that died constructing), else
+        the master's word that the actor died. ``conn`` joins ``self._actors`` only once built."""
+        what = f"could not construct {conn.class_name}"
+        bound = self.timeout + 5.0 if self.timeout > 0 else None
+        died: asyncio.Future[str] = self.loop.create_future()
+        if conn.actor_id in self._deaths:
+            died.set_result(self._deaths[conn.actor_id])
+        waiters = self._death_waiters.setdefault(conn.actor_id, [])
+        waiters.append(died)
+        opening = asyncio.ensure_future(conn.open(construct, self.timeout))
         try:
-            await conn.open(construct, self.timeout)
-        except BaseException:
-            self._actors.pop(placed.actor_id, None)
-            self._send_release(placed.actor_id, "its constructor failed")
+            await asyncio.wait({opening, died}, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
+            if died.done() and not opening.done():  # let the connection say how it ended
+                await asyncio.wait({opening}, timeout=DEATH_GRACE_S)
+        except asyncio.CancelledError:  # our caller cancelled us
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            await conn.close("its construction was cancelled")
             raise
-        return ActorHandle(conn)
+        finally:
+            if died in waiters:
+                waiters.remove(died)
+            if not waiters:
+                self._death_waiters.pop(conn.actor_id, None)
+        if opening.done():
+            opening.result()  # its error: RemoteError, ActorDiedError (the connection's own)
+            if not died.done():
+                return
+            detail = died.result()  # constructed, but reported dead meanwhile
+        else:
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            detail = died.result() if died.done() else f"no answer within {bound:g}s"
+        await conn.close(f"{what}: {detail}")
+        raise ActorDiedError(conn.actor_id, f"{what}: {detail}")
 
     async def kill_actor(self, handle: ActorHandle[Any], wait_s: float = 10.0) -> None:
         conn = handle._conn
@@ -738,6 +805,20 @@ def _dump_spec(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> comm
     except Exception as e:  # noqa: BLE001
         dump_args(f"{cls.__qualname__}.__init__", args, kwargs)  # names a bad argument if one is
         raise SerializationError(f"class {cls.__qualname__} cannot be pickled: {e}") from e
+
+
+def _never_constructed(e: ActorDiedError, death: str | None) -> bool:
+    """Whether a failed construction never reached a host, so placing again runs the constructor
+    at most once: the connection was refused (the warm host had just died), or the worker said the
+    slot was not ready."""
+    if death is not None and death.startswith(SLOT_NOT_READY):
+        return True
+    cause = e.__cause__
+    return (
+        isinstance(cause, grpc.RpcError)
+        and cause.code() == grpc.StatusCode.UNAVAILABLE
+        and "failed to connect" in (cause.details() or "").lower()
+    ) or SLOT_NOT_READY in e.cause
 
 
 def connect(

@@ -1,8 +1,11 @@
 """Actor output and the daemons' own logs.
 
+- ``LineSplitter`` (worker daemon): cuts an actor's raw output into lines, keeping at most
+  ``MAX_LINE_BYTES`` of each (a longer one ends with ``[... N more bytes]``).
 - ``ActorOutput`` (worker daemon): every line an actor prints goes to a per-actor log file with
-  rotation under the worker's state dir, and, batched and rate-limited, to the master as an
-  ``ActorOutput`` event, which forwards it to the owning client (see ``print_actor_output``).
+  rotation under the worker's state dir, and, batched, rate-limited and bounded in bytes, to the
+  master as an ``ActorOutput`` event, which forwards it to the owning client (see
+  ``print_actor_output``).
 - ``read_log_tail``: the tail of a live or dead actor's log, for ``actorrt logs``.
 - ``configure_logging``: one line per event, with the event's ids as ``key=value`` fields
   (``--log-format text``) or as JSON objects (``--log-format json``). Code attaches ids with
@@ -28,6 +31,7 @@ from actorrt.v1 import master_pb2 as pb
 
 __all__ = [
     "ActorOutput",
+    "LineSplitter",
     "configure_logging",
     "default_log_dir",
     "ids",
@@ -42,6 +46,8 @@ MAX_ACTOR_LOGS = 1000  # per worker log dir; the oldest go first
 FORWARD_LINES_PER_S = 1000.0  # to the client; the log file keeps everything
 FORWARD_BURST = 5000
 FORWARD_MAX_LINE = 8192
+FORWARD_MAX_BYTES = 256 * 2**10  # of text in one forwarded ActorOutput message; it flushes then
+MAX_LINE_BYTES = 64 * 2**10  # of one output line kept anywhere; the rest is counted, not kept
 FLUSH_AFTER_S = 0.05
 DEFAULT_TAIL_BYTES = 2**20
 
@@ -71,6 +77,46 @@ def print_actor_output(msg: pb.ActorOutput, out: TextIO | None = None, err: Text
 # ---- worker side -------------------------------------------------------------------------------
 
 
+class LineSplitter:
+    """Cuts an actor's raw output (chunks of bytes, any shape) into text lines, keeping at most
+    ``max_bytes`` of each; a longer line ends with ``[... N more bytes]``. Memory stays bounded
+    whatever comes: a line with no newline is counted, never buffered whole."""
+
+    def __init__(self, max_bytes: int = MAX_LINE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._kept = bytearray()  # the start of the line not yet ended
+        self._more = 0  # its bytes past max_bytes, dropped
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The lines that ``chunk`` ends, oldest first."""
+        lines: list[str] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._take(chunk, start, end)
+            lines.append(self._end_line())
+            start = end + 1
+        self._take(chunk, start, len(chunk))
+        return lines
+
+    def finish(self) -> list[str]:
+        """At end of stream: the last line, if it had no newline."""
+        return [self._end_line()] if self._kept or self._more else []
+
+    def _take(self, chunk: bytes, start: int, end: int) -> None:
+        room = max(0, self.max_bytes - len(self._kept))
+        keep = min(room, end - start)
+        if keep:
+            self._kept += chunk[start : start + keep]
+        self._more += end - start - keep
+
+    def _end_line(self) -> str:
+        text = self._kept.decode(errors="replace")
+        if self._more:
+            text += f" [... {self._more} more bytes]"
+        self._kept, self._more = bytearray(), 0
+        return text
+
+
 @dataclass
 class _Stream:
     actor_id: str
@@ -78,6 +124,7 @@ class _Stream:
     pid: int
     file: logging.Handler
     pending: list[pb.OutputLine] = field(default_factory=list)
+    pending_bytes: int = 0
     tokens: float = FORWARD_BURST
     refilled: float = field(default_factory=time.monotonic)
     dropped: int = 0
@@ -86,7 +133,8 @@ class _Stream:
 class ActorOutput:
     """Per-actor log files and forwarding of output lines. The worker daemon's loop only.
 
-    ``emit`` gets one ``ActorOutput`` message per flush (the daemon puts it on its session).
+    ``emit`` gets one ``ActorOutput`` message per flush (the daemon puts it on its session); a
+    message holds at most 500 lines and about ``FORWARD_MAX_BYTES`` of text.
     """
 
     def __init__(
@@ -107,9 +155,16 @@ class ActorOutput:
         self._flush_handle: Any = None
 
     def line(self, actor_id: str, class_name: str, pid: int, text: str, stderr: bool) -> None:
+        self.lines(actor_id, class_name, pid, [text], stderr)
+
+    def lines(self, actor_id: str, class_name: str, pid: int, texts: list[str], stderr: bool) -> None:
+        """Lines the actor printed, in order: all to its log file (one write), and to its owner
+        as far as the rate limit allows (the rest are counted and said so)."""
+        if not texts:
+            return
         s = self._streams.get(actor_id) or self._open(actor_id, class_name, pid)
         try:
-            s.file.emit(logging.makeLogRecord({"msg": text, "args": None}))
+            s.file.emit(logging.makeLogRecord({"msg": "\n".join(texts), "args": None}))
         except Exception:  # noqa: BLE001 - a full disk must not stop the actor's output
             pass
         if not self.forward:
@@ -117,16 +172,17 @@ class ActorOutput:
         now = time.monotonic()
         s.tokens = min(FORWARD_BURST, s.tokens + (now - s.refilled) * FORWARD_LINES_PER_S)
         s.refilled = now
-        if s.tokens < 1:
-            s.dropped += 1
-            return
-        s.tokens -= 1
-        if len(text) > FORWARD_MAX_LINE:
-            text = text[:FORWARD_MAX_LINE] + f" [... {len(text) - FORWARD_MAX_LINE} more characters]"
-        s.pending.append(pb.OutputLine(text=text, stderr=stderr))
-        if len(s.pending) >= 500:
-            self._flush_one(s)
-        elif self._flush_handle is None:
+        sent = min(len(texts), int(s.tokens))
+        s.tokens -= sent
+        s.dropped += len(texts) - sent
+        for text in texts[:sent]:
+            if len(text) > FORWARD_MAX_LINE:
+                text = text[:FORWARD_MAX_LINE] + f" [... {len(text) - FORWARD_MAX_LINE} more characters]"
+            s.pending.append(pb.OutputLine(text=text, stderr=stderr))
+            s.pending_bytes += len(text) if text.isascii() else len(text.encode())
+            if len(s.pending) >= 500 or s.pending_bytes >= FORWARD_MAX_BYTES:
+                self._flush_one(s)
+        if (s.pending or s.dropped) and self._flush_handle is None:
             import asyncio
 
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_AFTER_S, self.flush)
@@ -147,7 +203,7 @@ class ActorOutput:
             )
             s.dropped = 0
         if s.pending:
-            lines, s.pending = s.pending, []
+            lines, s.pending, s.pending_bytes = s.pending, [], 0
             self.emit(pb.ActorOutput(actor_id=s.actor_id, class_name=s.class_name, pid=s.pid, lines=lines))
 
     def actor_ended(self, actor_id: str) -> None:

@@ -206,6 +206,11 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     self.table.seen(worker_id, ev.heartbeat.load, dict(ev.heartbeat.actor_rss_bytes))
                 elif kind == "slot_ready":
                     self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
+                elif kind == "slot_lost":
+                    if self.table.slot_lost(worker_id, ev.slot_lost.slot):
+                        log.info("worker %s: the warm host of slot %d exited (%s); not placing there until it "
+                                 "is back", worker_id, ev.slot_lost.slot, ev.slot_lost.cause,
+                                 extra=ids(worker_id=worker_id, slot=ev.slot_lost.slot))
                 elif kind == "actor_exited":
                     actor, placements = self.table.actor_exited(ev.actor_exited.actor_id)
                     if actor is not None:

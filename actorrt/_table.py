@@ -16,7 +16,11 @@ from typing import Callable, Iterable
 
 from actorrt._errors import PlacementError
 
-__all__ = ["ClusterTable", "Worker", "Actor", "Client", "Request", "Placement"]
+__all__ = ["ClusterTable", "Worker", "Actor", "Client", "Request", "Placement", "SLOT_NOT_READY"]
+
+# The death cause of an actor placed on a slot whose host was gone when its worker got the
+# placement: its constructor never ran, so its client places it again.
+SLOT_NOT_READY = "its slot was not ready on the worker"
 
 
 @dataclass
@@ -186,6 +190,12 @@ class ClusterTable:
             return []
         worker.ready[slot] = endpoint
         return self.place_waiting()
+
+    def slot_lost(self, worker_id: str, slot: int) -> bool:
+        """The slot's warm host exited with no actor: no placement may go there until the slot's
+        next ``slot_ready``. Returns whether it was listed ready."""
+        worker = self.workers.get(worker_id)
+        return worker is not None and worker.ready.pop(slot, None) is not None
 
     # ---- actors -----------------------------------------------------------------------------
 

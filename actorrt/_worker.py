@@ -1,9 +1,13 @@
 """The worker daemon: registers its node with the master and keeps a warm pool of actor hosts.
 
 One host process per CPU slot, started with ``subprocess`` (never fork after gRPC exists). The
-daemon reaps them, enforces per-actor memory limits, reports exits with their cause, and starts a
-fresh host after each exit. If the master goes away the daemon reconnects with backoff and
-re-reports its live actors, so a restarted master rebuilds its table. Runs on one event loop.
+daemon reaps them, enforces per-actor memory limits (over each actor's whole process tree),
+reports exits with their cause (an idle warm host's too, as ``SlotLost``), and starts a fresh
+host after each exit. It drains every host's output whatever its shape, so no actor blocks in a
+print. If the master goes away the daemon reconnects with backoff and re-reports its live
+actors, so a restarted master rebuilds its table; if the master refuses it (a new token), it
+stops its hosts and ends. Slots work in folders under one temp folder per daemon, which a later
+daemon removes should this one die uncleanly. Runs on one event loop.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +30,8 @@ from prometheus_client import CollectorRegistry
 from actorrt import _logs, _metrics, _resources, _rpc, _shm
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
-from actorrt._lifecycle import Service
+from actorrt._lifecycle import Service, Status
+from actorrt._table import SLOT_NOT_READY
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 
@@ -33,6 +39,7 @@ __all__ = ["WorkerDaemon", "describe_exit"]
 
 log = logging.getLogger("actorrt.worker")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+OUTPUT_CHUNK = 256 * 2**10  # bytes read from an actor's pipe at a time
 
 
 def describe_exit(returncode: int) -> str:
@@ -47,12 +54,47 @@ def describe_exit(returncode: int) -> str:
     return f"its process exited with code {returncode}"
 
 
-def _rss_bytes(pid: int) -> int:
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    session: int
+    rss_bytes: int
+
+
+def _process_table() -> dict[int, _Proc]:
+    """Every live process of this machine, from one pass over ``/proc`` (Linux)."""
+    table = {}
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            table[int(name)] = _Proc(int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE)
+        except (OSError, IndexError, ValueError):
+            continue  # it just ended
+    return table
+
+
+def _process_tree(root: int, table: dict[int, _Proc]) -> list[int]:
+    """``root`` and every process it started: its descendants and the members of its session
+    (an actor host leads its own, ``start_new_session``), so a child that re-parented to init
+    when its parent exited still counts."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    tree = {root} | {pid for pid, proc in table.items() if proc.session == root}
+    todo = list(tree)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return sorted(tree & table.keys())
 
 
 def _memory_bytes() -> int:
@@ -72,6 +114,11 @@ class _Slot:
     actor: pb.StartActor | None = None
     stop_cause: str = ""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def started(self) -> bool:
+        """Its host came up: it is warm, or already hosting an actor (no longer 'ready')."""
+        return self.ready or self.actor is not None
 
     @property
     def label(self) -> str:
@@ -136,6 +183,7 @@ class WorkerDaemon(Service):
         self._channel: grpc.aio.Channel | None = None
         self._fatal: BaseException | None = None
         self._closing = False
+        self._workdirs = ""  # this daemon's folder of slot working directories (_make_workdirs)
         self.echo_output = echo_output
         self.output = _logs.ActorOutput(
             lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir
@@ -147,6 +195,9 @@ class WorkerDaemon(Service):
     async def _start(self) -> None:
         if self.cpus < 1:
             raise ValueError(f"a worker needs at least 1 cpu, got {self.cpus}")
+        for dead in _remove_dead_workdirs():
+            log.info("removed %s, left behind by a worker daemon that is gone", dead)
+        self._workdirs = _make_workdirs()
         for slot in self.slots:
             slot.tasks.append(asyncio.create_task(self._run_slot(slot)))
         self._session_task = asyncio.create_task(self._session_forever())
@@ -164,16 +215,33 @@ class WorkerDaemon(Service):
             )
         self._monitor_task = asyncio.create_task(self._monitor_forever())
         deadline = asyncio.get_running_loop().time() + self.connect_timeout_s * 2
-        while self.wait_ready and not all(s.ready for s in self.slots):
+        while self.wait_ready and not all(s.started for s in self.slots):
+            if self._fatal is not None:
+                raise self._fatal
             if asyncio.get_running_loop().time() > deadline:
-                raise ClusterConnectionError("actor hosts did not start in time; see the log for their errors")
+                started = sum(s.started for s in self.slots)
+                if not started:
+                    raise ClusterConnectionError("actor hosts did not start in time; see the log for their errors")
+                log.warning("%d of %d actor hosts did not start in time; serving with the others meanwhile",
+                            len(self.slots) - started, len(self.slots))
+                break
             await asyncio.sleep(0.02)
 
     async def _close(self) -> None:
-        self._closing = True
         for task in (self._session_task, self._monitor_task):
-            if task is not None:
+            if task is not None and task is not asyncio.current_task():
                 task.cancel()
+        await self._stop_hosts()
+        _remove_dir(self._workdirs)
+        self.output.close()
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+        if self._fatal is not None and self.status is not Status.FAILED:  # refused after joining
+            raise self._fatal
+
+    async def _stop_hosts(self) -> None:
+        """End every actor host (SIGTERM, then SIGKILL) and keep none warm any more."""
+        self._closing = True
         for slot in self.slots:
             for task in slot.tasks:
                 task.cancel()
@@ -194,9 +262,6 @@ class WorkerDaemon(Service):
             if slot.tasks:
                 await asyncio.gather(*slot.tasks, return_exceptions=True)
             _remove_dir(slot.workdir)
-        self.output.close()
-        if self._channel is not None:
-            await self._channel.close(grace=None)
 
     # ---- actor host processes ---------------------------------------------------------------
 
@@ -214,6 +279,11 @@ class WorkerDaemon(Service):
                 continue
             assert slot.proc is not None
             returncode = await slot.proc.wait()
+            if slot.ready and slot.actor is None:  # tell the master at once: it must not place here
+                slot.ready = False
+                self._emit(pb.WorkerEvent(slot_lost=pb.SlotLost(slot=slot.index, cause=describe_exit(returncode))))
+                log.warning("slot %d: its warm actor host exited: %s; starting another", slot.index,
+                            describe_exit(returncode), extra=_logs.ids(worker_id=self.worker_id, slot=slot.index))
             _shm.remove_owned_by(slot.proc.pid)  # replies its client never took
             _shm.remove_if_gone(self.metrics.shm_peers.pop(slot.proc.pid, ()))  # calls of a dead client
             _kill_group(slot.proc.pid)  # whatever the actor started dies with it
@@ -243,7 +313,7 @@ class WorkerDaemon(Service):
                 )
 
     async def _spawn(self, slot: _Slot) -> None:
-        slot.workdir = tempfile.mkdtemp(prefix=f"actorrt-slot{slot.index}-")
+        slot.workdir = tempfile.mkdtemp(prefix=f"slot{slot.index}-", dir=self._workdirs)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ACTORRT_PRELOAD=",".join(self.preload))
         for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
             env.pop(name, None)
@@ -289,18 +359,38 @@ class WorkerDaemon(Service):
         self._emit(pb.WorkerEvent(slot_ready=pb.SlotReady(slot=slot.index, endpoint=slot.endpoint)))
 
     async def _pump(self, slot: _Slot, stream: asyncio.StreamReader, sink: object) -> None:
-        """Route an actor's output, line by line: to its log file and owner (``self.output``),
-        and to ours prefixed with its class, pid and id when echoing."""
-        while line := await stream.readline():
-            text = line.decode(errors="replace").rstrip("\n")
-            actor, pid = slot.actor, slot.proc.pid if slot.proc else 0
-            if actor is not None:
-                self.output.line(actor.actor_id, actor.class_name, pid, text, stderr=sink is sys.stderr)
-            if actor is None or self.echo_output:
-                try:
-                    print(f"{slot.label} {text}", file=sink, flush=True)  # type: ignore[call-overload]
-                except (OSError, ValueError):
-                    pass
+        """Drain one of an actor host's output pipes until EOF, whatever comes (huge lines,
+        binary, no newline, floods), so the actor never blocks in a write. Lines, each cut to
+        ``_logs.MAX_LINE_BYTES`` kept bytes, go to its log file and owner (``self.output``), and
+        to ours prefixed with its class, pid and id when echoing. Runs on the daemon's loop; a
+        routing error is logged once and draining goes on."""
+        splitter = _logs.LineSplitter()
+        complained = False
+        while True:
+            chunk = await stream.read(OUTPUT_CHUNK)
+            texts = splitter.feed(chunk) if chunk else splitter.finish()
+            try:
+                self._route(slot, texts, sink)
+            except Exception:  # noqa: BLE001 - the pipe must keep draining, or the actor blocks
+                if not complained:
+                    log.exception("slot %d: could not route actor output; still draining", slot.index)
+                    complained = True
+            if not chunk:
+                return
+
+    def _route(self, slot: _Slot, texts: list[str], sink: object) -> None:
+        if not texts:
+            return
+        actor, pid = slot.actor, slot.proc.pid if slot.proc else 0
+        if actor is not None:
+            self.output.lines(actor.actor_id, actor.class_name, pid, texts, stderr=sink is sys.stderr)
+        if actor is None or self.echo_output:
+            label = slot.label
+            echoed = "\n".join(f"{label} {text}" for text in texts)
+            try:
+                print(echoed, file=sink, flush=True)  # type: ignore[call-overload]
+            except (OSError, ValueError):
+                pass
 
     def _slot_views(self) -> list[_metrics.SlotView]:
         """The pool as the metrics collector sees it (called on the metrics HTTP thread)."""
@@ -318,7 +408,7 @@ class WorkerDaemon(Service):
             self._emit(
                 pb.WorkerEvent(
                     actor_exited=pb.ActorExited(
-                        actor_id=cmd.actor_id, slot=cmd.slot, cause="its slot was not ready on the worker", exit_code=-1
+                        actor_id=cmd.actor_id, slot=cmd.slot, cause=SLOT_NOT_READY, exit_code=-1
                     )
                 )
             )
@@ -341,20 +431,27 @@ class WorkerDaemon(Service):
         while True:
             await asyncio.sleep(period)
             ticks += 1
+            heartbeat = ticks * period >= self.heartbeat_interval_s
+            live = [s for s in self.slots if s.actor is not None and s.proc is not None and s.proc.returncode is None]
+            if not heartbeat and not any(s.actor and s.actor.resources.max_memory_mb for s in live):
+                continue
+            table = _process_table()
             rss: dict[str, int] = {}
-            for slot in self.slots:
-                if slot.actor is None or slot.proc is None or slot.proc.returncode is not None:
-                    continue
-                used = _rss_bytes(slot.proc.pid)
+            for slot in live:
+                assert slot.actor is not None and slot.proc is not None
+                tree = _process_tree(slot.proc.pid, table)
+                used = sum(table[pid].rss_bytes for pid in tree)
                 rss[slot.actor.actor_id] = used
                 limit_mb = slot.actor.resources.max_memory_mb
                 if limit_mb and used > limit_mb * 2**20 and not slot.stop_cause:
                     slot.stop_cause = (
-                        f"memory limit exceeded: {used / 2**20:.0f} MB used, max_memory_mb={limit_mb}"
+                        f"memory limit exceeded: {used / 2**20:.0f} MB used, max_memory_mb={limit_mb} "
+                        f"(over the actor's {len(tree)} processes)"
                     )
                     log.warning("actor %s: %s", slot.actor.actor_id, slot.stop_cause)
-                    _signal(slot.proc, signal.SIGKILL)
-            if ticks * period >= self.heartbeat_interval_s:
+                    for pid in tree:  # the children too: one may have left the host's group
+                        _kill_pid(pid)
+            if heartbeat:
                 ticks = 0
                 self._emit(pb.WorkerEvent(heartbeat=pb.Heartbeat(load=os.getloadavg()[0], actor_rss_bytes=rss)))
 
@@ -402,7 +499,10 @@ class WorkerDaemon(Service):
                 if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
                                 grpc.StatusCode.INVALID_ARGUMENT):
                     self._fatal = err
-                    log.error("%s", err)
+                    if self._registered.is_set():
+                        await self._refused(err)
+                    else:
+                        log.error("%s", err)
                     return
                 if not self._registered.is_set() and not self.reconnect:
                     self._fatal = err
@@ -414,6 +514,17 @@ class WorkerDaemon(Service):
                 return
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
+
+    async def _refused(self, err: BaseException) -> None:
+        """The master we had joined refuses us now (a new token, another version): the actors
+        we host must not keep running code sent under the old trust. Stop every host, then end
+        this process the way SIGTERM would; ``close()`` raises ``err``, so ``actorrt connect``
+        exits non-zero saying why."""
+        hosted = sum(s.actor is not None for s in self.slots)
+        log.error("%s; stopping this worker and its %d actor hosts (%d actors)", err, len(self.slots), hosted,
+                  extra=_logs.ids(worker_id=self.worker_id, address=self.master_address))
+        await self._stop_hosts()
+        os.kill(os.getpid(), signal.SIGTERM)
 
     async def _session_once(self) -> None:
         if self._channel is None:
@@ -463,11 +574,62 @@ def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
             pass
 
 
+def _kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_WORKDIRS_PREFIX = "actorrt-worker-"
+_OWNER_FILE = "owner"
+
+
+def _start_time(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot), or "" if no such process: a pid plus its
+    start time names one process even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _make_workdirs() -> str:
+    """This daemon's folder in the temp dir, ``actorrt-worker-<pid>-*``, holding one working
+    directory per slot (shipped files land there) and an ``owner`` file naming this process, so
+    a later daemon can remove it should this one die without cleaning up (SIGKILL)."""
+    path = tempfile.mkdtemp(prefix=f"{_WORKDIRS_PREFIX}{os.getpid()}-")
+    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    return path
+
+
+def _remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
+    """Remove the folders of worker daemons of this machine that are gone; returns them. A folder
+    whose owner file is missing or unreadable is removed once older than ``grace_s`` (it may be
+    one that is being made right now)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(_WORKDIRS_PREFIX + "*"):
+        try:
+            pid, started = (path / _OWNER_FILE).read_text().split()
+            alive = _start_time(int(pid)) == started
+        except (OSError, ValueError):
+            try:
+                alive = time.time() - path.stat().st_mtime < grace_s
+            except OSError:
+                continue
+        if not alive:
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(str(path))
+    return removed
 
 
 def _remove_dir(path: str) -> None:

@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class WorkerEvent(_message.Message):
-    __slots__ = ("register_worker", "heartbeat", "slot_ready", "actor_exited", "actor_output", "actor_log")
+    __slots__ = ("register_worker", "heartbeat", "slot_ready", "actor_exited", "actor_output", "actor_log", "slot_lost")
     REGISTER_WORKER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SLOT_READY_FIELD_NUMBER: _ClassVar[int]
     ACTOR_EXITED_FIELD_NUMBER: _ClassVar[int]
     ACTOR_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     ACTOR_LOG_FIELD_NUMBER: _ClassVar[int]
+    SLOT_LOST_FIELD_NUMBER: _ClassVar[int]
     register_worker: RegisterWorker
     heartbeat: Heartbeat
     slot_ready: SlotReady
     actor_exited: ActorExited
     actor_output: ActorOutput
     actor_log: ActorLog
-    def __init__(self, register_worker: _Optional[_Union[RegisterWorker, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., slot_ready: _Optional[_Union[SlotReady, _Mapping]] = ..., actor_exited: _Optional[_Union[ActorExited, _Mapping]] = ..., actor_output: _Optional[_Union[ActorOutput, _Mapping]] = ..., actor_log: _Optional[_Union[ActorLog, _Mapping]] = ...) -> None: ...
+    slot_lost: SlotLost
+    def __init__(self, register_worker: _Optional[_Union[RegisterWorker, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., slot_ready: _Optional[_Union[SlotReady, _Mapping]] = ..., actor_exited: _Optional[_Union[ActorExited, _Mapping]] = ..., actor_output: _Optional[_Union[ActorOutput, _Mapping]] = ..., actor_log: _Optional[_Union[ActorLog, _Mapping]] = ..., slot_lost: _Optional[_Union[SlotLost, _Mapping]] = ...) -> None: ...
 
 class RegisterWorker(_message.Message):
     __slots__ = ("version", "node", "node_ip", "cpus", "gpus", "memory_bytes", "worker_id", "live_actors", "pid")
@@ -85,6 +87,14 @@ class SlotReady(_message.Message):
     slot: int
     endpoint: str
     def __init__(self, slot: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
+
+class SlotLost(_message.Message):
+    __slots__ = ("slot", "cause")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    cause: str
+    def __init__(self, slot: _Optional[int] = ..., cause: _Optional[str] = ...) -> None: ...
 
 class ActorExited(_message.Message):
     __slots__ = ("actor_id", "slot", "cause", "exit_code")

@@ -1,0 +1,422 @@
+"""Hardening of the worker daemon, with real processes: actor output of any shape, a worker
+refused by its master, memory limits over an actor's process tree, slot folders of a killed
+daemon, placement on warm hosts that just died, and a worker that joins a busy cluster.
+
+Every test starts its own master and worker daemons (real CLI processes on 127.0.0.1) and stops
+them by PID; the leak checks of ``conftest`` apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import actorrt
+from actorrt import _logs
+from tests.conftest import ProcCluster, host_pids, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def one_worker(tmp_path: Path) -> Iterator[ProcCluster]:
+    c = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    yield c
+    c.stop()
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+# ---- 1. actor output of any shape never blocks the actor -------------------------------------
+
+
+@actorrt.remote_class
+class Noisy:
+    def __init__(self) -> None:
+        self.flooding: threading.Thread | None = None
+        self.written = 0
+
+    def echo(self, x: int) -> int:
+        return x
+
+    def long_line(self, nbytes: int) -> int:
+        print("L" * nbytes, flush=True)
+        return nbytes
+
+    def no_newline(self, nbytes: int) -> int:
+        chunk = b"N" * 2**20
+        for _ in range(nbytes // len(chunk)):
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        return nbytes
+
+    def newline(self) -> None:
+        print(flush=True)
+
+    def binary(self, nbytes: int) -> int:
+        sys.stdout.buffer.write(os.urandom(nbytes))
+        sys.stdout.buffer.flush()
+        sys.stderr.buffer.write(os.urandom(nbytes) + b"\n")
+        sys.stderr.buffer.flush()
+        return nbytes
+
+    def start_flood(self, seconds: float) -> None:
+        """Write short lines as fast as one thread can, for ``seconds``, beside the calls."""
+        block = (("f" * 99 + "\n") * 10_000).encode()
+
+        def flood() -> None:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                sys.stdout.buffer.write(block)
+                self.written += len(block)
+            sys.stdout.buffer.flush()
+
+        self.flooding = threading.Thread(target=flood)
+        self.flooding.start()
+
+    def flood_done(self) -> int:
+        assert self.flooding is not None
+        self.flooding.join()
+        return self.written
+
+
+def _actor_log(cluster: ProcCluster, actor_id: str) -> str:
+    return (cluster.home / "logs" / "actors" / f"{actor_id}.log").read_text(errors="replace")
+
+
+async def test_huge_lines_binary_and_no_newline_never_block_the_actor(
+    one_worker: ProcCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with one_worker.connect() as c:
+        a = await Noisy.remote()
+        t0 = time.monotonic()
+        assert await asyncio.wait_for(a.long_line(2**20), 15) == 2**20
+        assert await asyncio.wait_for(a.echo(1), 15) == 1
+        line_s = time.monotonic() - t0
+        t0 = time.monotonic()
+        assert await asyncio.wait_for(a.no_newline(10 * 2**20), 15) == 10 * 2**20
+        assert await asyncio.wait_for(a.echo(2), 15) == 2
+        no_newline_s = time.monotonic() - t0
+        await asyncio.wait_for(a.newline(), 15)
+        t0 = time.monotonic()
+        assert await asyncio.wait_for(a.binary(2**20), 15) == 2**20
+        assert await asyncio.wait_for(a.echo(3), 15) == 3
+        binary_s = time.monotonic() - t0
+        timings = (f"\n1 MiB line: answered in {line_s:.3f}s; 10 MB with no newline: {no_newline_s:.3f}s; "
+                   f"1 MiB binary on stdout and stderr: {binary_s:.3f}s")
+        cap = _logs.MAX_LINE_BYTES
+
+        def capped() -> bool:
+            text = _actor_log(one_worker, a.actor_id)
+            return f"[... {2**20 - cap} more bytes]" in text and f"[... {10 * 2**20 - cap} more bytes]" in text
+
+        assert wait_until(capped, 10), _actor_log(one_worker, a.actor_id)[-300:]
+        text = _actor_log(one_worker, a.actor_id)
+        assert "L" * cap + f" [... {2**20 - cap} more bytes]" in text  # the kept part is whole
+        await asyncio.sleep(0.5)  # forwarded lines travel worker -> master -> this client
+        forwarded = capsys.readouterr().out
+        assert re.search(rf"\(Noisy pid=\d+ id={a.actor_id[:8]}\) L+ \[\.\.\. \d+ more characters\]", forwarded)
+        assert await a.echo(4) == 4
+        await actorrt.kill(a)
+        with capsys.disabled():
+            print(timings)
+
+
+async def test_an_output_flood_never_blocks_calls(one_worker: ProcCluster) -> None:
+    async with one_worker.connect(log_to_driver=False) as c:
+        a = await Noisy.remote()
+        daemon = one_worker.procs[1].pid
+        rss_before = _rss_kib(daemon)
+        await a.start_flood(2.0)
+        latencies = []
+        t_end = time.monotonic() + 2.0
+        while time.monotonic() < t_end:
+            t0 = time.monotonic()
+            assert await asyncio.wait_for(a.echo(5), 10) == 5
+            latencies.append(time.monotonic() - t0)
+            await asyncio.sleep(0.05)
+        written = await asyncio.wait_for(a.flood_done(), 30)
+        rss_after = _rss_kib(daemon)
+        print(f"\nflood: actor wrote {written / 2**20 / 2.0:.0f} MiB/s for 2 s; calls answered in "
+              f"max {max(latencies):.3f}s (median {sorted(latencies)[len(latencies) // 2]:.3f}s) over "
+              f"{len(latencies)} calls; daemon RSS {rss_before // 1024} -> {rss_after // 1024} MiB")
+        assert max(latencies) < 2.0
+        assert written > 30 * 2**20  # the pipe kept draining, in chunks (line by line it drained ~8 MiB/s)
+        assert rss_after - rss_before < 200 * 1024
+        assert await a.echo(6) == 6
+        await actorrt.kill(a)
+
+
+def test_line_splitter_caps_lines_and_keeps_memory_bounded() -> None:
+    split = _logs.LineSplitter(max_bytes=8)
+    assert split.feed(b"short\nlonger than eight") == ["short"]
+    assert split.feed(b" bytes" * 1000) == []  # counted, not kept
+    assert split.feed(b"\n\xff\xfe\n") == ["longer t [... 6009 more bytes]", "\ufffd\ufffd"]
+    assert split.feed(b"tail") == [] and split.finish() == ["tail"] and split.finish() == []
+
+
+def test_forwarded_output_messages_stay_small(tmp_path: Path) -> None:
+    from actorrt.v1 import master_pb2 as pb
+
+    sent: list[pb.ActorOutput] = []
+
+    async def long_lines() -> None:
+        out = _logs.ActorOutput(sent.append, tmp_path)
+        out.lines("a1", "C", 7, ["x" * _logs.MAX_LINE_BYTES] * 400, stderr=False)
+        out.lines("a1", "C", 7, ["\u00e9\u20ac" * _logs.MAX_LINE_BYTES] * 400, stderr=False)  # 2-3 bytes each
+        out.close()
+
+    asyncio.run(long_lines())
+    sizes = [m.ByteSize() for m in sent]
+    assert sum(len(m.lines) for m in sent) == 800
+    assert max(sizes) < _logs.FORWARD_MAX_BYTES + 4 * _logs.FORWARD_MAX_LINE + 1024, sizes
+
+
+# ---- 17. a worker that joins a busy cluster stays up ---------------------------------------------
+
+
+@actorrt.remote_class
+class Echo:
+    def echo(self, x: int) -> int:
+        return x
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_a_worker_joining_a_busy_cluster_stays_up(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=1)
+    try:
+        with cluster.connect(log_to_driver=False) as c:
+            first = Echo.remote().result(30)
+            waiting = [Echo.remote() for _ in range(3)]  # queued: no free slot
+            assert wait_until(lambda: c.status().result(10).placements_waiting == 3, 10)
+            timeout_s = 2
+            joined = cluster.spawn("connect", "--address", cluster.address, "--cpus", "3", "--token", cluster.token,
+                                   "--timeout", str(timeout_s))
+            actors = [f.result(30) for f in waiting]  # placed while the new worker's hosts warm up
+            time.sleep(2 * timeout_s + 1.5)  # past the old readiness deadline
+            assert joined.poll() is None, (cluster.home / "proc-2.log").read_text()
+            assert [a.echo(i).result(10) for i, a in enumerate([first, *actors])] == [0, 1, 2, 3]
+            status = c.status().result(10)
+            assert len(status.nodes) == 2 and len(status.actors) == 4
+            for a in [first, *actors]:
+                actorrt.kill(a).result(15)
+    finally:
+        cluster.stop()
+
+
+# ---- 5. a worker refused by its (restarted) master stops its hosts and exits ----------------------
+
+
+async def test_a_worker_refused_by_a_restarted_master_stops_its_hosts_and_exits(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    checked = False
+    try:
+        worker = cluster.procs[1]
+        async with cluster.connect(log_to_driver=False) as c:
+            a = await Echo.remote()
+            host = await a.pid()
+            endpoint = (await c.status()).actors[0]["endpoint"]
+            hosts = {pid for pid, ppid in host_pids().items() if ppid == worker.pid}
+            assert host in hosts and len(hosts) == 2
+            master = cluster.procs[0]
+            master.kill()
+            master.wait()
+            port = cluster.address.rsplit(":", 1)[1]
+            cluster.spawn("start", "--port", port, "--cpus", "0", "--token", "a-new-token-" + "x" * 20,
+                          "--worker-timeout", "3", "--client-grace", "2")
+            t0 = time.monotonic()
+            returncode = await asyncio.to_thread(worker.wait, 20)
+            exited_s = time.monotonic() - t0
+            log_text = (cluster.home / "proc-1.log").read_text()
+            print(f"\nrefused worker: exited {exited_s:.3f}s after the new master started (code {returncode})")
+            assert returncode != 0, log_text
+            assert re.search(r"refused.*stopping this worker and its 2 actor hosts", log_text), log_text
+            assert "actorrt connect: " in log_text and "refused" in log_text.rsplit("actorrt connect: ", 1)[1]
+            assert not hosts & set(host_pids())
+            with pytest.raises(actorrt.ActorRTError):
+                await asyncio.wait_for(a.echo(1), 10)
+            ip, host_port = endpoint.rsplit(":", 1)
+            with pytest.raises(OSError):
+                await asyncio.wait_for(asyncio.open_connection(ip, int(host_port)), 5)
+            checked = True
+    except actorrt.ActorRTError:
+        assert checked  # only closing the client against the new master (which refuses it) may complain
+    finally:
+        cluster.stop()
+
+
+# ---- 9. max_memory_mb counts the actor's child processes -----------------------------------------
+
+
+@actorrt.remote_class
+class Parent:
+    def start_hog(self, mb: int) -> int:
+        """A child process that holds ``mb`` MiB, touched, and then sleeps; its pid."""
+        code = f"import time; b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(600)"
+        return subprocess.Popen([sys.executable, "-c", code]).pid
+
+    def echo(self, x: int) -> int:
+        return x
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+async def test_memory_limit_counts_the_actors_children(one_worker: ProcCluster) -> None:
+    async with one_worker.connect(log_to_driver=False) as c:
+        a = await Parent.options(max_memory_mb=200).remote()
+        child = await a.start_hog(400)
+        t0 = time.monotonic()
+        over = r"memory limit exceeded: \d+ MB used, max_memory_mb=200 \(over the actor's 2 processes\)"
+        with pytest.raises(actorrt.ActorDiedError, match=over) as info:
+            while time.monotonic() - t0 < 20:
+                await a.echo(1)
+                await asyncio.sleep(0.1)
+        stopped_s = time.monotonic() - t0
+        print(f"\nchild over the limit: actor stopped {stopped_s:.3f}s after the child started: {info.value}")
+        assert time.monotonic() - t0 < 10
+        assert wait_until(lambda: _gone(child), 5), "the child outlived its actor"
+        assert await asyncio.wait_for(_slots_free(c), 10)
+
+
+async def _slots_free(c: actorrt.Cluster) -> bool:
+    while (await c.status()).slots_used:
+        await asyncio.sleep(0.05)
+    return True
+
+
+# ---- 12. a SIGKILLed worker daemon's slot folders are removed ------------------------------------
+
+
+@actorrt.remote_class
+class FileReader:
+    def read(self, path: str) -> str:
+        with open(path) as f:
+            return f.read()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "secret.txt").write_text("shipped")
+    monkeypatch.chdir(tmp_path)
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    try:
+        daemon = cluster.procs[1]
+        async with cluster.connect(log_to_driver=False, files=["data/*.txt"]) as c:
+            a = await FileReader.remote()
+            assert await a.read("data/secret.txt") == "shipped"
+            host = await a.pid()
+            hosts = {pid for pid, ppid in host_pids().items() if ppid == daemon.pid}
+            folders = {Path(os.readlink(f"/proc/{pid}/cwd")) for pid in hosts}
+            assert len(folders) == 2 and all(f.is_dir() for f in folders)
+            assert (Path(os.readlink(f"/proc/{host}/cwd")) / "data" / "secret.txt").exists()
+            daemon.kill()
+            daemon.wait()
+            assert wait_until(lambda: not hosts & set(host_pids()), 10)
+            assert all(f.is_dir() for f in folders)  # nobody cleaned up after the SIGKILL...
+            t0 = time.monotonic()
+            await asyncio.to_thread(cluster.spawn, "connect", "--address", cluster.address, "--cpus", "1",
+                                    "--token", cluster.token)
+            assert wait_until(lambda: not any(f.exists() for f in folders), 10), folders  # ...until now
+            print(f"\nkilled daemon's slot folders removed {time.monotonic() - t0:.3f}s after a new daemon started")
+            newcomer = {pid for pid, ppid in host_pids().items() if ppid == cluster.procs[-1].pid}
+            assert newcomer and all(Path(os.readlink(f"/proc/{pid}/cwd")).is_dir() for pid in newcomer)
+            with pytest.raises(actorrt.ActorDiedError):
+                await asyncio.wait_for(a.read("data/secret.txt"), 10)
+    finally:
+        cluster.stop()
+
+
+# ---- 16. placement on a warm host that just died is retried ---------------------------------------
+
+
+def test_table_a_lost_slot_is_not_placed_on_until_it_is_ready_again() -> None:
+    from actorrt._table import ClusterTable, Request
+
+    t = ClusterTable()
+    w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0)
+    t.open_client("c1", "host", 1)
+    t.slot_ready(w.worker_id, 0, "127.0.0.1:9000")
+    t.slot_ready(w.worker_id, 1, "127.0.0.1:9001")
+    assert t.slot_lost(w.worker_id, 0) and not t.slot_lost(w.worker_id, 0)  # the second: not listed
+    assert not t.slot_lost("no-such-worker", 1)
+    p = t.request(Request("c1", 1))
+    assert p is not None and p.slot == 1 and p.endpoint == "127.0.0.1:9001"
+    assert t.request(Request("c1", 2)) is None  # one cpu free, but no live host: it waits
+    assert t.slot_lost(w.worker_id, 1) is False and len(t.queue) == 1
+    placed = t.slot_ready(w.worker_id, 0, "127.0.0.1:9100")  # the respawned host
+    assert [(x.request.request_id, x.slot, x.endpoint) for x in placed] == [(2, 0, "127.0.0.1:9100")]
+
+
+def _worker_hosts(cluster: ProcCluster) -> set[int]:
+    daemons = {p.pid for p in cluster.procs[1:]}
+    return {pid for pid, ppid in host_pids().items() if ppid in daemons}
+
+
+async def test_placement_right_after_the_warm_hosts_died_is_retried(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=2)
+    try:
+        async with cluster.connect(log_to_driver=False) as c:
+            took = []
+            for round_ in range(6):
+                assert await asyncio.to_thread(wait_until, lambda: len(_worker_hosts(cluster)) == 4, 15)
+                for pid in _worker_hosts(cluster):
+                    os.kill(pid, signal.SIGKILL)
+                t0 = time.monotonic()
+                actors = await asyncio.wait_for(asyncio.gather(Echo.remote(), Echo.remote()), 30)
+                took.append(time.monotonic() - t0)
+                assert [await a.echo(round_) for a in actors] == [round_, round_]
+                for a in actors:
+                    await actorrt.kill(a)
+            print(f"\nplacement after SIGKILL of every warm host: 2 actors each round in max {max(took):.3f}s "
+                  f"(rounds: {', '.join(f'{x:.2f}' for x in took)})")
+        master_log = (cluster.home / "proc-0.log").read_text()
+        assert re.search(r"the warm host of slot \d exited \(killed by signal 9", master_log)  # SlotLost arrived
+    finally:
+        cluster.stop()
+
+
+@actorrt.remote_class
+class Fails:
+    def __init__(self, counter: str, how: str) -> None:
+        with open(counter, "a") as f:
+            f.write("ran\n")
+        if how == "raise":
+            raise ValueError("bad config")
+        os._exit(3)  # the host dies while constructing
+
+
+async def test_a_constructor_that_ran_is_never_placed_again(one_worker: ProcCluster, tmp_path: Path) -> None:
+    async with one_worker.connect(log_to_driver=False):
+        raised, died = tmp_path / "raised", tmp_path / "died"
+        with pytest.raises(actorrt.RemoteError, match="bad config"):
+            await asyncio.wait_for(Fails.remote(str(raised), "raise"), 30)
+        with pytest.raises(actorrt.ActorDiedError):
+            await asyncio.wait_for(Fails.remote(str(died), "exit"), 30)
+        assert raised.read_text() == "ran\n" and died.read_text() == "ran\n"
