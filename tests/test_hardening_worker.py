@@ -445,3 +445,33 @@ async def test_a_log_answer_stays_under_the_message_cap(one_worker: ProcCluster)
         s = await c.status()
         assert len(s.nodes) == 1 and s.nodes[0]["connected"]
         await actorrt.kill(a)
+
+
+SLOW_PRELOAD = """
+import fcntl, os, time
+_lock = open(os.environ["SLOW_PRELOAD_LOCK"], "a")
+try:
+    fcntl.flock(_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first host to get here starts at once
+except OSError:
+    time.sleep(60)  # the others take longer than the worker's start timeout
+"""
+
+
+def test_a_worker_whose_hosts_start_slowly_serves_with_those_that_started(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=0)
+    try:
+        (tmp_path / "slow_preload.py").write_text(SLOW_PRELOAD)
+        cluster.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), cluster.env.get("PYTHONPATH")]))
+        cluster.env["SLOW_PRELOAD_LOCK"] = str(tmp_path / "lock")
+        timeout_s = 2
+        worker = cluster.spawn("connect", "--address", cluster.address, "--cpus", "2", "--token", cluster.token,
+                               "--timeout", str(timeout_s), "--preload", "slow_preload")
+        log_text = (cluster.home / "proc-1.log").read_text()
+        assert worker.poll() is None, log_text
+        assert "1 of 2 actor hosts did not start in time; serving with the others meanwhile" in log_text
+        with cluster.connect(log_to_driver=False):
+            a = Echo.remote().result(30)
+            assert a.echo(7).result(10) == 7
+            actorrt.kill(a).result(15)
+    finally:
+        cluster.stop()
