@@ -619,6 +619,9 @@ class Cluster:
             except BaseException:
                 self._send_release(placed.actor_id, "its constructor failed")
                 raise
+            if self.closed:  # closed while constructing: _close did not see this connection
+                await conn.close("its client closed the cluster connection")
+                raise ClusterConnectionError("the cluster connection was closed")
             self._actors[placed.actor_id] = conn
             return ActorHandle(conn)
         raise AssertionError("unreachable")  # the last attempt returns or raises
@@ -818,7 +821,7 @@ def _never_constructed(e: ActorDiedError, death: str | None) -> bool:
         isinstance(cause, grpc.RpcError)
         and cause.code() == grpc.StatusCode.UNAVAILABLE
         and "failed to connect" in (cause.details() or "").lower()
-    ) or SLOT_NOT_READY in e.cause
+    )
 
 
 def connect(

@@ -50,6 +50,7 @@ FORWARD_MAX_BYTES = 256 * 2**10  # of text in one forwarded ActorOutput message;
 MAX_LINE_BYTES = 64 * 2**10  # of one output line kept anywhere; the rest is counted, not kept
 FLUSH_AFTER_S = 0.05
 DEFAULT_TAIL_BYTES = 2**20
+MAX_LOG_ANSWER_BYTES = 2 * 2**20  # of log data in one ActorLog answer: well under the master's 4 MiB message cap
 
 
 def default_log_dir() -> Path:
@@ -460,9 +461,11 @@ class _HandlerStream(io.TextIOBase):
 
 
 def answer_log_read(output: ActorOutput, cmd: pb.ReadActorLog) -> pb.ActorLog:
-    """The worker's answer to the master's ``ReadActorLog``."""
+    """The worker's answer to the master's ``ReadActorLog``: at most ``MAX_LOG_ANSWER_BYTES`` of
+    the log's tail, whatever was asked, so the event never breaks the worker's session."""
     try:
-        found, data, truncated = output.read(cmd.actor_id, cmd.max_bytes)
+        max_bytes = min(cmd.max_bytes or DEFAULT_TAIL_BYTES, MAX_LOG_ANSWER_BYTES)
+        found, data, truncated = output.read(cmd.actor_id, max_bytes)
     except OSError:
         found, data, truncated = False, b"", False
     return pb.ActorLog(request_id=cmd.request_id, actor_id=cmd.actor_id, found=found, data=data, truncated=truncated)

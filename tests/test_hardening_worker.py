@@ -420,3 +420,58 @@ async def test_a_constructor_that_ran_is_never_placed_again(one_worker: ProcClus
         with pytest.raises(actorrt.ActorDiedError):
             await asyncio.wait_for(Fails.remote(str(died), "exit"), 30)
         assert raised.read_text() == "ran\n" and died.read_text() == "ran\n"
+
+
+async def test_a_log_answer_stays_under_the_message_cap(one_worker: ProcCluster) -> None:
+    """``actorrt logs --tail`` of any size: the worker answers at most MAX_LOG_ANSWER_BYTES (the
+    master takes messages of 4 MiB at most), and its session survives."""
+    async with one_worker.connect(log_to_driver=False) as c:
+        a = await Noisy.remote()
+        for _ in range(6):
+            await a.long_line(2**20)  # 64 KiB kept of each
+        for _ in range(100):
+            await a.long_line(60_000)  # ~6 MB in all
+        out = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "actorrt", "logs", a.actor_id, "--tail", str(64 * 2**20),
+             "--address", one_worker.address, "--token", one_worker.token],
+            capture_output=True, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        answered = len(out.stdout)
+        assert 2**20 < answered <= _logs.MAX_LOG_ANSWER_BYTES
+        assert out.stdout.endswith(b"L" * 60_000 + b"\n")
+        assert await a.echo(1) == 1
+        s = await c.status()
+        assert len(s.nodes) == 1 and s.nodes[0]["connected"]
+        await actorrt.kill(a)
+
+
+SLOW_PRELOAD = """
+import fcntl, os, time
+_lock = open(os.environ["SLOW_PRELOAD_LOCK"], "a")
+try:
+    fcntl.flock(_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first host to get here starts at once
+except OSError:
+    time.sleep(60)  # the others take longer than the worker's start timeout
+"""
+
+
+def test_a_worker_whose_hosts_start_slowly_serves_with_those_that_started(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=0)
+    try:
+        (tmp_path / "slow_preload.py").write_text(SLOW_PRELOAD)
+        cluster.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), cluster.env.get("PYTHONPATH")]))
+        cluster.env["SLOW_PRELOAD_LOCK"] = str(tmp_path / "lock")
+        timeout_s = 2
+        worker = cluster.spawn("connect", "--address", cluster.address, "--cpus", "2", "--token", cluster.token,
+                               "--timeout", str(timeout_s), "--preload", "slow_preload")
+        log_text = (cluster.home / "proc-1.log").read_text()
+        assert worker.poll() is None, log_text
+        assert "1 of 2 actor hosts did not start in time; serving with the others meanwhile" in log_text
+        with cluster.connect(log_to_driver=False):
+            a = Echo.remote().result(30)
+            assert a.echo(7).result(10) == 7
+            actorrt.kill(a).result(15)
+    finally:
+        cluster.stop()
