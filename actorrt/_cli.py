@@ -155,8 +155,9 @@ def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s:
     raise CLIError(f"{kind} did not become ready within {timeout_s:g}s (log: {log_path})")
 
 
-async def _serve_until_signal(*services: Any) -> None:
-    stop = asyncio.Event()
+async def _serve_until_signal(*services: Any, ended: asyncio.Event | None = None) -> None:
+    """Serve until SIGTERM/SIGINT, or until ``ended`` is set; then close ``services``."""
+    stop = ended or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -252,7 +253,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
                            metrics=metrics.url if metrics else "")
     print(f"actorrt worker {worker.worker_id} joined {args.address} with {worker.cpus} cpus", flush=True)
     try:
-        await _serve_until_signal(worker, *([metrics] if metrics else []))
+        await _serve_until_signal(worker, *([metrics] if metrics else []), ended=worker.refused)
     finally:
         record.unlink(missing_ok=True)
 

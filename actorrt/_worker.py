@@ -182,6 +182,8 @@ class WorkerDaemon(Service):
         self._monitor_task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._fatal: BaseException | None = None
+        # Set once a master we had joined refused us and our hosts are stopped: the daemon is done.
+        self.refused = asyncio.Event()
         self._closing = False
         self._workdirs = ""  # this daemon's folder of slot working directories (_make_workdirs)
         self.echo_output = echo_output
@@ -517,14 +519,14 @@ class WorkerDaemon(Service):
 
     async def _refused(self, err: BaseException) -> None:
         """The master we had joined refuses us now (a new token, another version): the actors
-        we host must not keep running code sent under the old trust. Stop every host, then end
-        this process the way SIGTERM would; ``close()`` raises ``err``, so ``actorrt connect``
-        exits non-zero saying why."""
+        we host must not keep running code sent under the old trust. Stop every host and set
+        ``refused``; whoever runs the daemon then closes it, and ``close()`` raises ``err`` (so
+        ``actorrt connect`` exits non-zero saying why)."""
         hosted = sum(s.actor is not None for s in self.slots)
         log.error("%s; stopping this worker and its %d actor hosts (%d actors)", err, len(self.slots), hosted,
                   extra=_logs.ids(worker_id=self.worker_id, address=self.master_address))
         await self._stop_hosts()
-        os.kill(os.getpid(), signal.SIGTERM)
+        self.refused.set()
 
     async def _session_once(self) -> None:
         if self._channel is None:
