@@ -20,7 +20,8 @@ import asyncio
 import logging
 from typing import Any, Coroutine, TypeVar
 
-from actorrt._client import Cluster, ClusterStatus, connect, current_cluster, kill
+from actorrt._client import Cluster, connect, kill
+from actorrt._current import current_cluster
 from actorrt._errors import (
     ActorDiedError,
     ActorRTError,
@@ -35,6 +36,7 @@ from actorrt._errors import (
 from actorrt._future import CallFuture, get
 from actorrt._handle import ActorHandle
 from actorrt._remote import ActorOptions, RemoteClass, remote_class
+from actorrt._status import ClusterStatus
 
 __version__ = "0.1.0"
 

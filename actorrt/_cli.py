@@ -303,7 +303,7 @@ def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
 def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
     import grpc
 
-    from actorrt._client import ClusterStatus
+    from actorrt._status import ClusterStatus
     from actorrt.v1 import master_pb2, master_pb2_grpc
 
     try:

@@ -18,7 +18,12 @@ __all__ = [
     "MasterUnreachableError",
     "AuthenticationError",
     "ProtocolVersionError",
+    "SLOT_NOT_READY",
 ]
+
+# How a worker says an actor never reached its host (the slot's warm host had just died); the
+# master passes it on as the death's cause, and the client then places the actor again.
+SLOT_NOT_READY = "its slot was not ready on the worker"
 
 
 class ActorRTError(Exception):

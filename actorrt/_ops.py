@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import grpc
     from prometheus_client import CollectorRegistry
 
-    from actorrt._client import ClusterStatus
+    from actorrt._status import ClusterStatus
     from actorrt._metrics import MetricsServer
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "default_address",
     "add_logs_parser",
     "add_status_args",
-    "format_status",
     "start_metrics",
     "run_status",
 ]
@@ -153,59 +152,6 @@ class ClusterTarget:
 def add_status_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watch", action="store_true", help="refresh the table until Ctrl-C")
     parser.add_argument("--interval", type=_positive, default=2.0, help="seconds between --watch refreshes")
-
-
-def _duration(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def _mib(n: int | str) -> str:
-    return f"{int(n) / 2**20:.0f}M"
-
-
-def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
-    """The human table of ``actorrt status``: summary, nodes, actors by class, actors, clients."""
-    connected = sum(1 for c in st.clients if c.get("connected"))
-    lines = [
-        f"cluster {st.address}  up {_duration(st.uptime_s)}  "
-        f"slots {st.slots_used}/{st.slots_total} used ({st.slots_free} free)  "
-        f"actors {len(st.actors)}  clients {len(st.clients)} ({connected} connected)  "
-        f"waiting {st.placements_waiting}",
-        "",
-        f"{'NODE':<20} {'WORKER':<14} {'ADDRESS':<16} {'SLOTS':>9} {'GPUS':>7} {'READY':>5} {'LOAD':>5}",
-    ]
-    for n in st.nodes:
-        lines.append(
-            f"{n['node'][:20]:<20} {n['worker_id'][:14]:<14} {n['node_ip'][:16]:<16} "
-            f"{n['cpus_used']:>4}/{n['cpus']:<4} {n['gpus_used']:>3}/{n['gpus']:<3} "
-            f"{n['slots_ready']:>5} {n['load']:>5.2f}"
-        )
-    if st.actors:
-        by_class: dict[str, int] = {}
-        for a in st.actors:
-            by_class[a["class_name"]] = by_class.get(a["class_name"], 0) + 1
-        lines += ["", "ACTORS BY CLASS"] + [f"  {k:<30} {v}" for k, v in sorted(by_class.items())]
-        lines += ["", f"{'ACTOR':<18} {'CLASS':<24} {'NODE':<20} {'SLOT':>4} {'RSS':>7}"]
-        for a in st.actors[:max_actors]:
-            lines.append(
-                f"{a['actor_id']:<18} {a['class_name'][:24]:<24} {a['node'][:20]:<20} {a['slot']:>4} "
-                f"{_mib(a['rss_bytes']):>7}"
-            )
-        if len(st.actors) > max_actors:
-            lines.append(f"... and {len(st.actors) - max_actors} more (--json lists them all)")
-    if st.clients:
-        lines += ["", f"{'CLIENT':<18} {'HOST':<20} {'PID':>8} {'ACTORS':>6}  STATE"]
-        for c in st.clients:
-            state = "connected" if c.get("connected") else "lost (grace period)"
-            lines.append(f"{c['client_id']:<18} {c['hostname'][:20]:<20} {c['pid']:>8} {c['actors']:>6}  {state}")
-    return "\n".join(lines)
 
 
 async def run_status(args: argparse.Namespace, fetch: Callable[[], Awaitable[ClusterStatus]]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Generic, Protocol, TypeVar, overload
 
+from actorrt._current import current_cluster
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorHandle
 
@@ -64,8 +65,6 @@ class _Factory(Generic[T]):
 
     def remote(self, *args: Any, **kwargs: Any) -> CallFuture[ActorHandle[T]]:
         """Place an actor on a free slot and construct it there, now; a future of its handle."""
-        from actorrt._client import current_cluster
-
         cluster = current_cluster()
         cls = self._cls
         if options_of(cls) != self._options:

@@ -32,6 +32,9 @@ import actorrt
 
 ASYNC_TEST_TIMEOUT_S = 120
 
+# State objects check their invariants after every transition (ClientState.validate, ...), in
+# this process and in every daemon the tests start.
+os.environ.setdefault("ACTORRT_VALIDATE", "1")
 # Every process this test session starts inherits this tag, so the leak checks count our actor
 # hosts only, never those of another program running on the machine.
 SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"

@@ -1,0 +1,127 @@
+"""``ClientState``: what a client knows of its placements and its actors, without any I/O.
+
+The client's side of the ``ClientSession`` protocol as a plain object, the way ``ClusterTable``
+is the master's: placement requests waiting for an answer, the actors it holds a connection
+to, and the deaths the master told it about. Transitions are methods; they return what the
+caller must do (the waiter to wake, whether to give a slot back) and never touch the network,
+the loop or a future. ``validate()`` checks the invariants; with ``ACTORRT_VALIDATE=1`` (as in
+the tests) the client runs it after every transition.
+
+``W`` is whatever the caller waits with (an ``asyncio.Future`` in the client); ``C`` is what it
+holds per live actor (an ``ActorConnection``). One thread (the cluster's loop) only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from actorrt.v1 import master_pb2 as pb
+
+__all__ = ["ClientState", "Placement", "DEATHS_KEPT"]
+
+W = TypeVar("W")
+C = TypeVar("C")
+
+# Deaths remembered, so that a late question ("why did it die?") still has an answer; the
+# oldest are forgotten first. A client that creates actors for weeks must not grow without end.
+DEATHS_KEPT = 10_000
+
+
+@dataclass
+class Placement(Generic[W]):
+    """A placement request sent to the master and not answered yet."""
+
+    request_id: int
+    message: pb.ClientEvent  # the PlaceActor step, kept to send again to a restarted master
+    waiter: W
+
+
+class ClientState(Generic[W, C]):
+    """Placements waiting, actors held, deaths heard (the last ``deaths_kept``)."""
+
+    def __init__(self, deaths_kept: int = DEATHS_KEPT) -> None:
+        self._request_ids = itertools.count(1)
+        self.placing: dict[int, Placement[W]] = {}
+        self.actors: dict[str, C] = {}
+        self.deaths: OrderedDict[str, str] = OrderedDict()
+        self.death_waiters: dict[str, list[W]] = {}
+        self.deaths_kept = deaths_kept
+
+    # ---- placements -----------------------------------------------------------------------
+
+    def request(self, message: pb.ClientEvent, waiter: W) -> int:
+        """A new placement request: fills in its request id, returns it."""
+        request_id = next(self._request_ids)
+        message.place_actor.request_id = request_id
+        self.placing[request_id] = Placement(request_id, message, waiter)
+        return request_id
+
+    def withdraw(self, request_id: int) -> None:
+        """The caller stopped waiting (answered, timed out, cancelled)."""
+        self.placing.pop(request_id, None)
+
+    def answered(self, request_id: int) -> W | None:
+        """The master placed or refused ``request_id``: the waiter to tell, or None when nobody
+        waits any more (a placed actor must then be released)."""
+        placement = self.placing.pop(request_id, None)
+        return placement.waiter if placement is not None else None
+
+    def unanswered(self) -> list[pb.ClientEvent]:
+        """The requests a new master never saw, in the order they were made."""
+        return [p.message for p in self.placing.values()]
+
+    # ---- actors -----------------------------------------------------------------------------
+
+    def adopt(self, actor_id: str, conn: C) -> None:
+        """A constructed actor: the client holds its connection until it dies or is killed."""
+        if actor_id in self.deaths:
+            raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
+        self.actors[actor_id] = conn
+
+    def died(self, actor_id: str, cause: str) -> tuple[C | None, list[W]]:
+        """The master says ``actor_id`` died: its connection (to close), if the client held one,
+        and everyone who waited to hear it."""
+        self.deaths[actor_id] = cause
+        self.deaths.move_to_end(actor_id)
+        while len(self.deaths) > self.deaths_kept:
+            forgotten, _ = self.deaths.popitem(last=False)
+            self.death_waiters.pop(forgotten, None)
+        return self.actors.pop(actor_id, None), self.death_waiters.pop(actor_id, [])
+
+    def cause(self, actor_id: str) -> str | None:
+        return self.deaths.get(actor_id)
+
+    def await_death(self, actor_id: str, waiter: W) -> None:
+        """``waiter`` wants to hear when ``actor_id`` dies (``cause`` said it has not yet)."""
+        self.death_waiters.setdefault(actor_id, []).append(waiter)
+
+    def forget_waiter(self, actor_id: str, waiter: W) -> None:
+        waiters = self.death_waiters.get(actor_id, [])
+        if waiter in waiters:
+            waiters.remove(waiter)
+        if not waiters:
+            self.death_waiters.pop(actor_id, None)
+
+    def closed(self) -> tuple[list[C], list[W]]:
+        """The connection closes: the connections to close and the placement waiters to fail."""
+        conns, waiters = list(self.actors.values()), [p.waiter for p in self.placing.values()]
+        self.actors.clear()
+        self.placing.clear()
+        return conns, waiters
+
+    # ---- invariants ---------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Raise AssertionError when the state contradicts itself."""
+        for request_id, placement in self.placing.items():
+            assert placement.request_id == request_id, f"placement {request_id} filed as {placement.request_id}"
+            assert placement.message.place_actor.request_id == request_id, f"placement {request_id}: message differs"
+        for actor_id in self.actors:
+            assert actor_id not in self.deaths, f"actor {actor_id} is both held and dead"
+        for actor_id, waiters in self.death_waiters.items():
+            assert waiters, f"an empty waiter list for {actor_id}"
+            assert actor_id not in self.deaths, f"waiters for {actor_id}, which is known dead"
+        assert len(self.deaths) <= self.deaths_kept, "more deaths kept than the bound"

@@ -1,0 +1,122 @@
+"""``ClusterStatus``: a snapshot of the cluster table, as ``Cluster.status()`` and
+``actorrt status`` see it, and the human table it prints as. Pure data; any thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from google.protobuf.json_format import MessageToDict
+
+from actorrt.v1 import master_pb2 as pb
+
+__all__ = ["ClusterStatus", "format_status"]
+
+
+@dataclass
+class ClusterStatus:
+    """A snapshot of the cluster table. ``str()`` gives the table ``actorrt status`` prints."""
+
+    address: str
+    uptime_s: float
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    actors: list[dict[str, Any]] = field(default_factory=list)
+    clients: list[dict[str, Any]] = field(default_factory=list)
+    placements_waiting: int = 0
+
+    @property
+    def slots_total(self) -> int:
+        return sum(n["cpus"] for n in self.nodes)
+
+    @property
+    def slots_used(self) -> int:
+        return sum(n["cpus_used"] for n in self.nodes)
+
+    @property
+    def slots_free(self) -> int:
+        return self.slots_total - self.slots_used
+
+    @classmethod
+    def from_proto(cls, msg: pb.GetClusterStatusResponse) -> ClusterStatus:
+        def rows(items: Iterable[Any]) -> list[dict[str, Any]]:
+            return [
+                MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+                for m in items
+            ]
+
+        return cls(
+            address=msg.address,
+            uptime_s=msg.uptime_s,
+            nodes=rows(msg.nodes),
+            actors=rows(msg.actors),
+            clients=rows(msg.clients),
+            placements_waiting=msg.placements_waiting,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "uptime_s": round(self.uptime_s, 1),
+            "slots": {"total": self.slots_total, "used": self.slots_used, "free": self.slots_free},
+            "placements_waiting": self.placements_waiting,
+            "nodes": self.nodes,
+            "actors": self.actors,
+            "clients": self.clients,
+        }
+
+    def __str__(self) -> str:
+        return format_status(self)
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _mib(n: int | str) -> str:
+    return f"{int(n) / 2**20:.0f}M"
+
+
+def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
+    """The human table of ``actorrt status``: summary, nodes, actors by class, actors, clients."""
+    connected = sum(1 for c in st.clients if c.get("connected"))
+    lines = [
+        f"cluster {st.address}  up {_duration(st.uptime_s)}  "
+        f"slots {st.slots_used}/{st.slots_total} used ({st.slots_free} free)  "
+        f"actors {len(st.actors)}  clients {len(st.clients)} ({connected} connected)  "
+        f"waiting {st.placements_waiting}",
+        "",
+        f"{'NODE':<20} {'WORKER':<14} {'ADDRESS':<16} {'SLOTS':>9} {'GPUS':>7} {'READY':>5} {'LOAD':>5}",
+    ]
+    for n in st.nodes:
+        lines.append(
+            f"{n['node'][:20]:<20} {n['worker_id'][:14]:<14} {n['node_ip'][:16]:<16} "
+            f"{n['cpus_used']:>4}/{n['cpus']:<4} {n['gpus_used']:>3}/{n['gpus']:<3} "
+            f"{n['slots_ready']:>5} {n['load']:>5.2f}"
+        )
+    if st.actors:
+        by_class: dict[str, int] = {}
+        for a in st.actors:
+            by_class[a["class_name"]] = by_class.get(a["class_name"], 0) + 1
+        lines += ["", "ACTORS BY CLASS"] + [f"  {k:<30} {v}" for k, v in sorted(by_class.items())]
+        lines += ["", f"{'ACTOR':<18} {'CLASS':<24} {'NODE':<20} {'SLOT':>4} {'RSS':>7}"]
+        for a in st.actors[:max_actors]:
+            lines.append(
+                f"{a['actor_id']:<18} {a['class_name'][:24]:<24} {a['node'][:20]:<20} {a['slot']:>4} "
+                f"{_mib(a['rss_bytes']):>7}"
+            )
+        if len(st.actors) > max_actors:
+            lines.append(f"... and {len(st.actors) - max_actors} more (--json lists them all)")
+    if st.clients:
+        lines += ["", f"{'CLIENT':<18} {'HOST':<20} {'PID':>8} {'ACTORS':>6}  STATE"]
+        for c in st.clients:
+            state = "connected" if c.get("connected") else "lost (grace period)"
+            lines.append(f"{c['client_id']:<18} {c['hostname'][:20]:<20} {c['pid']:>8} {c['actors']:>6}  {state}")
+    return "\n".join(lines)

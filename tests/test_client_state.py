@@ -1,0 +1,80 @@
+"""``ClientState`` alone: placements, actors held and deaths heard, without gRPC or a loop."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from actorrt._client_state import ClientState
+from actorrt.v1 import master_pb2 as pb
+
+
+@pytest.fixture
+def state() -> Iterator[ClientState[str, str]]:
+    s: ClientState[str, str] = ClientState(deaths_kept=3)
+    yield s
+    s.validate()  # every test ends in a consistent state
+
+
+def _place(class_name: str = "A") -> pb.ClientEvent:
+    return pb.ClientEvent(place_actor=pb.PlaceActor(class_name=class_name))
+
+
+def test_requests_get_ids_and_answers_go_to_their_waiter(state: ClientState[str, str]) -> None:
+    first, second = _place("A"), _place("B")
+    a = state.request(first, "waiter-a")
+    b = state.request(second, "waiter-b")
+    assert (a, b) == (1, 2) and first.place_actor.request_id == 1
+    assert state.unanswered() == [first, second]
+    assert state.answered(b) == "waiter-b"
+    assert state.answered(b) is None  # answered twice (a restarted master): nobody waits, release it
+    assert state.unanswered() == [first]
+    state.withdraw(a)
+    assert state.answered(a) is None and state.unanswered() == []
+
+
+def test_a_death_wakes_its_waiters_and_drops_the_connection(state: ClientState[str, str]) -> None:
+    state.adopt("x", "conn-x")
+    state.await_death("x", "w1")
+    state.await_death("x", "w2")
+    assert state.cause("x") is None
+    assert state.died("x", "killed by signal 9") == ("conn-x", ["w1", "w2"])
+    assert state.cause("x") == "killed by signal 9" and "x" not in state.actors
+    assert state.died("never-held", "node lost") == (None, [])
+    with pytest.raises(ValueError, match="is dead"):
+        state.adopt("x", "again")
+
+
+def test_waiters_can_give_up(state: ClientState[str, str]) -> None:
+    state.await_death("y", "w")
+    state.forget_waiter("y", "w")
+    state.forget_waiter("y", "w")  # twice is harmless
+    assert state.death_waiters == {}
+
+
+def test_deaths_are_bounded_oldest_first(state: ClientState[str, str]) -> None:
+    for i in range(5):
+        state.died(f"a{i}", f"cause {i}")
+    assert list(state.deaths) == ["a2", "a3", "a4"]
+    assert state.cause("a0") is None and state.cause("a4") == "cause 4"
+
+
+def test_closing_hands_back_every_connection_and_waiter(state: ClientState[str, str]) -> None:
+    state.adopt("x", "conn-x")
+    state.request(_place(), "waiting")
+    assert state.closed() == (["conn-x"], ["waiting"])
+    assert state.actors == {} and state.placing == {}
+
+
+def test_validate_catches_contradictions() -> None:
+    s: ClientState[str, str] = ClientState()
+    s.actors["x"] = "conn"
+    s.deaths["x"] = "gone"
+    with pytest.raises(AssertionError, match="both held and dead"):
+        s.validate()
+    s2: ClientState[str, str] = ClientState()
+    s2.request(_place(), "w")
+    s2.placing[1].message.place_actor.request_id = 7
+    with pytest.raises(AssertionError, match="message differs"):
+        s2.validate()
