@@ -29,7 +29,7 @@ setup() {
         echo "setting up $VENV (first run only)..." >&2
         # The CPU build of torch first: anything that depends on torch then finds it satisfied.
         pip_install torch==2.13.0
-        pip_install -e '.[dev]'
+        pip_install -e '.[dev,rl,atari]'
         "$PY" -c 'import actorrt, rl, torch' || { echo "setup failed" >&2; exit 1; }
         rm -f "$VENV"/.installed-*
         touch "$stamp"

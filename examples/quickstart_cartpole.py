@@ -60,6 +60,7 @@ class Config:
 
 def main(config: Config) -> TrainResult:
     """Train REINFORCE and return the result."""
+    rl.use_torch_threads()
     torch.manual_seed(config.seed)
     collector_config = rl.CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
     obs_space, action_space = env_spaces(collector_config)

@@ -7,20 +7,12 @@
 - :mod:`rl.ops` (``vtrace``, ``gae``), :mod:`rl.algorithms` (PolicyGradient, DQN, A2C, PPO, IMPALA).
 """
 
-import os as _os
-
-import torch as _torch
-
-# One torch thread per process by default: tiny nets get slower with two threads on small
-# machines, and collectors run many processes side by side. Override with RL_TORCH_THREADS.
-_torch.set_num_threads(int(_os.environ.get("RL_TORCH_THREADS", "1")))
-
 from rl import ops  # noqa: E402
 from rl.agent import Agent, AgentStep  # noqa: E402
 from rl.algorithm import Algorithm, PolicyStep  # noqa: E402
 from rl.algorithms import A2C, DQN, IMPALA, PPO, PolicyGradient  # noqa: E402
 from rl.collector import Collector, CollectorConfig  # noqa: E402
-from rl.config import parse_config  # noqa: E402
+from rl.config import parse_config, use_torch_threads  # noqa: E402
 from rl.logger import TrainingLogger  # noqa: E402
 from rl.model import Model  # noqa: E402
 from rl.models import ActorCritic, QNetwork  # noqa: E402
@@ -54,4 +46,5 @@ __all__ = [
     "run_training",
     "train_dqn",
     "train_on_policy",
+    "use_torch_threads",
 ]

@@ -15,6 +15,7 @@ always explains every option.
 from __future__ import annotations
 
 import argparse
+import os
 import ast
 import dataclasses
 import inspect
@@ -103,3 +104,14 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: s
         else:
             raise TypeError(f"{cls.__name__}.{f.name}: unsupported type {hints[f.name]!r}")
     return cls(**vars(parser.parse_args(argv)))
+
+
+def use_torch_threads(threads: int | None = None) -> int:
+    """Use ``threads`` torch threads in this process (default ``RL_TORCH_THREADS``, else 1) and
+    return the number. Called where a training run starts, never on import: tiny nets get slower
+    with two threads on small machines, and collectors run many processes side by side."""
+    import torch
+
+    n = threads if threads is not None else int(os.environ.get("RL_TORCH_THREADS", "1"))
+    torch.set_num_threads(n)
+    return n

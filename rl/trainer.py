@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from rl.config import use_torch_threads
 from rl.agent import Agent
 from rl.algorithms.dqn import DQN
 from rl.collector import Collector, CollectorConfig
@@ -96,6 +97,7 @@ def run_training(
     title: str,
 ) -> TrainResult:
     """Restore, collect and train with logging, then plot and save: what every script does."""
+    use_torch_threads()
     if run.restore:
         agent.restore(run.restore)
     collector = Collector(collector_config, agent)

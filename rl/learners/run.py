@@ -19,7 +19,7 @@ import torch
 
 import actorrt
 from rl.collector import CollectorConfig
-from rl.config import parse_config
+from rl.config import parse_config, use_torch_threads
 from rl.learners.learner import Learner, LearnerResult, Scheme
 from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
@@ -68,6 +68,7 @@ async def run(
     preload: tuple[str, ...] = ("rl.learners",),
 ) -> tuple[dict[str, Any], LearnerResult]:
     """Train on a cluster; the final JSON line's fields and the result."""
+    use_torch_threads()
     torch.manual_seed(config.seed)
     collector_config = CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
     logger = TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard,

@@ -45,3 +45,14 @@ def test_undocumented_field_is_refused() -> None:
 
     with pytest.raises(TypeError, match="no documentation"):
         parse_config(Bad, [])
+
+
+def test_importing_rl_leaves_torch_threads_alone() -> None:
+    import subprocess
+    import sys
+
+    code = "import torch; torch.set_num_threads(3); import rl; assert torch.get_num_threads() == 3; rl.use_torch_threads(); print(torch.get_num_threads())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "RL_TORCH_THREADS": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"
