@@ -31,7 +31,7 @@ from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorConnection, ActorHandle
 from actorrt._logs import print_actor_output
 from actorrt._remote import options_of
-from actorrt._serialization import dump_args, dumps, ship_local_modules
+from actorrt._serialization import dumps, name_culprit, ship_local_modules
 from actorrt._session import MasterSession
 from actorrt._status import ClusterStatus
 from actorrt.v1 import actor_host_pb2
@@ -393,7 +393,10 @@ def _dump_spec(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> comm
     try:
         return dumps((cls, args, kwargs))
     except Exception as e:  # noqa: BLE001
-        dump_args(f"{cls.__qualname__}.__init__", args, kwargs)  # names a bad argument if one is
+        try:  # an argument, or the class itself?
+            dumps((args, kwargs))
+        except Exception as args_error:  # noqa: BLE001
+            name_culprit(f"{cls.__qualname__}.__init__", args, kwargs, args_error)
         raise SerializationError(f"class {cls.__qualname__} cannot be pickled: {e}") from e
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from actorrt._serialization import describe_size
+from actorrt._codec import describe_size
 from actorrt.v1 import actor_host_pb2
 
 __all__ = ["MAX_FILES_BYTES", "collect_files"]

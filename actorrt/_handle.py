@@ -21,19 +21,9 @@ from actorrt import _rpc, _shm, _wire
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
-from actorrt._serialization import (
-    RAW_MIN,
-    describe_size,
-    dump_args,
-    dump_args_parts,
-    loads,
-    loads_streamed,
-    payload_size,
-    shared_names,
-    to_payload,
-)
+from actorrt._codec import Encoded, PayloadTooLarge, decode, decode_streamed, encode
+from actorrt._serialization import name_culprit
 from actorrt.v1 import actor_host_pb2 as pb
-from actorrt.v1 import common_pb2
 
 if TYPE_CHECKING:
     from actorrt._client import Cluster
@@ -48,7 +38,7 @@ def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
     cause: BaseException | None = None
     if failure.exception.pickle:
         try:
-            cause = loads(failure.exception)
+            cause = decode(failure.exception)
         except Exception:  # noqa: BLE001 - the type does not exist here: keep name and text
             cause = None
     return rebuild_remote_error(what, failure.type_name, failure.message, failure.traceback, cause)
@@ -139,52 +129,36 @@ class ActorConnection:
             self.loop.call_soon_threadsafe(self._enqueue, kind, name, packed, fut)
         return fut
 
-    def _pack(
-        self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> common_pb2.Payload | tuple[int, list[bytes]]:
-        """The arguments as a Payload, or, when they carry large buffers and no shared memory,
-        as ``(seq, messages)``: a one-call header batch and the chunks (``_wire``) that stream
-        the buffers, copied now, when the call is made."""
+    def _pack(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Encoded | tuple[int, list[bytes]]:
+        """The arguments encoded (``_codec``), or, when their buffers are streamed, ``(seq,
+        messages)``: a one-call header batch and the chunks (``_wire``) with the buffers, copied
+        now, when the call is made."""
         what = f"{self.class_name}.{name}"
-        pool = self._pool if self.shm else None
-        if pool is None:
-            data, raws = dump_args_parts(what, args, kwargs)
-            inline = sum(r.nbytes for r in raws)
-            self._check_size(what, len(data) + inline)
-            if inline >= RAW_MIN:
-                seq = next(self._seq)
-                header = pb.CallBatch()
-                header.calls.add(  # type: ignore[arg-type]
-                    seq=seq, method=name, kind=kind, args=common_pb2.Payload(pickle=data, streamed=[r.nbytes for r in raws])
-                )
-                return seq, [*_wire.bounded(header.SerializeToString()), *_wire.chunks(_wire.CALL_CHUNK, raws)]
-            return to_payload(data, raws)
-        payload = dump_args(what, args, kwargs, pool)
         try:
-            if payload.buffers or payload.shared or len(payload.pickle) > 65536:
-                self._check_size(what, payload_size(payload))
-        except BaseException:
-            pool.release(shared_names(payload))
-            raise
-        return payload
-
-    def _check_size(self, what: str, size: int) -> None:
-        if size > self.cluster.max_payload_bytes:
+            encoded = encode((args, kwargs), pool=self._pool if self.shm else None, limit=self.cluster.max_payload_bytes)
+        except PayloadTooLarge as e:
             raise SerializationError(
-                f"arguments of {what} are {describe_size(size)}, over the limit of "
-                f"{describe_size(self.cluster.max_payload_bytes)} (connect(max_payload_mb=...)); nothing was sent"
-            )
+                f"arguments of {what} are {e} (connect(max_payload_mb=...)); nothing was sent"
+            ) from None
+        except Exception as e:  # noqa: BLE001 - name the argument that failed
+            name_culprit(what, args, kwargs, e)
+        if not encoded.streamed:
+            return encoded
+        seq = next(self._seq)
+        header = pb.CallBatch()
+        header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)  # type: ignore[arg-type]
+        return seq, [*_wire.bounded(header.SerializeToString()), *_wire.chunks(_wire.CALL_CHUNK, encoded.streamed)]
 
     def _enqueue(
-        self, kind: int, name: str, packed: common_pb2.Payload | tuple[int, list[bytes]] | None, fut: CallFuture[Any]
+        self, kind: int, name: str, packed: Encoded | tuple[int, list[bytes]] | None, fut: CallFuture[Any]
     ) -> None:
         """Add the call to the outgoing batch and send it if the stream is idle. Loop thread."""
         failure: BaseException | None = self.dead
         if failure is None and self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
             failure, self.set_attr_error = self.set_attr_error, None
         if failure is not None or self._outbox is None:
-            if isinstance(packed, common_pb2.Payload) and packed.shared and self._pool is not None:
-                self._pool.release(shared_names(packed))
+            if isinstance(packed, Encoded) and self._pool is not None:
+                self._pool.release(packed.segments())
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
         if type(packed) is tuple:
@@ -195,7 +169,7 @@ class ActorConnection:
         seq = next(self._seq)
         call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
         if packed is not None:
-            call.args.CopyFrom(packed)
+            call.args.CopyFrom(packed.payload)
         self._pending[seq] = (fut, name, kind)
         self._outbox.flush()
 
@@ -249,9 +223,9 @@ class ActorConnection:
             if entry is None or entry[0].done():
                 continue
             if value.shared:
-                self._seen_host_segments.update(s.name for s in value.shared if s.pooled)
+                self._seen_host_segments.update(s.name for s in value.shared)
             try:
-                entry[0].set_result(loads(value, self._on_release))
+                entry[0].set_result(decode(value, self._on_release))
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 entry[0].set_exception(e)
 
@@ -273,7 +247,7 @@ class ActorConnection:
         if fut is None or fut.done():
             return
         try:
-            fut.set_result(loads_streamed(pickled, incoming.buffers))
+            fut.set_result(decode_streamed(pickled, incoming.buffers))
         except Exception as e:  # noqa: BLE001 - e.g. a class missing here
             fut.set_exception(e)
 

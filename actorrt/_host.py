@@ -32,22 +32,9 @@ import grpc
 from actorrt import _rpc, _shm, _wire
 from actorrt._outbox import Outbox
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
-from actorrt._serialization import (
-    EMPTY,
-    NO_ARGS,
-    RAW_MIN,
-    describe_size,
-    dumps,
-    load_args,
-    loads,
-    loads_streamed,
-    payload_size,
-    pickle_parts,
-    shared_names,
-    to_payload,
-)
+from actorrt._codec import PayloadTooLarge, decode, decode_streamed, describe_size, encode
+from actorrt._serialization import EMPTY, NO_ARGS, dumps
 from actorrt.v1 import actor_host_pb2 as pb
-from actorrt.v1.common_pb2 import Payload
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 
 READY_PREFIX = "ACTORRT-HOST-READY"
@@ -198,56 +185,22 @@ class _Stream:
             self.outbox.batch.replies.add(seq=seq)
             return
         what = f"{self.actor.class_name}.{method}"  # for errors
-        if self.pool is None:
-            self._reply_inline(seq, what, value)
-        else:
-            self.reply(self._value_reply(seq, what, value))
-
-    def _reply_inline(self, seq: int, what: str, value: Any) -> None:
-        """No shared memory: large buffers are streamed in chunks, small ones go in the batch."""
         try:
-            data, raws = pickle_parts(value)
+            encoded = encode(value, pool=self.pool, limit=self.actor.max_payload_bytes)
+        except PayloadTooLarge as e:
+            err: Exception = ValueError(f"return value of {what} is {e} (connect(max_payload_mb=...))")
         except Exception as e:  # noqa: BLE001
-            self.reply(self._unpicklable(seq, what, value, e))
-            return
-        inline = sum(r.nbytes for r in raws)
-        limit = self.actor.max_payload_bytes
-        if limit and len(data) + inline > limit:
-            self.reply(self._over_limit(seq, what, len(data) + inline, limit))
-        elif inline >= RAW_MIN:  # streamed in chunks after a header (``_wire``)
-            header = pb.ReplyBatch(
-                replies=[pb.Reply(seq=seq, value=Payload(pickle=data, streamed=[r.nbytes for r in raws]))]
+            err = TypeError(
+                f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
             )
-            self.outbox.push_encoded([header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, raws)])
         else:
-            self.reply(pb.Reply(seq=seq, value=to_payload(data, raws)))
-
-    @staticmethod
-    def _unpicklable(seq: int, what: str, value: Any, e: Exception) -> pb.Reply:
-        err = TypeError(
-            f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
-        )
-        return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
-
-    @staticmethod
-    def _over_limit(seq: int, what: str, size: int, limit: int) -> pb.Reply:
-        err = ValueError(
-            f"return value of {what} is {describe_size(size)}, over the limit of "
-            f"{describe_size(limit)} (connect(max_payload_mb=...))"
-        )
-        return pb.Reply(seq=seq, error=_failure(err, skip_frames=0))
-
-    def _value_reply(self, seq: int, what: str, value: Any) -> pb.Reply:
-        try:
-            payload = dumps(value, self.pool)
-        except Exception as e:  # noqa: BLE001
-            return self._unpicklable(seq, what, value, e)
-        limit = self.actor.max_payload_bytes
-        if limit and (payload.buffers or payload.shared or len(payload.pickle) > 65536) and payload_size(payload) > limit:
-            if self.pool is not None:
-                self.pool.release(shared_names(payload))
-            return self._over_limit(seq, what, payload_size(payload), limit)
-        return pb.Reply(seq=seq, value=payload)
+            if not encoded.streamed:
+                self.reply(pb.Reply(seq=seq, value=encoded.payload))
+            else:  # its buffers are streamed in chunks after a header (``_wire``)
+                header = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
+                self.outbox.push_encoded([header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, encoded.streamed)])
+            return
+        self.reply(pb.Reply(seq=seq, error=_failure(err, skip_frames=0)))
 
     async def run(self, requests: AsyncIterator[pb.CallBatch], first: pb.CallBatch) -> None:
         try:
@@ -307,11 +260,11 @@ class _Stream:
                         continue
                     if not streamed.buffers:
                         raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
-                    args, kwargs = loads_streamed(args.pickle, streamed.buffers)
+                    args, kwargs = decode_streamed(args.pickle, streamed.buffers)
                 elif args.pickle:
                     if args.shared:
-                        self.seen_client_segments.update(s.name for s in args.shared if s.pooled)
-                    args, kwargs = load_args(args, self.on_release)
+                        self.seen_client_segments.update(s.name for s in args.shared)
+                    args, kwargs = decode(args, self.on_release)
                 else:
                     args, kwargs = NO_ARGS
                 if call.kind != pb.CALL_KIND_METHOD:
@@ -489,7 +442,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
         _write_shipped(step.files)
-        cls, args, kwargs = loads(step.spec)
+        cls, args, kwargs = decode(step.spec)
         instance = cls(*args, **kwargs)
         return _Actor(
             step.actor_id,

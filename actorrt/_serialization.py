@@ -1,4 +1,6 @@
-"""cloudpickle with pickle protocol 5; large buffers travel out of band, never re-pickled.
+"""cloudpickle with pickle protocol 5: whole values (a constructor's spec, an exception), naming
+the argument that cannot be pickled, and code shipping. How calls and replies travel (shared
+memory, chunks, size limits) is ``_codec``'s.
 
 Classes and functions from the user's script and from local, non-installed modules travel by
 value (``cloudpickle.register_pickle_by_value``), so nothing needs installing on workers beyond
@@ -14,157 +16,37 @@ import site
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, NoReturn
 
 import cloudpickle
 
-from actorrt import _shm
 from actorrt._errors import SerializationError
 from actorrt.v1 import common_pb2
 
-__all__ = ["dumps", "loads", "dump_args", "payload_size", "shared_names", "ship_local_modules", "EMPTY"]
+__all__ = ["dumps", "name_culprit", "ship_local_modules", "EMPTY", "NO_ARGS"]
 
 EMPTY = common_pb2.Payload()
 NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
 
 
-# Out-of-band buffers adding up to at least this much skip the protobuf message and go
-# hand-encoded (``_wire``) when they travel inline: one copy instead of four.
-RAW_MIN = 1 << 20
-
-
-def pickle_parts(value: Any) -> tuple[bytes, list[memoryview]]:
-    """The pickle and its out-of-band buffers as contiguous byte views (not copied: they are the
-    value's own memory, so encode them before the value can change)."""
+def dumps(value: Any) -> common_pb2.Payload:
+    """Pickle ``value`` whole into one payload, out-of-band buffers inline (a constructor's
+    spec, an exception). Calls and replies go through ``_codec.encode``. Raises what pickling
+    raises."""
     buffers: list[pickle.PickleBuffer] = []
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-    return data, [b.raw() for b in buffers]
-
-
-def to_payload(data: bytes, raws: list[memoryview]) -> common_pb2.Payload:
     # protobuf takes bytes only (not memoryview): one copy per buffer.
-    return common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in raws])
+    return common_pb2.Payload(pickle=data, buffers=[b.raw().tobytes() for b in buffers])
 
 
-def dumps(value: Any, pool: _shm.Pool | None = None) -> common_pb2.Payload:
-    """Pickle ``value``; raises whatever pickling raises.
-
-    With a ``pool``, out-of-band buffers of at least ``_shm.THRESHOLD`` bytes are copied into
-    its shared-memory segments (``shared``, ``pooled``) instead of travelling inline; the
-    segments stay busy until the receiver releases them (or the caller does, if the payload is
-    never sent). A buffer the pool cannot take travels inline."""
-    buffers: list[pickle.PickleBuffer] = []
-    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-    if not buffers:
-        return common_pb2.Payload(pickle=data)
-    inline: list[bytes] = []
-    shared: list[common_pb2.SharedBuffer] = []
-    for i, b in enumerate(buffers):
-        raw = b.raw()
-        if pool is not None and raw.nbytes >= _shm.THRESHOLD:
-            try:
-                name = pool.put(raw)
-            except OSError:
-                pass
-            else:
-                shared.append(common_pb2.SharedBuffer(index=i, name=name, size=raw.nbytes, pooled=True))
-                continue
-        # protobuf takes bytes only (not memoryview): one copy per inline buffer.
-        inline.append(raw.tobytes())
-    return common_pb2.Payload(pickle=data, buffers=inline, shared=shared)
-
-
-def shared_names(payload: common_pb2.Payload) -> list[str]:
-    return [s.name for s in payload.shared]
-
-
-def payload_size(payload: common_pb2.Payload) -> int:
-    """Bytes the payload carries: its encoded size (a few bytes of framing over the data; reading
-    ``payload.buffers`` instead would copy every buffer) plus its shared-memory buffers."""
-    return payload.ByteSize() + sum(s.size for s in payload.shared)
-
-
-def describe_size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
-
-
-def _never(name: str) -> None:
-    return None
-
-
-def loads(payload: common_pb2.Payload, on_release: Callable[[str], None] = _never) -> Any:
-    """Unpickle a payload. Out-of-band buffers come back writable: inline ones by one copy each,
-    shared-memory ones as maps (no copy). ``on_release(name)`` runs, on whichever thread lets go
-    of the value, when a pooled segment is no longer used; single-use files are unlinked
-    whether or not this succeeds."""
-    if payload.shared:
-        return pickle.loads(payload.pickle, buffers=_take_buffers(payload, on_release))
-    if payload.buffers:
-        return pickle.loads(payload.pickle, buffers=[bytearray(b) for b in payload.buffers])
-    return pickle.loads(payload.pickle)
-
-
-def loads_streamed(data: bytes, buffers: list[bytearray]) -> Any:
-    """Unpickle a streamed payload (``Payload.streamed``) on its received, writable buffers."""
-    return pickle.loads(data, buffers=buffers)
-
-
-def _take_buffers(payload: common_pb2.Payload, on_release: Callable[[str], None]) -> list[Any]:
-    total = len(payload.buffers) + len(payload.shared)
-    out: list[Any] = [None] * total
-    try:
-        for s in payload.shared:
-            if s.index >= total or out[s.index] is not None:
-                raise ValueError(f"bad shared-memory buffer index {s.index}")
-            out[s.index] = _shm.map_pooled(s.name, s.size, on_release) if s.pooled else _shm.take(s.name, s.size)
-    except BaseException:
-        _shm.unlink(s.name for s in payload.shared if not s.pooled)
-        raise
-    inline = iter(payload.buffers)
-    for i in range(total):
-        if out[i] is None:
-            out[i] = bytearray(next(inline))
-    return out
-
-
-def dump_args(
-    what: str, args: tuple[Any, ...], kwargs: dict[str, Any], pool: _shm.Pool | None = None
-) -> common_pb2.Payload:
-    """Pickle call arguments, or raise ``SerializationError`` naming the argument that failed.
-    ``pool`` as in ``dumps``."""
-    if not args and not kwargs:
-        return EMPTY
-    try:
-        return dumps((args, kwargs), pool)
-    except Exception as e:  # noqa: BLE001 - find the culprit, then re-raise with its name
-        _raise_culprit(what, args, kwargs, e)
-        raise  # unreachable
-
-
-def dump_args_parts(what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bytes, list[memoryview]]:
-    """``pickle_parts`` of call arguments; raises ``SerializationError`` as ``dump_args``."""
-    try:
-        return pickle_parts((args, kwargs))
-    except Exception as e:  # noqa: BLE001
-        _raise_culprit(what, args, kwargs, e)
-        raise  # unreachable
-
-
-def _raise_culprit(what: str, args: tuple[Any, ...], kwargs: dict[str, Any], e: Exception) -> None:
+def name_culprit(what: str, args: tuple[Any, ...], kwargs: dict[str, Any], e: Exception) -> NoReturn:
+    """Raise ``SerializationError`` naming the argument of ``what`` that could not be pickled
+    (``e`` is what pickling them all raised)."""
     for i, arg in enumerate(args):
         _check_one(what, f"argument {i}", arg, e)
     for name, arg in kwargs.items():
         _check_one(what, f"argument {name!r}", arg, e)
     raise SerializationError(f"arguments of {what} cannot be pickled: {e}") from e
-
-
-def load_args(
-    payload: common_pb2.Payload, on_release: Callable[[str], None] = _never
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if not payload.pickle:
-        return NO_ARGS
-    args, kwargs = loads(payload, on_release)
-    return args, kwargs
 
 
 def _check_one(what: str, name: str, value: Any, original: Exception) -> None:

@@ -1,24 +1,22 @@
 """Large buffers through the node's shared memory (/dev/shm) instead of the socket.
 
-The sender writes each large out-of-band buffer once into its own file
-``/dev/shm/actorrt-<pid>-<random>``; the receiver maps it ``MAP_PRIVATE`` (a writable,
-copy-on-write view: no copy) and unlinks it at once, so the data lives exactly as long as the
-value that uses it. Two processes use this only after proving they share /dev/shm: the client
-names a probe file it wrote in ``ConstructActor``/``AttachActor``, and the host answers whether it
-could read it as the same user. Never assumed from an IP address.
+Two processes use it only after proving they share /dev/shm: the client names a probe file it
+wrote in ``ConstructActor``, and the host answers whether it could read it as the same user
+(the probe also names the client's pid namespace, so the host knows whether the client's pid
+means the same process here). Never assumed from an IP address.
 
 Fresh tmpfs pages are slow (allocating, zeroing and freeing 64 MiB costs ~60 ms here, more than
-the copy), so each side of a stream keeps a ``Pool`` of reusable segments: the sender copies a
-buffer into a free segment (warm pages: one memcpy), the receiver maps it shared (no copy) and,
-once the value using it is gone, names it in a ``released`` list on its next batch; the sender
-then reuses it. A segment is never written while its receiver may still use it.
+the copy), so each side of a stream keeps a ``Pool`` of reusable segments
+``/dev/shm/actorrt-<pid>-<random>`` (0600): the sender copies a buffer into a free segment (warm
+pages: one memcpy), the receiver maps it shared (no copy) and, once the value using it is gone,
+names it in a ``released`` list on its next batch; the sender then reuses it. A segment is
+never written while its receiver may still use it.
 
-Nothing may be left behind: the receiver unlinks what it maps (also when unpickling fails);
-the client unlinks, when a call ends or its actor dies, whatever files it wrote for that call;
-the host unlinks what is left of its replies' files when a stream ends; each side unlinks its
-pool's segments, and the peer's segments it has seen, when the stream ends; the worker daemon
-removes every file an actor host process wrote once that process has exited
-(``remove_owned_by``). All functions are synchronous and thread-safe.
+Nothing may be left behind: each side unlinks its pool's segments, and the peer's segments it
+has seen, when the stream ends; a host whose client died removes every file that client wrote
+(``remove_if_gone``), and so does the worker daemon once the host has exited; the daemon also
+removes every file a host process wrote once it has exited (``remove_owned_by``). All functions
+are synchronous and thread-safe.
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ __all__ = [
     "THRESHOLD",
     "available",
     "write",
-    "take",
     "unlink",
     "make_probe",
     "check_probe",
@@ -72,8 +69,8 @@ def _new_name() -> str:
 
 
 def write(data: memoryview) -> str:
-    """Write ``data`` to a new file in /dev/shm and return its name; raises OSError (e.g. no
-    space), leaving no file behind."""
+    """Write ``data`` to a new file in /dev/shm and return its name (the probe); raises OSError
+    (e.g. no space), leaving no file behind."""
     name = _new_name()
     path = os.path.join(SHM_DIR, name)
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -89,24 +86,6 @@ def write(data: memoryview) -> str:
         raise
     os.close(fd)
     return name
-
-
-def take(name: str, size: int) -> mmap.mmap:
-    """Map the file ``name`` (copy-on-write, writable) and unlink it. Raises OSError or
-    ValueError; the file is unlinked in every case."""
-    path = _path(name)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"shared-memory buffer {name} is gone (its sender cleaned up)") from e
-    try:
-        os.unlink(path)
-        actual = os.fstat(fd).st_size
-        if actual != size:
-            raise ValueError(f"shared-memory buffer {name} has {actual} bytes, expected {size}")
-        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    finally:
-        os.close(fd)
 
 
 def unlink(names: Iterable[str]) -> None:

@@ -1,6 +1,6 @@
 """Large payloads as a stream of chunk messages, encoded and decoded by hand.
 
-A call (or reply) whose out-of-band buffers total at least ``RAW_MIN`` and cannot go through
+A call (or reply) whose out-of-band buffers total at least ``_codec.STREAM_MIN`` and cannot go through
 shared memory (another host) travels as a small header batch, whose Payload names the
 buffers' sizes in ``streamed``, followed by chunk messages (``CallBatch.chunk`` /
 ``ReplyBatch.chunk``) of at most ``CHUNK_BYTES`` each. No message is larger than that, and

@@ -94,26 +94,16 @@ class Store:
 # ---- the module alone -------------------------------------------------------------------------
 
 
-def test_write_then_take_gives_a_writable_copy_on_write_view_and_unlinks() -> None:
-    data = np.arange(MIB, dtype=np.uint8)
-    name = _shm.write(memoryview(data))
-    path = Path(_shm.SHM_DIR) / name
-    assert path.stat().st_mode & 0o777 == 0o600
-    mapped = _shm.take(name, data.nbytes)
-    assert not path.exists()
-    view = np.frombuffer(mapped, dtype=np.uint8)
-    assert (view == data).all()
-    view[0] = 99  # writable, private
-    assert data[0] == 0
-
-
-def test_take_refuses_foreign_names_and_wrong_sizes_and_still_unlinks() -> None:
-    with pytest.raises(ValueError):
-        _shm.take("../../etc/passwd", 10)
+def test_written_files_are_private_and_foreign_names_refused() -> None:
     name = _shm.write(memoryview(b"x" * 100))
-    with pytest.raises(ValueError, match="expected 99"):
-        _shm.take(name, 99)
-    assert not (Path(_shm.SHM_DIR) / name).exists()
+    path = Path(_shm.SHM_DIR) / name
+    try:
+        assert path.stat().st_mode & 0o777 == 0o600
+    finally:
+        _shm.unlink([name])
+    assert not path.exists()
+    with pytest.raises(ValueError):
+        _shm.map_pooled("../../etc/passwd", 10, lambda n: None)
 
 
 def test_probe_is_checked_by_content_and_name() -> None:

@@ -19,16 +19,14 @@ class Payload(_message.Message):
     def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ..., streamed: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SharedBuffer(_message.Message):
-    __slots__ = ("index", "name", "size", "pooled")
+    __slots__ = ("index", "name", "size")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
-    POOLED_FIELD_NUMBER: _ClassVar[int]
     index: int
     name: str
     size: int
-    pooled: bool
-    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., pooled: _Optional[bool] = ...) -> None: ...
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class Resources(_message.Message):
     __slots__ = ("num_cpus", "num_gpus", "max_memory_mb")

@@ -1,0 +1,136 @@
+"""The payload codec: how a call's arguments and a reply's value travel. Both ends use it.
+
+The rules, in one place:
+
+- Values are pickled with cloudpickle, protocol 5; numpy and torch buffers go out of band.
+- **Shared memory**, once the stream proved both ends share /dev/shm (``_shm``): out-of-band
+  buffers of at least ``_shm.THRESHOLD`` bytes are copied into the sender's pool of segments
+  and travel by name (``Payload.shared``); smaller ones travel inline.
+- **The socket**: when the buffers that travel inline add up to at least ``STREAM_MIN``, they are
+  streamed after the message as chunks (``_wire``), and the payload names their sizes
+  (``Payload.streamed``): one copy on each side instead of four. Smaller ones go inline in the
+  payload (``Payload.buffers``).
+- **The size limit** (``connect(max_payload_mb=...)``) counts the pickle and every buffer,
+  shared ones included; over it, ``encode`` raises ``PayloadTooLarge`` and keeps no segment.
+- Decoding gives writable buffers: inline ones copied, streamed ones as received, shared ones
+  mapped (no copy); ``on_release(name)`` tells the sender's pool when a mapped segment is free.
+
+Functions are synchronous and thread-safe (``encode`` runs on the caller's thread, so pickling
+errors come at the call site).
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import cloudpickle
+
+from actorrt import _shm
+from actorrt.v1 import common_pb2
+
+__all__ = ["STREAM_MIN", "Encoded", "PayloadTooLarge", "encode", "decode", "decode_streamed", "describe_size"]
+
+# Inline buffers adding up to at least this much are streamed in chunks after the message.
+STREAM_MIN = 1 << 20
+
+
+class PayloadTooLarge(ValueError):
+    """The value is over the size limit; nothing of it was kept."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{describe_size(size)}, over the limit of {describe_size(limit)}")
+        self.size = size
+        self.limit = limit
+
+
+@dataclass
+class Encoded:
+    """A payload ready to send: ``payload`` goes in the Call or Reply; ``streamed`` (the
+    buffers' own memory, not copied: send them before the value can change) follows it in chunks
+    when not empty."""
+
+    payload: common_pb2.Payload
+    streamed: list[memoryview] = field(default_factory=list)
+
+    def segments(self) -> list[str]:
+        """The shared-memory segments it holds busy in the sender's pool."""
+        return [s.name for s in self.payload.shared]
+
+
+def encode(value: Any, *, pool: _shm.Pool | None = None, limit: int = 0) -> Encoded:
+    """Pickle ``value`` for the wire. ``pool``: the sender's shared-memory pool, when the stream
+    has one. ``limit``: the largest payload in bytes (0: none). Raises what pickling raises, or
+    ``PayloadTooLarge``."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    if not buffers:  # the common case: a small value with nothing out of band
+        if limit and len(data) > limit:
+            raise PayloadTooLarge(len(data), limit)
+        return Encoded(common_pb2.Payload(pickle=data))
+    raws = [b.raw() for b in buffers]
+    size = len(data) + sum(r.nbytes for r in raws)
+    if limit and size > limit:
+        raise PayloadTooLarge(size, limit)
+    shared: list[common_pb2.SharedBuffer] = []
+    inline: list[memoryview] = []
+    if pool is not None:
+        try:
+            for i, raw in enumerate(raws):
+                if raw.nbytes >= _shm.THRESHOLD:
+                    try:
+                        shared.append(common_pb2.SharedBuffer(index=i, name=pool.put(raw), size=raw.nbytes))
+                        continue
+                    except OSError:  # /dev/shm is full: this one travels inline
+                        pass
+                inline.append(raw)
+        except BaseException:
+            pool.release(s.name for s in shared)
+            raise
+    else:
+        inline = raws
+    if sum(r.nbytes for r in inline) >= STREAM_MIN and not shared:
+        return Encoded(common_pb2.Payload(pickle=data, streamed=[r.nbytes for r in inline]), inline)
+    # protobuf takes bytes only (not memoryview): one copy per inline buffer.
+    return Encoded(common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in inline], shared=shared))
+
+
+def _never(name: str) -> None:
+    return None
+
+
+def decode(payload: common_pb2.Payload, on_release: Callable[[str], None] = _never) -> Any:
+    """Unpickle a payload that came whole (not streamed). Out-of-band buffers come back
+    writable: inline ones by one copy each, shared-memory ones as maps (no copy);
+    ``on_release(name)`` runs, on whichever thread lets go of the value, once a mapped segment
+    is no longer used. Raises what unpickling raises, or OSError/ValueError for a segment that
+    is gone or malformed."""
+    if payload.shared:
+        return pickle.loads(payload.pickle, buffers=_buffers(payload, on_release))
+    if payload.buffers:
+        return pickle.loads(payload.pickle, buffers=[bytearray(b) for b in payload.buffers])
+    return pickle.loads(payload.pickle)
+
+
+def decode_streamed(data: bytes, buffers: list[bytearray]) -> Any:
+    """Unpickle a streamed payload (``Payload.streamed``) on its received, writable buffers."""
+    return pickle.loads(data, buffers=buffers)
+
+
+def _buffers(payload: common_pb2.Payload, on_release: Callable[[str], None]) -> list[Any]:
+    total = len(payload.buffers) + len(payload.shared)
+    out: list[Any] = [None] * total
+    for s in payload.shared:
+        if s.index >= total or out[s.index] is not None:
+            raise ValueError(f"bad shared-memory buffer index {s.index}")
+        out[s.index] = _shm.map_pooled(s.name, s.size, on_release)
+    inline = iter(payload.buffers)
+    for i in range(total):
+        if out[i] is None:
+            out[i] = bytearray(next(inline))
+    return out
+
+
+def describe_size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"

@@ -1,0 +1,61 @@
+"""The payload codec alone: which transport each value takes, the size limit, round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from actorrt import _codec, _shm
+
+MIB = 1 << 20
+
+
+def _round_trip(encoded: _codec.Encoded) -> object:
+    if encoded.streamed:
+        return _codec.decode_streamed(encoded.payload.pickle, [bytearray(r) for r in encoded.streamed])
+    return _codec.decode(encoded.payload)
+
+
+def test_small_values_travel_as_a_pickle_alone() -> None:
+    encoded = _codec.encode({"a": 1})
+    assert encoded.payload.pickle and not encoded.payload.buffers and not encoded.streamed
+    assert _round_trip(encoded) == {"a": 1}
+
+
+def test_buffers_go_inline_below_the_stream_threshold_and_streamed_from_it() -> None:
+    small = np.arange(1000, dtype=np.int64)
+    inline = _codec.encode(small)
+    assert len(inline.payload.buffers) == 1 and not inline.streamed
+    assert np.array_equal(_round_trip(inline), small)
+    big = (np.ones(_codec.STREAM_MIN // 2, np.uint8), np.zeros(_codec.STREAM_MIN // 2, np.uint8))
+    streamed = _codec.encode(big)
+    assert list(streamed.payload.streamed) == [_codec.STREAM_MIN // 2] * 2 and not streamed.payload.buffers
+    back = _round_trip(streamed)
+    assert all(np.array_equal(a, b) for a, b in zip(back, big)) and back[0].flags.writeable
+
+
+def test_the_limit_counts_pickle_and_buffers() -> None:
+    with pytest.raises(_codec.PayloadTooLarge, match="over the limit of 1000 bytes"):
+        _codec.encode(b"x" * 2000, limit=1000)
+    with pytest.raises(_codec.PayloadTooLarge) as info:
+        _codec.encode(np.zeros(5000, np.uint8), limit=1000)
+    assert info.value.size > 5000 and info.value.limit == 1000
+
+
+@pytest.mark.skipif(not _shm.available(), reason="no /dev/shm")
+def test_large_buffers_go_through_the_pool_and_a_refusal_keeps_no_segment() -> None:
+    pool = _shm.Pool()
+    try:
+        value = (np.ones(2 * MIB, np.uint8), np.zeros(100, np.uint8))
+        encoded = _codec.encode(value, pool=pool)
+        assert [s.index for s in encoded.payload.shared] == [0] and len(encoded.payload.buffers) == 1
+        released: list[str] = []
+        back = _codec.decode(encoded.payload, released.append)
+        assert np.array_equal(back[0], value[0]) and np.array_equal(back[1], value[1])
+        assert encoded.segments() == pool.names()
+        with pytest.raises(_codec.PayloadTooLarge):
+            _codec.encode(np.ones(3 * MIB, np.uint8), pool=pool, limit=MIB)
+        assert pool.names() == encoded.segments()  # the refused one took no segment
+        del back
+    finally:
+        pool.close()
