@@ -1,4 +1,4 @@
-"""The one lifecycle every process kind shares (STYLE 4): start, close, async with, a status."""
+"""The one lifecycle every process kind shares: start, close, async with, a status."""
 
 from __future__ import annotations
 

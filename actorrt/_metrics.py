@@ -501,7 +501,7 @@ def stats_pipe() -> tuple[int, int]:
 async def read_host_stats(fd: int, proc: Any, metrics: WorkerMetrics) -> None:
     """Daemon loop: feed one host's snapshot lines into ``metrics`` until it exits.
 
-    Ends at EOF, or at most ``drain_s`` after the host process exited (so a write end that
+    Ends at EOF, or at most a second after the host process exited (so a write end that
     leaked somewhere can never hold up the daemon reporting the exit).
     """
     import asyncio

@@ -1,6 +1,6 @@
 """The cluster table: nodes, slots, actors, clients and the placement queue.
 
-A plain synchronous state object with no I/O (STYLE 3): the master's servicer turns protobuf into
+A plain synchronous state object with no I/O: the master's servicer turns protobuf into
 calls on it and turns what it returns (placements to announce, actors to stop, deaths to report)
 back into messages. Not thread-safe: the master calls it from its event loop only.
 """

@@ -3,7 +3,7 @@
 ``discounts[t]`` is the per-step discount ``gamma * (1 - done[t])``: zero where an episode ended at
 step ``t``, so no trace crosses an episode boundary. Truncated episodes are bootstrapped by the
 caller, by adding ``gamma * V(final_obs)`` to the reward of the truncating step (see
-:meth:`rl.storage.Rollout.bootstrapped_rewards`).
+:func:`rl.storage.bootstrapped_rewards`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The failure model of DESIGN.md, with real processes: each test kills something real.
+"""The failure model (docs/architecture.md), with real processes: each test kills something real.
 
 Every test gets its own cluster (a master and worker daemons as processes), since it breaks it.
 The times asserted are the upper bounds the failure model promises.
