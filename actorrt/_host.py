@@ -60,7 +60,7 @@ def _failure(exc: BaseException, skip_frames: int = 1) -> pb.RemoteFailure:
     )
 
 
-class _Slots:
+class ConcurrencyLimit:
     """At most ``n`` calls of one actor run at once (sync ones inline, async ones as tasks).
 
     An ``asyncio.Semaphore`` whose uncontended take is a plain call, not a coroutine: it runs
@@ -121,7 +121,7 @@ class _Actor:
         self.class_name = class_name
         self.instance = instance
         self.max_concurrency = max(1, max_concurrency)
-        self.slots = _Slots(self.max_concurrency)
+        self.running = ConcurrencyLimit(self.max_concurrency)
         self.stats = stats or CallStats()  # reported to the daemon; see actorrt._metrics
         self.stats.class_name = class_name
         self.report_fd: int | None = None  # the daemon's statistics pipe
@@ -140,7 +140,7 @@ class _Actor:
         return found
 
 
-class _Stream:
+class CallStream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
     def __init__(
@@ -275,9 +275,9 @@ class _Stream:
                 stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
                 continue
-            if not actor.slots.take():  # only async methods can hold every slot
+            if not actor.running.take():  # only async methods can hold every slot
                 self.outbox.flush()
-                await actor.slots.wait_take()
+                await actor.running.wait_take()
             if is_async:
                 task = asyncio.create_task(self._run_async(call.seq, call.method, fn, args, kwargs))
                 self.tasks.add(task)
@@ -294,7 +294,7 @@ class _Stream:
             else:
                 self.reply_value(call.seq, call.method, value)
             finally:
-                actor.slots.give()
+                actor.running.give()
             now = time.perf_counter()
             stats.sum += now - t0  # CallStats.observe, inlined: this runs once per call
             buckets[bucket_of(bounds, now - t0)] += 1
@@ -363,7 +363,7 @@ class _Stream:
         else:
             self.reply_value(seq, method, value)
         finally:
-            self.actor.slots.give()
+            self.actor.running.give()
             self.actor.stats.observe(time.perf_counter() - t0)
         self.outbox.flush()
 
@@ -437,7 +437,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             return
         assert self.actor is not None
         first.ClearField("construct")
-        await _Stream(self.actor, context, shm, client_pid).run(requests, first)
+        await CallStream(self.actor, context, shm, client_pid).run(requests, first)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)

@@ -2,7 +2,7 @@
 
 - ``LineSplitter`` (worker daemon): cuts an actor's raw output into lines, keeping at most
   ``MAX_LINE_BYTES`` of each (a longer one ends with ``[... N more bytes]``).
-- ``ActorOutput`` (worker daemon): every line an actor prints goes to a per-actor log file with
+- ``OutputRelay`` (worker daemon): every line an actor prints goes to a per-actor log file with
   rotation under the worker's state dir, and, batched, rate-limited and bounded in bytes, to the
   master as an ``ActorOutput`` event, which forwards it to the owning client (see
   ``print_actor_output``).
@@ -30,7 +30,7 @@ from actorrt import _rpc
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = [
-    "ActorOutput",
+    "OutputRelay",
     "LineSplitter",
     "configure_logging",
     "default_log_dir",
@@ -119,7 +119,7 @@ class LineSplitter:
 
 
 @dataclass
-class _Stream:
+class _ActorLog:
     actor_id: str
     class_name: str
     pid: int
@@ -131,7 +131,7 @@ class _Stream:
     dropped: int = 0
 
 
-class ActorOutput:
+class OutputRelay:
     """Per-actor log files and forwarding of output lines. The worker daemon's loop only.
 
     ``emit`` gets one ``ActorOutput`` message per flush (the daemon puts it on its session); a
@@ -152,7 +152,7 @@ class ActorOutput:
         self.max_bytes = max_bytes
         self.backups = backups
         self.forward = forward
-        self._streams: dict[str, _Stream] = {}
+        self._streams: dict[str, _ActorLog] = {}
         self._flush_handle: Any = None
 
     def line(self, actor_id: str, class_name: str, pid: int, text: str, stderr: bool) -> None:
@@ -193,7 +193,7 @@ class ActorOutput:
         for s in list(self._streams.values()):
             self._flush_one(s)
 
-    def _flush_one(self, s: _Stream) -> None:
+    def _flush_one(self, s: _ActorLog) -> None:
         if s.dropped:
             s.pending.append(
                 pb.OutputLine(
@@ -222,7 +222,7 @@ class ActorOutput:
         for actor_id in list(self._streams):
             self.actor_ended(actor_id)
 
-    def _open(self, actor_id: str, class_name: str, pid: int) -> _Stream:
+    def _open(self, actor_id: str, class_name: str, pid: int) -> _ActorLog:
         _rpc.private_dir(self.log_dir)
         self._prune()
         handler = logging.handlers.RotatingFileHandler(
@@ -230,7 +230,7 @@ class ActorOutput:
             encoding="utf-8", delay=True,
         )
         handler.setFormatter(logging.Formatter("%(message)s"))
-        s = _Stream(actor_id, class_name, pid, handler)
+        s = _ActorLog(actor_id, class_name, pid, handler)
         self._streams[actor_id] = s
         return s
 
@@ -460,7 +460,7 @@ class _HandlerStream(io.TextIOBase):
             self._writing = False
 
 
-def answer_log_read(output: ActorOutput, cmd: pb.ReadActorLog) -> pb.ActorLog:
+def answer_log_read(output: OutputRelay, cmd: pb.ReadActorLog) -> pb.ActorLog:
     """The worker's answer to the master's ``ReadActorLog``: at most ``MAX_LOG_ANSWER_BYTES`` of
     the log's tail, whatever was asked, so the event never breaks the worker's session."""
     try:

@@ -187,7 +187,7 @@ class WorkerDaemon(Service):
         self._closing = False
         self._workdirs = ""  # this daemon's folder of slot working directories (_make_workdirs)
         self.echo_output = echo_output
-        self.output = _logs.ActorOutput(
+        self.output = _logs.OutputRelay(
             lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir
         )
         self.metrics = _metrics.WorkerMetrics(self._slot_views, metrics_registry)

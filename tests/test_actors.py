@@ -222,10 +222,10 @@ async def test_async_methods_interleave_up_to_max_concurrency(cluster: ProcClust
 
 
 def test_host_slots_hand_over_in_order_and_survive_cancellation() -> None:
-    from actorrt._host import _Slots
+    from actorrt._host import ConcurrencyLimit
 
     async def main() -> None:
-        slots = _Slots(1)
+        slots = ConcurrencyLimit(1)
         assert slots.take() and not slots.take()
         order: list[str] = []
 

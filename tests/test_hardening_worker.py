@@ -176,7 +176,7 @@ def test_forwarded_output_messages_stay_small(tmp_path: Path) -> None:
     sent: list[pb.ActorOutput] = []
 
     async def long_lines() -> None:
-        out = _logs.ActorOutput(sent.append, tmp_path)
+        out = _logs.OutputRelay(sent.append, tmp_path)
         out.lines("a1", "C", 7, ["x" * _logs.MAX_LINE_BYTES] * 400, stderr=False)
         out.lines("a1", "C", 7, ["\u00e9\u20ac" * _logs.MAX_LINE_BYTES] * 400, stderr=False)  # 2-3 bytes each
         out.close()

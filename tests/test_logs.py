@@ -129,7 +129,7 @@ async def test_logs_of_a_live_actor_and_bad_ids(cluster: ProcCluster) -> None:
 
 def test_log_files_rotate_and_the_tail_spans_rotations(tmp_path: Path) -> None:
     async def write() -> None:
-        out = _logs.ActorOutput(lambda msg: None, tmp_path, max_bytes=1000, backups=2, forward=False)
+        out = _logs.OutputRelay(lambda msg: None, tmp_path, max_bytes=1000, backups=2, forward=False)
         for i in range(400):
             out.line("a1", "C", 1, f"line {i:04d}", stderr=False)
         out.actor_ended("a1")
@@ -151,7 +151,7 @@ def test_forwarding_is_batched_and_rate_limited(tmp_path: Path, monkeypatch: pyt
     sent: list[pb.ActorOutput] = []
 
     async def burst() -> None:
-        out = _logs.ActorOutput(sent.append, tmp_path)
+        out = _logs.OutputRelay(sent.append, tmp_path)
         for i in range(50):
             out.line("a1", "C", 7, f"l{i}", stderr=i % 2 == 1)
         await asyncio.sleep(_logs.FLUSH_AFTER_S * 3)
