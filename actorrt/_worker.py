@@ -1,13 +1,15 @@
 """The worker daemon: registers its node with the master and keeps a warm pool of actor hosts.
 
-One host process per CPU slot, started with ``subprocess`` (never fork after gRPC exists). The
-daemon reaps them, enforces per-actor memory limits (over each actor's whole process tree),
-reports exits with their cause (an idle warm host's too, as ``SlotLost``), and starts a fresh
-host after each exit. It drains every host's output whatever its shape, so no actor blocks in a
-print. If the master goes away the daemon reconnects with backoff and re-reports its live
-actors, so a restarted master rebuilds its table; if the master refuses it (a new token), it
-stops its hosts and ends. Slots work in folders under one temp folder per daemon, which a later
-daemon removes should this one die uncleanly. Runs on one event loop.
+The I/O around ``HostPool`` (the pool's states and transitions): one actor host process per
+CPU, started with ``subprocess`` (never fork after gRPC exists). The daemon reaps them, enforces
+per-actor memory limits (over each actor's whole process tree), reports exits with their cause
+(an idle warm host's too, as ``SlotLost``), and starts a fresh host after each exit. It drains
+every host's output whatever its shape, so no actor blocks in a print. If the master goes away
+the daemon reconnects with backoff and re-reports its live actors, so a restarted master
+rebuilds its table; if the master refuses it (a new token), it stops its hosts and ends. Hosts
+work in folders under one temp folder per daemon, which a later daemon removes should this one
+die uncleanly. Runs on one event loop; with ``ACTORRT_VALIDATE=1`` the pool checks its
+invariants after every transition, and ``close()`` raises the first violation.
 """
 
 from __future__ import annotations
@@ -15,13 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import signal
 import socket
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -30,102 +30,44 @@ from prometheus_client import CollectorRegistry
 from actorrt import _logs, _metrics, _resources, _rpc, _shm
 from actorrt._errors import ClusterConnectionError
 from actorrt._host import READY_PREFIX
+from actorrt._host_pool import Effects, HostPool, HostState, Signal, describe_exit
+from actorrt._host_procs import (
+    kill_group,
+    kill_pid,
+    make_workdirs,
+    memory_bytes,
+    process_table,
+    process_tree,
+    remove_dead_workdirs,
+    remove_dir,
+    signal_proc,
+)
 from actorrt._lifecycle import Service, Status
-from actorrt._table import SLOT_NOT_READY
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 
 __all__ = ["WorkerDaemon", "describe_exit"]
 
 log = logging.getLogger("actorrt.worker")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 OUTPUT_CHUNK = 256 * 2**10  # bytes read from an actor's pipe at a time
-
-
-def describe_exit(returncode: int) -> str:
-    if returncode == 0:
-        return "its owner closed it"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = "unknown signal"
-        return f"killed by signal {-returncode} ({name})"
-    return f"its process exited with code {returncode}"
-
-
-@dataclass(frozen=True)
-class _Proc:
-    ppid: int
-    session: int
-    rss_bytes: int
-
-
-def _process_table() -> dict[int, _Proc]:
-    """Every live process of this machine, from one pass over ``/proc`` (Linux)."""
-    table = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return {}
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            table[int(name)] = _Proc(int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE)
-        except (OSError, IndexError, ValueError):
-            continue  # it just ended
-    return table
-
-
-def _process_tree(root: int, table: dict[int, _Proc]) -> list[int]:
-    """``root`` and every process it started: its descendants and the members of its session
-    (an actor host leads its own, ``start_new_session``), so a child that re-parented to init
-    when its parent exited still counts."""
-    children: dict[int, list[int]] = {}
-    for pid, proc in table.items():
-        children.setdefault(proc.ppid, []).append(pid)
-    tree = {root} | {pid for pid, proc in table.items() if proc.session == root}
-    todo = list(tree)
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in tree:
-                tree.add(child)
-                todo.append(child)
-    return sorted(tree & table.keys())
-
-
-def _memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (OSError, ValueError):
-        return 0
+VALIDATE_ENV = "ACTORRT_VALIDATE"  # "1": check the pool's invariants after every transition
 
 
 @dataclass
-class _Slot:
-    index: int
+class _HostIO:
+    """The daemon-loop side of one pool host: its process and the tasks that serve it."""
+
+    keeper: asyncio.Task[None] | None = None  # _keep_host: start it, wait, report, start again
     proc: asyncio.subprocess.Process | None = None
-    endpoint: str = ""
-    workdir: str = ""
-    ready: bool = False
-    actor: pb.StartActor | None = None
-    stop_cause: str = ""
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    stats: asyncio.Task[None] | None = None  # its call statistics (read_host_stats)
+    stderr: asyncio.Task[None] | None = None  # _pump of its stderr, from its start
+    stdout: asyncio.Task[None] | None = None  # _pump of its stdout, once it said it is ready
 
-    @property
-    def started(self) -> bool:
-        """Its host came up: it is warm, or already hosting an actor (no longer 'ready')."""
-        return self.ready or self.actor is not None
+    def readers(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self.stats, self.stderr, self.stdout) if t is not None]
 
-    @property
-    def label(self) -> str:
-        pid = self.proc.pid if self.proc else 0
-        if self.actor is None:
-            return f"(idle pid={pid})"
-        return _logs.prefix(self.actor.class_name, self.actor.actor_id, pid)
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self.keeper, *self.readers()) if t is not None]
 
 
 class WorkerDaemon(Service):
@@ -154,7 +96,7 @@ class WorkerDaemon(Service):
         ``tls``: this node's certificate and key, which its actor hosts serve with; with a CA,
         hosts require client certificates (mutual TLS) and the master is verified with the CA,
         else with the certificate itself (one self-signed certificate for the whole cluster).
-        ``wait_ready``: ``start()`` returns only once every slot's host is warm.
+        ``wait_ready``: ``start()`` returns only once every actor host is warm.
         ``preload``: modules every warm actor host imports before it is ready (e.g. ``torch``).
         ``metrics_registry``: where the daemon's metrics register. ``log_dir``: per-actor log
         files (default ``ACTORRT_HOME/logs/actors``). ``echo_output``: also print actors' lines
@@ -165,7 +107,7 @@ class WorkerDaemon(Service):
         self.token = token
         self.tls = tls
         self.cpus = cpus or os.cpu_count() or 1
-        _resources.check_counts(self.cpus, gpus)  # before a slot per cpu is made
+        _resources.check_counts(self.cpus, gpus)  # before a host per cpu is made
         self.gpus = gpus
         self.node_ip = node_ip
         self.node = node or socket.gethostname()
@@ -175,7 +117,8 @@ class WorkerDaemon(Service):
         self.preload = tuple(preload)
         self.worker_id = ""
         self.heartbeat_interval_s = 1.0
-        self.slots = [_Slot(i) for i in range(self.cpus)]
+        self.pool = HostPool(self.cpus, validate_each=os.environ.get(VALIDATE_ENV) == "1")
+        self._io = [_HostIO() for _ in range(self.cpus)]
         self._events: asyncio.Queue[pb.WorkerEvent] = asyncio.Queue()
         self._registered = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
@@ -185,23 +128,21 @@ class WorkerDaemon(Service):
         # Set once a master we had joined refused us and our hosts are stopped: the daemon is done.
         self.refused = asyncio.Event()
         self._closing = False
-        self._workdirs = ""  # this daemon's folder of slot working directories (_make_workdirs)
+        self._workdirs = ""  # this daemon's folder of host working directories (make_workdirs)
         self.echo_output = echo_output
         self.output = _logs.ActorOutput(
             lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir
         )
-        self.metrics = _metrics.WorkerMetrics(self._slot_views, metrics_registry)
+        self.metrics = _metrics.WorkerMetrics(self._host_views, metrics_registry)
 
     # ---- lifecycle --------------------------------------------------------------------------
 
     async def _start(self) -> None:
-        if self.cpus < 1:
-            raise ValueError(f"a worker needs at least 1 cpu, got {self.cpus}")
-        for dead in _remove_dead_workdirs():
+        for dead in remove_dead_workdirs():
             log.info("removed %s, left behind by a worker daemon that is gone", dead)
-        self._workdirs = _make_workdirs()
-        for slot in self.slots:
-            slot.tasks.append(asyncio.create_task(self._run_slot(slot)))
+        self._workdirs = make_workdirs()
+        for index, io in enumerate(self._io):
+            io.keeper = asyncio.create_task(self._keep_host(index))
         self._session_task = asyncio.create_task(self._session_forever())
         registered = asyncio.create_task(self._registered.wait())
         done, _ = await asyncio.wait(
@@ -217,15 +158,15 @@ class WorkerDaemon(Service):
             )
         self._monitor_task = asyncio.create_task(self._monitor_forever())
         deadline = asyncio.get_running_loop().time() + self.connect_timeout_s * 2
-        while self.wait_ready and not all(s.started for s in self.slots):
+        while self.wait_ready and self.pool.started() < len(self.pool):
             if self._fatal is not None:
                 raise self._fatal
             if asyncio.get_running_loop().time() > deadline:
-                started = sum(s.started for s in self.slots)
+                started = self.pool.started()
                 if not started:
                     raise ClusterConnectionError("actor hosts did not start in time; see the log for their errors")
                 log.warning("%d of %d actor hosts did not start in time; serving with the others meanwhile",
-                            len(self.slots) - started, len(self.slots))
+                            len(self.pool) - started, len(self.pool))
                 break
             await asyncio.sleep(0.02)
 
@@ -234,88 +175,79 @@ class WorkerDaemon(Service):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
         await self._stop_hosts()
-        _remove_dir(self._workdirs)
+        remove_dir(self._workdirs)
         self.output.close()
         if self._channel is not None:
             await self._channel.close(grace=None)
+        if self.pool.violation is not None:  # ACTORRT_VALIDATE=1 found a bug: fail loudly
+            raise self.pool.violation
         if self._fatal is not None and self.status is not Status.FAILED:  # refused after joining
             raise self._fatal
 
     async def _stop_hosts(self) -> None:
-        """End every actor host (SIGTERM, then SIGKILL) and keep none warm any more."""
+        """Daemon loop: end every actor host (SIGTERM, then SIGKILL) and start none again."""
         self._closing = True
-        for slot in self.slots:
-            for task in slot.tasks:
+        self.pool.close()
+        for io in self._io:
+            for task in io.tasks():
                 task.cancel()
-        every_pid = [s.proc.pid for s in self.slots if s.proc is not None]
-        procs = [s.proc for s in self.slots if s.proc is not None and s.proc.returncode is None]
+        every_pid = [io.proc.pid for io in self._io if io.proc is not None]
+        procs = [io.proc for io in self._io if io.proc is not None and io.proc.returncode is None]
         for proc in procs:
-            _signal(proc, signal.SIGTERM)
+            signal_proc(proc, signal.SIGTERM)
         if procs:
             _, pending = await asyncio.wait([asyncio.create_task(p.wait()) for p in procs], timeout=3.0)
             for proc in procs:
                 if proc.returncode is None:
-                    _signal(proc, signal.SIGKILL)
+                    signal_proc(proc, signal.SIGKILL)
             if pending:
                 await asyncio.wait(pending, timeout=2.0)
-        for pid in every_pid:  # _run_slot, which would have, is cancelled
+        for pid in every_pid:  # _keep_host, which would have, is cancelled
             _shm.remove_owned_by(pid)
-        for slot in self.slots:
-            if slot.tasks:
-                await asyncio.gather(*slot.tasks, return_exceptions=True)
-            _remove_dir(slot.workdir)
+        for io, host in zip(self._io, self.pool.hosts):
+            tasks = io.tasks()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            remove_dir(host.workdir)
 
     # ---- actor host processes ---------------------------------------------------------------
 
-    async def _run_slot(self, slot: _Slot) -> None:
-        """Keep one warm host in this slot: spawn, wait for exit, report, repeat."""
-        failures = 0
-        while not self._closing:
+    async def _keep_host(self, index: int) -> None:
+        """Daemon loop, one task per host: keep a warm actor host at ``index``. Start it, wait
+        for its exit, clean up after it, report, start a fresh one; until the daemon closes."""
+        io = self._io[index]
+        while not self.pool.closing:
             try:
-                await self._spawn(slot)
-                failures = 0
+                await self._spawn(index)
             except (OSError, ValueError, asyncio.IncompleteReadError) as e:
-                failures += 1
-                log.error("slot %d: actor host failed to start: %s", slot.index, e)
-                await asyncio.sleep(min(5.0, 0.2 * 2**failures))
+                await self._clean_up(index)
+                delay = self.pool.start_failed(index)
+                log.error("slot %d: actor host failed to start: %s", index, e)
+                await asyncio.sleep(delay)
                 continue
-            assert slot.proc is not None
-            returncode = await slot.proc.wait()
-            if slot.ready and slot.actor is None:  # tell the master at once: it must not place here
-                slot.ready = False
-                self._emit(pb.WorkerEvent(slot_lost=pb.SlotLost(slot=slot.index, cause=describe_exit(returncode))))
-                log.warning("slot %d: its warm actor host exited: %s; starting another", slot.index,
-                            describe_exit(returncode), extra=_logs.ids(worker_id=self.worker_id, slot=slot.index))
-            _shm.remove_owned_by(slot.proc.pid)  # replies its client never took
-            _shm.remove_if_gone(self.metrics.shm_peers.pop(slot.proc.pid, ()))  # calls of a dead client
-            _kill_group(slot.proc.pid)  # whatever the actor started dies with it
-            # Output readers end at EOF, normally at once; a process that inherited the pipes
-            # must not hold back the exit report.
-            readers = slot.tasks[1:]
-            if readers:
-                _, late = await asyncio.wait(readers, timeout=1.0)
-                for task in late:
-                    task.cancel()
-                await asyncio.gather(*readers, return_exceptions=True)
-            del slot.tasks[1:]
-            own_cause = self.metrics.exit_causes.pop(slot.proc.pid, "")  # sys.exit in a method
-            actor, cause = slot.actor, slot.stop_cause or own_cause or describe_exit(returncode)
-            slot.proc, slot.ready, slot.actor, slot.stop_cause = None, False, None, ""
-            _remove_dir(slot.workdir)
-            if actor is not None:
-                log.info("actor %s (%s) exited: %s", actor.actor_id, actor.class_name, cause,
-                         extra=_logs.ids(actor_id=actor.actor_id, worker_id=self.worker_id, slot=slot.index))
+            assert io.proc is not None
+            returncode = await io.proc.wait()
+            effects = self.pool.exited(index, returncode)
+            self._apply(effects)  # a warm host's SlotLost: tell the master at once
+            if effects.events:
+                log.warning("slot %d: its warm actor host exited: %s; starting another", index,
+                            describe_exit(returncode), extra=_logs.ids(worker_id=self.worker_id, slot=index))
+            own_cause = await self._clean_up(index)
+            report = self.pool.reported(index, own_cause)
+            if report is not None:
+                actor = report.actor
+                log.info("actor %s (%s) exited: %s", actor.actor_id, actor.class_name, report.cause,
+                         extra=_logs.ids(actor_id=actor.actor_id, worker_id=self.worker_id, slot=index))
                 self.output.actor_ended(actor.actor_id)  # its last lines go before its exit
-                self._emit(
-                    pb.WorkerEvent(
-                        actor_exited=pb.ActorExited(
-                            actor_id=actor.actor_id, slot=slot.index, cause=cause, exit_code=returncode
-                        )
-                    )
-                )
+                self._emit(report.event())
+            if not self.pool.restart(index):
+                return
 
-    async def _spawn(self, slot: _Slot) -> None:
-        slot.workdir = tempfile.mkdtemp(prefix=f"slot{slot.index}-", dir=self._workdirs)
+    async def _spawn(self, index: int) -> None:
+        """Daemon loop: start host ``index``'s process and wait until it says it is ready.
+        Raises if it cannot start or says something else; ``_clean_up`` then ends it."""
+        io = self._io[index]
+        workdir = tempfile.mkdtemp(prefix=f"slot{index}-", dir=self._workdirs)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ACTORRT_PRELOAD=",".join(self.preload))
         for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
             env.pop(name, None)
@@ -335,32 +267,57 @@ class WorkerDaemon(Service):
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=slot.workdir,
+                cwd=workdir,
                 env=env,
                 pass_fds=(stats_w,),
                 start_new_session=True,  # its own process group: the daemon can end all it started
             )
         except BaseException:
             os.close(stats_r)
+            remove_dir(workdir)
             raise
         finally:
             os.close(stats_w)
-        slot.proc = proc
+        io.proc = proc
+        self.pool.spawned(index, proc.pid, workdir)
         assert proc.stdout is not None and proc.stderr is not None
-        slot.tasks.append(asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics)))
-        slot.tasks.append(asyncio.create_task(self._pump(slot, proc.stderr, sys.stderr)))
+        io.stats = asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics))
+        io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
         line = (await proc.stdout.readline()).decode(errors="replace").strip()
         if not line.startswith(READY_PREFIX):
-            _signal(proc, signal.SIGKILL)
-            await proc.wait()
             raise ValueError(f"unexpected first line from actor host: {line!r}")
         port = int(line.split()[1])
-        slot.endpoint = f"{self.node_ip}:{port}"
-        slot.tasks.append(asyncio.create_task(self._pump(slot, proc.stdout, sys.stdout)))
-        slot.ready = True
-        self._emit(pb.WorkerEvent(slot_ready=pb.SlotReady(slot=slot.index, endpoint=slot.endpoint)))
+        io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
+        self._apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
 
-    async def _pump(self, slot: _Slot, stream: asyncio.StreamReader, sink: object) -> None:
+    async def _clean_up(self, index: int) -> str:
+        """Daemon loop: after host ``index``'s process ended (or failed to start; it is killed
+        then), end what it started, remove its shared memory and folder, and let its output
+        readers finish (at most 1s: a process that inherited the pipes must not hold back the
+        exit report). Returns why its actor said it ended itself, if it did."""
+        io, host = self._io[index], self.pool.hosts[index]
+        proc, own_cause = io.proc, ""
+        if proc is not None:
+            if proc.returncode is None:  # it never became ready
+                signal_proc(proc, signal.SIGKILL)
+                await proc.wait()
+            _shm.remove_owned_by(proc.pid)  # replies its client never took
+            _shm.remove_if_gone(self.metrics.shm_peers.pop(proc.pid, ()))  # calls of a dead client
+            kill_group(proc.pid)  # whatever the actor started dies with it
+        readers = io.readers()
+        if readers:
+            _, late = await asyncio.wait(readers, timeout=1.0)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+        io.stats = io.stderr = io.stdout = None
+        if proc is not None:
+            own_cause = self.metrics.exit_causes.pop(proc.pid, "")  # sys.exit in a method
+        remove_dir(host.workdir)
+        io.proc = None
+        return own_cause
+
+    async def _pump(self, index: int, stream: asyncio.StreamReader, sink: object) -> None:
         """Drain one of an actor host's output pipes until EOF, whatever comes (huge lines,
         binary, no newline, floods), so the actor never blocks in a write. Lines, each cut to
         ``_logs.MAX_LINE_BYTES`` kept bytes, go to its log file and owner (``self.output``), and
@@ -372,87 +329,86 @@ class WorkerDaemon(Service):
             chunk = await stream.read(OUTPUT_CHUNK)
             texts = splitter.feed(chunk) if chunk else splitter.finish()
             try:
-                self._route(slot, texts, sink)
+                self._route(index, texts, sink)
             except Exception:  # noqa: BLE001 - the pipe must keep draining, or the actor blocks
                 if not complained:
-                    log.exception("slot %d: could not route actor output; still draining", slot.index)
+                    log.exception("slot %d: could not route actor output; still draining", index)
                     complained = True
             if not chunk:
                 return
 
-    def _route(self, slot: _Slot, texts: list[str], sink: object) -> None:
+    def _route(self, index: int, texts: list[str], sink: object) -> None:
+        """Daemon loop: lines of host ``index`` to its actor's log and owner, and/or echoed."""
         if not texts:
             return
-        actor, pid = slot.actor, slot.proc.pid if slot.proc else 0
+        host = self.pool.hosts[index]
+        actor, pid = host.actor, host.pid
         if actor is not None:
             self.output.lines(actor.actor_id, actor.class_name, pid, texts, stderr=sink is sys.stderr)
         if actor is None or self.echo_output:
-            label = slot.label
+            label = f"(idle pid={pid})" if actor is None else _logs.prefix(actor.class_name, actor.actor_id, pid)
             echoed = "\n".join(f"{label} {text}" for text in texts)
             try:
                 print(echoed, file=sink, flush=True)  # type: ignore[call-overload]
             except (OSError, ValueError):
                 pass
 
-    def _slot_views(self) -> list[_metrics.SlotView]:
+    def _host_views(self) -> list[_metrics.SlotView]:
         """The pool as the metrics collector sees it (called on the metrics HTTP thread)."""
         views = []
-        for slot in list(self.slots):
-            actor, proc = slot.actor, slot.proc
-            state = "busy" if actor is not None else "ready" if slot.ready else "starting"
-            views.append(_metrics.SlotView(state, proc.pid if proc else 0,
-                                           actor.actor_id if actor else "", actor.class_name if actor else ""))
+        for host in list(self.pool.hosts):
+            actor, state = host.actor, host.state
+            shown = "busy" if actor is not None else "ready" if state is HostState.READY else "starting"
+            views.append(_metrics.SlotView(shown, host.pid, actor.actor_id if actor else "",
+                                           actor.class_name if actor else ""))
         return views
 
-    def _start_actor(self, cmd: pb.StartActor) -> None:
-        slot = self.slots[cmd.slot] if cmd.slot < len(self.slots) else None
-        if slot is None or not slot.ready or slot.actor is not None or slot.proc is None:
-            self._emit(
-                pb.WorkerEvent(
-                    actor_exited=pb.ActorExited(
-                        actor_id=cmd.actor_id, slot=cmd.slot, cause=SLOT_NOT_READY, exit_code=-1
-                    )
-                )
-            )
-            return
-        slot.actor = cmd
-        slot.ready = False
+    def _apply(self, effects: Effects) -> None:
+        """Daemon loop: send a transition's events to the master and its signals to processes."""
+        for event in effects.events:
+            self._emit(event)
+        for sig in effects.signals:
+            if sig.delay_s:
+                asyncio.get_running_loop().call_later(sig.delay_s, self._send_signal, sig)
+            else:
+                self._send_signal(sig)
 
-    def _stop_actor(self, cmd: pb.StopActor) -> None:
-        for slot in self.slots:
-            if slot.actor is not None and slot.actor.actor_id == cmd.actor_id and slot.proc is not None:
-                slot.stop_cause = slot.stop_cause or f"stopped: {cmd.reason or 'asked by the master'}"
-                _signal(slot.proc, signal.SIGTERM)
-                asyncio.get_running_loop().call_later(2.0, _signal, slot.proc, signal.SIGKILL)
-                return
+    def _send_signal(self, sig: Signal) -> None:
+        if sig.host is None:
+            kill_pid(sig.pid, sig.signum)
+            return
+        proc = self._io[sig.host].proc
+        if proc is not None and proc.pid == sig.pid:  # not a fresh host's process since
+            signal_proc(proc, sig.signum)
+
+    def _running(self, index: int) -> bool:
+        proc = self._io[index].proc
+        return proc is not None and proc.returncode is None
 
     async def _monitor_forever(self) -> None:
-        """Enforce memory limits often; send a heartbeat with RSS per actor every interval."""
+        """Daemon loop: enforce memory limits often; send a heartbeat with RSS per actor every
+        interval."""
         period = 0.2
         ticks = 0
         while True:
             await asyncio.sleep(period)
             ticks += 1
             heartbeat = ticks * period >= self.heartbeat_interval_s
-            live = [s for s in self.slots if s.actor is not None and s.proc is not None and s.proc.returncode is None]
-            if not heartbeat and not any(s.actor and s.actor.resources.max_memory_mb for s in live):
+            if not heartbeat and not self.pool.limits_set():
                 continue
-            table = _process_table()
+            live = [h for h in self.pool.serving() if self._running(h.index)]
+            table = process_table()
             rss: dict[str, int] = {}
-            for slot in live:
-                assert slot.actor is not None and slot.proc is not None
-                tree = _process_tree(slot.proc.pid, table)
+            for host in live:
+                assert host.actor is not None
+                actor_id = host.actor.actor_id
+                tree = process_tree(host.pid, table)
                 used = sum(table[pid].rss_bytes for pid in tree)
-                rss[slot.actor.actor_id] = used
-                limit_mb = slot.actor.resources.max_memory_mb
-                if limit_mb and used > limit_mb * 2**20 and not slot.stop_cause:
-                    slot.stop_cause = (
-                        f"memory limit exceeded: {used / 2**20:.0f} MB used, max_memory_mb={limit_mb} "
-                        f"(over the actor's {len(tree)} processes)"
-                    )
-                    log.warning("actor %s: %s", slot.actor.actor_id, slot.stop_cause)
-                    for pid in tree:  # the children too: one may have left the host's group
-                        _kill_pid(pid)
+                rss[actor_id] = used
+                effects = self.pool.memory_used(host.index, used, tuple(tree))
+                if effects.signals:
+                    log.warning("actor %s: %s", actor_id, host.stop_cause)
+                self._apply(effects)
             if heartbeat:
                 ticks = 0
                 self._emit(pb.WorkerEvent(heartbeat=pb.Heartbeat(load=os.getloadavg()[0], actor_rss_bytes=rss)))
@@ -462,19 +418,31 @@ class WorkerDaemon(Service):
     def _emit(self, event: pb.WorkerEvent) -> None:
         self._events.put_nowait(event)
 
+    def _start_actor(self, cmd: pb.StartActor) -> None:
+        """Daemon loop: the master placed an actor on one of our hosts."""
+        effects = self.pool.assign(cmd)
+        if effects.refused:
+            log.info("slot %d: not starting actor %s: %s", cmd.slot, cmd.actor_id, effects.refused,
+                     extra=_logs.ids(actor_id=cmd.actor_id, worker_id=self.worker_id, slot=cmd.slot))
+        self._apply(effects)
+
+    def _stop_actor(self, cmd: pb.StopActor) -> None:
+        """Daemon loop: the master asks an actor to end (unknown ones are ignored)."""
+        self._apply(self.pool.stop(cmd.actor_id, cmd.reason))
+
     def _registration(self) -> pb.WorkerEvent:
         live = [
             pb.LiveActor(
-                actor_id=s.actor.actor_id,
-                slot=s.index,
-                endpoint=s.endpoint,
-                client_id=s.actor.client_id,
-                class_name=s.actor.class_name,
-                resources=s.actor.resources,
-                gpu_ids=s.actor.gpu_ids,
+                actor_id=h.actor.actor_id,
+                slot=h.index,
+                endpoint=h.endpoint,
+                client_id=h.actor.client_id,
+                class_name=h.actor.class_name,
+                resources=h.actor.resources,
+                gpu_ids=h.actor.gpu_ids,
             )
-            for s in self.slots
-            if s.actor is not None and s.proc is not None and s.proc.returncode is None
+            for h in self.pool.serving()
+            if h.actor is not None and self._running(h.index)
         ]
         return pb.WorkerEvent(
             register_worker=pb.RegisterWorker(
@@ -483,7 +451,7 @@ class WorkerDaemon(Service):
                 node_ip=self.node_ip,
                 cpus=self.cpus,
                 gpus=self.gpus,
-                memory_bytes=_memory_bytes(),
+                memory_bytes=memory_bytes(),
                 worker_id=self.worker_id,
                 live_actors=live,
                 pid=os.getpid(),
@@ -522,8 +490,8 @@ class WorkerDaemon(Service):
         we host must not keep running code sent under the old trust. Stop every host and set
         ``refused``; whoever runs the daemon then closes it, and ``close()`` raises ``err`` (so
         ``actorrt connect`` exits non-zero saying why)."""
-        hosted = sum(s.actor is not None for s in self.slots)
-        log.error("%s; stopping this worker and its %d actor hosts (%d actors)", err, len(self.slots), hosted,
+        hosted = sum(1 for _ in self.pool.serving())
+        log.error("%s; stopping this worker and its %d actor hosts (%d actors)", err, len(self.pool), hosted,
                   extra=_logs.ids(worker_id=self.worker_id, address=self.master_address))
         await self._stop_hosts()
         self.refused.set()
@@ -544,9 +512,8 @@ class WorkerDaemon(Service):
         self.worker_id = reply.worker_registered.worker_id
         self.heartbeat_interval_s = reply.worker_registered.heartbeat_interval_s or 1.0
         log.info("registered with %s as %s", self.master_address, self.worker_id)
-        for slot in self.slots:
-            if slot.ready and slot.actor is None:
-                self._emit(pb.WorkerEvent(slot_ready=pb.SlotReady(slot=slot.index, endpoint=slot.endpoint)))
+        for event in self.pool.ready_events():
+            self._emit(event)
         self._registered.set()
         writer = asyncio.create_task(self._write_events(call))
         try:
@@ -566,76 +533,3 @@ class WorkerDaemon(Service):
         while True:
             event = await self._events.get()
             await call.write(event)
-
-
-def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
-    if proc.returncode is None:
-        try:
-            proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
-
-
-def _kill_pid(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-_WORKDIRS_PREFIX = "actorrt-worker-"
-_OWNER_FILE = "owner"
-
-
-def _start_time(pid: int) -> str:
-    """When ``pid`` started (clock ticks since boot), or "" if no such process: a pid plus its
-    start time names one process even after the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
-
-
-def _make_workdirs() -> str:
-    """This daemon's folder in the temp dir, ``actorrt-worker-<pid>-*``, holding one working
-    directory per slot (shipped files land there) and an ``owner`` file naming this process, so
-    a later daemon can remove it should this one die without cleaning up (SIGKILL)."""
-    path = tempfile.mkdtemp(prefix=f"{_WORKDIRS_PREFIX}{os.getpid()}-")
-    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
-    return path
-
-
-def _remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
-    """Remove the folders of worker daemons of this machine that are gone; returns them. A folder
-    whose owner file is missing or unreadable is removed once older than ``grace_s`` (it may be
-    one that is being made right now)."""
-    removed = []
-    for path in Path(tempfile.gettempdir()).glob(_WORKDIRS_PREFIX + "*"):
-        try:
-            pid, started = (path / _OWNER_FILE).read_text().split()
-            alive = _start_time(int(pid)) == started
-        except (OSError, ValueError):
-            try:
-                alive = time.time() - path.stat().st_mtime < grace_s
-            except OSError:
-                continue
-        if not alive:
-            shutil.rmtree(path, ignore_errors=True)
-            if not path.exists():
-                removed.append(str(path))
-    return removed
-
-
-def _remove_dir(path: str) -> None:
-    if path:
-        shutil.rmtree(path, ignore_errors=True)
-
-
