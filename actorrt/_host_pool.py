@@ -3,18 +3,20 @@
 One ``Host`` per CPU the daemon offers; its index is what the wire calls a slot
 (``SlotReady.slot``, ``StartActor.slot``, ``ActorExited.slot``). Each host goes::
 
-    STARTING --ready(endpoint)--> READY --assign(StartActor)--> BUSY --stop / memory_used--> STOPPING
-       ^  |                         |                            |                             |
-       |  '--start_failed (backoff) | exited (SlotLost)          | exited                      | exited
-       |                            v                            v                             v
-       '------ restart ---------- EXITED <--------------------------------------------------------'
-                                   (reported: its actor's exit, once its output is drained)
+    STARTING --spawned(pid), ready(endpoint)--> READY --assign(StartActor)--> BUSY
+      ^   '-- start_failed: back off, try again   |                            |  stop(actor_id, reason)
+      |                                           | exited: SlotLost           |  memory_used(over the limit)
+      |                                           v                            v
+      '------ restart (unless closing) ------- EXITED <------- exited ----- STOPPING
+                                   reported(): its actor's exit,      (BUSY -> EXITED too: an actor
+                                   after the actor's last output       that ended by itself)
 
-Synchronous with no I/O: the daemon (``WorkerDaemon``) spawns and reaps the processes and turns
+Synchronous with no I/O: the daemon's ``HostRunner`` spawns and reaps the processes and turns
 what each transition returns (``Effects``: events for the master, signals for processes) into
-I/O. ``validate()`` checks the invariants; with ``validate_each`` it runs after every transition
-and a violation raises ``InvalidPoolState`` (logged as an error, kept in ``violation``). Not
-thread-safe: the daemon calls it from its event loop only (the metrics thread just reads hosts).
+I/O. ``validate()`` checks the invariants; with ``validate_each`` it runs after every transition,
+and a violation (or a transition asked of a host in the wrong state) raises ``InvalidPoolState``,
+logged as an error and kept in ``violation``. Not thread-safe: the daemon calls it from its
+event loop only (the metrics thread only reads hosts' fields).
 """
 
 from __future__ import annotations
@@ -198,8 +200,8 @@ class HostPool:
     def restart(self, index: int) -> bool:
         """A fresh host replaces the one that exited, unless the pool is closing."""
         host = self._expect(index, HostState.EXITED)
-        if host.actor is not None:
-            raise InvalidPoolState(f"host {index} restarted before its actor's exit was reported")
+        if host.actor is not None or host.pid:
+            raise InvalidPoolState(f"host {index} restarted before its exit was reported")
         if self.closing:
             return False
         host.state, host.returncode = HostState.STARTING, None

@@ -270,6 +270,7 @@ class HostRunner:
                 self._send_signal(sig)
 
     def _send_signal(self, sig: Signal) -> None:
+        """Daemon loop (also from ``call_later``): one signal of ``apply``."""
         if sig.host is None:
             kill_pid(sig.pid, sig.signum)
             return
@@ -278,6 +279,8 @@ class HostRunner:
             signal_proc(proc, sig.signum)
 
     def running(self, index: int) -> bool:
+        """Daemon loop: whether host ``index``'s process runs (the pool learns of an exit a
+        moment after it happens)."""
         proc = self._io[index].proc
         return proc is not None and proc.returncode is None
 
@@ -299,6 +302,7 @@ class HostRunner:
         return rss
 
     def _host_env(self) -> dict[str, str]:
+        """The environment of a new host: ours, with this daemon's token, TLS and preloads."""
         env = dict(os.environ, PYTHONUNBUFFERED="1", ACTORRT_PRELOAD=",".join(self.preload))
         for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
             env.pop(name, None)
