@@ -1,6 +1,7 @@
 """A real worker daemon checks its HostPool after every transition (``ACTORRT_VALIDATE=1``, set
 for every test by ``conftest``) and fails loudly on a violation: logged as an error, and its
-``close()`` raises it. An in-process master and daemon on 127.0.0.1."""
+``close()`` raises it; a host that fails to start leaves nothing behind. An in-process master
+and daemon on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import logging
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -67,4 +69,36 @@ async def test_a_violation_is_logged_and_raised_by_close(caplog: pytest.LogCaptu
     finally:
         with pytest.raises(InvalidPoolState, match="a bug left this behind"):
             await daemon.close()
+        await master.close()
+
+
+BAD_FIRST_LINE = """
+import os, time
+try:
+    os.close(os.open(os.environ["BAD_FIRST_LINE_LOCK"], os.O_CREAT | os.O_EXCL))
+    print("not the ready line", flush=True)  # the first host only
+    time.sleep(60)
+except FileExistsError:
+    pass
+"""
+
+
+async def test_a_host_that_fails_to_start_is_killed_and_its_folder_removed_before_the_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "bad_first_line.py").write_text(BAD_FIRST_LINE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("BAD_FIRST_LINE_LOCK", str(tmp_path / "lock"))
+    master = await Master("127.0.0.1", 0, token="t").start()
+    daemon = WorkerDaemon(master.address, token="t", cpus=1, reconnect=False, wait_ready=True, echo_output=False,
+                          preload=("bad_first_line",))
+    try:
+        with caplog.at_level(logging.ERROR, logger="actorrt.worker"):
+            await daemon.start()
+        assert any("actor host 0 failed to start: unexpected first line" in r.getMessage() for r in caplog.records)
+        assert daemon.pool.hosts[0].state is HostState.READY and daemon.pool.hosts[0].failures == 0
+        folders = sorted(p.name.split("-")[0] for p in Path(daemon.hosts._workdirs).iterdir())
+        assert folders == ["owner", "slot0"]  # the failed host's folder is gone
+    finally:
+        await daemon.close()
         await master.close()
