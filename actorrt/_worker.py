@@ -38,7 +38,8 @@ VALIDATE_ENV = "ACTORRT_VALIDATE"  # "1": check the pool's invariants after ever
 
 
 class WorkerDaemon(Service):
-    """``async with WorkerDaemon(master_address, token=...)``: joins the cluster and serves slots."""
+    """``async with WorkerDaemon(master_address, token=...)``: joins the cluster and serves actors
+    on its warm pool of actor hosts (``pool``: their states; ``hosts``: their processes)."""
 
     def __init__(
         self,
