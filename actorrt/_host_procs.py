@@ -1,0 +1,155 @@
+"""The operating-system side of a worker daemon's actor hosts, for Linux: the process table
+and an actor's process tree from ``/proc``, signals, and the per-daemon folder of host working
+directories (with an owner record, so the next daemon removes the folder of one that died).
+
+Plain synchronous functions, called from the daemon's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "kill_group",
+    "kill_pid",
+    "make_workdirs",
+    "memory_bytes",
+    "process_table",
+    "process_tree",
+    "remove_dead_workdirs",
+    "remove_dir",
+    "signal_proc",
+]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    ppid: int
+    session: int
+    rss_bytes: int
+
+
+def process_table() -> dict[int, ProcInfo]:
+    """Every live process of this machine, from one pass over ``/proc`` (Linux)."""
+    table = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            table[int(name)] = ProcInfo(int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE)
+        except (OSError, IndexError, ValueError):
+            continue  # it just ended
+    return table
+
+
+def process_tree(root: int, table: dict[int, ProcInfo]) -> list[int]:
+    """``root`` and every process it started: its descendants and the members of its session
+    (an actor host leads its own, ``start_new_session``), so a child that re-parented to init
+    when its parent exited still counts."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    tree = {root} | {pid for pid, proc in table.items() if proc.session == root}
+    todo = list(tree)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return sorted(tree & table.keys())
+
+
+def memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return 0
+
+
+def signal_proc(proc: asyncio.subprocess.Process, sig: int) -> None:
+    """Signal a child process unless it was already reaped (its pid may be another's now)."""
+    if proc.returncode is None:
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def kill_pid(pid: int, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_WORKDIRS_PREFIX = "actorrt-worker-"
+_OWNER_FILE = "owner"
+
+
+def start_time(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot), or "" if no such process: a pid plus its
+    start time names one process even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def make_workdirs() -> str:
+    """This daemon's folder in the temp dir, ``actorrt-worker-<pid>-*``, holding one working
+    directory per actor host (shipped files land there) and an ``owner`` file naming this process, so
+    a later daemon can remove it should this one die without cleaning up (SIGKILL)."""
+    path = tempfile.mkdtemp(prefix=f"{_WORKDIRS_PREFIX}{os.getpid()}-")
+    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
+    return path
+
+
+def remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
+    """Remove the folders of worker daemons of this machine that are gone; returns them. A folder
+    whose owner file is missing or unreadable is removed once older than ``grace_s`` (it may be
+    one that is being made right now)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(_WORKDIRS_PREFIX + "*"):
+        try:
+            pid, started = (path / _OWNER_FILE).read_text().split()
+            alive = start_time(int(pid)) == started
+        except (OSError, ValueError):
+            try:
+                alive = time.time() - path.stat().st_mtime < grace_s
+            except OSError:
+                continue
+        if not alive:
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(str(path))
+    return removed
+
+
+def remove_dir(path: str) -> None:
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+
+

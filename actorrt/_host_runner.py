@@ -1,0 +1,313 @@
+"""The processes of a worker daemon's actor host pool: the I/O around ``HostPool``.
+
+One task per host (``_keep_host``) starts its process with ``subprocess`` (never fork after
+gRPC exists), waits for its exit, cleans up after it (its process group, shared memory, working
+folder), reports, and starts a fresh one. Every host's output is drained whatever its shape, so
+no actor blocks in a print. ``measure`` enforces memory limits over each actor's whole process
+tree. Whatever the pool's transitions return (``Effects``) is sent here: events through the
+daemon's ``emit``, signals to processes. Runs on the daemon's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Callable
+
+from actorrt import _logs, _metrics, _rpc, _shm
+from actorrt._host import READY_PREFIX
+from actorrt._host_pool import Effects, HostPool, HostState, Signal, describe_exit
+from actorrt._host_procs import kill_group, kill_pid, process_table, process_tree, remove_dir, signal_proc
+from actorrt.v1 import master_pb2 as pb
+
+__all__ = ["OUTPUT_CHUNK", "HostRunner"]
+
+log = logging.getLogger("actorrt.worker")
+OUTPUT_CHUNK = 256 * 2**10  # bytes read from an actor's pipe at a time
+
+
+@dataclass
+class _HostIO:
+    """The daemon-loop side of one pool host: its process and the tasks that serve it."""
+
+    keeper: asyncio.Task[None] | None = None  # _keep_host: start it, wait, report, start again
+    proc: asyncio.subprocess.Process | None = None
+    stats: asyncio.Task[None] | None = None  # its call statistics (read_host_stats)
+    stderr: asyncio.Task[None] | None = None  # _pump of its stderr, from its start
+    stdout: asyncio.Task[None] | None = None  # _pump of its stdout, once it said it is ready
+
+    def readers(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self.stats, self.stderr, self.stdout) if t is not None]
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self.keeper, *self.readers()) if t is not None]
+
+
+class HostRunner:
+    """Keeps ``pool``'s hosts running as processes; see the module docstring."""
+
+    def __init__(
+        self,
+        pool: HostPool,
+        *,
+        emit: Callable[[pb.WorkerEvent], None],
+        output: _logs.ActorOutput,
+        metrics: _metrics.WorkerMetrics,
+        node_ip: str,
+        token: str | None,
+        tls: _rpc.TLS | None,
+        preload: tuple[str, ...],
+        echo_output: bool,
+    ) -> None:
+        """``emit`` sends an event to the master; ``output`` routes actors' lines to their log
+        files and owners; ``echo_output`` also prints them on this process's stdout/stderr."""
+        self.pool = pool
+        self._io = [_HostIO() for _ in pool.hosts]
+        self._emit = emit
+        self.output = output
+        self.metrics = metrics
+        self.node_ip = node_ip
+        self.token = token
+        self.tls = tls
+        self.preload = preload
+        self.echo_output = echo_output
+        self.worker_id = ""  # for log records, once the daemon registered
+        self._workdirs = ""
+
+    def start(self, workdirs: str) -> None:
+        """Daemon loop: start every host, each working in a folder under ``workdirs``."""
+        self._workdirs = workdirs
+        for index, io in enumerate(self._io):
+            io.keeper = asyncio.create_task(self._keep_host(index))
+
+    async def stop(self) -> None:
+        """Daemon loop: end every actor host (SIGTERM, then SIGKILL) and start none again."""
+        self.pool.close()
+        for io in self._io:
+            for task in io.tasks():
+                task.cancel()
+        every_pid = [io.proc.pid for io in self._io if io.proc is not None]
+        procs = [io.proc for io in self._io if io.proc is not None and io.proc.returncode is None]
+        for proc in procs:
+            signal_proc(proc, signal.SIGTERM)
+        if procs:
+            _, pending = await asyncio.wait([asyncio.create_task(p.wait()) for p in procs], timeout=3.0)
+            for proc in procs:
+                if proc.returncode is None:
+                    signal_proc(proc, signal.SIGKILL)
+            if pending:
+                await asyncio.wait(pending, timeout=2.0)
+        for pid in every_pid:  # _keep_host, which would have, is cancelled
+            _shm.remove_owned_by(pid)
+        for io, host in zip(self._io, self.pool.hosts):
+            tasks = io.tasks()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            remove_dir(host.workdir)
+
+    # ---- one host ---------------------------------------------------------------------------
+
+    async def _keep_host(self, index: int) -> None:
+        """Daemon loop, one task per host: keep a warm actor host at ``index``. Start it, wait
+        for its exit, clean up after it, report, start a fresh one; until the daemon closes."""
+        io = self._io[index]
+        while not self.pool.closing:
+            try:
+                await self._spawn(index)
+            except (OSError, ValueError, asyncio.IncompleteReadError) as e:
+                await self._clean_up(index)
+                delay = self.pool.start_failed(index)
+                log.error("actor host %d failed to start: %s", index, e)
+                await asyncio.sleep(delay)
+                continue
+            assert io.proc is not None
+            returncode = await io.proc.wait()
+            effects = self.pool.exited(index, returncode)
+            self.apply(effects)  # a warm host's SlotLost: tell the master at once
+            if effects.events:
+                log.warning("warm actor host %d exited: %s; starting another", index,
+                            describe_exit(returncode), extra=_logs.ids(worker_id=self.worker_id, slot=index))
+            own_cause = await self._clean_up(index)
+            report = self.pool.reported(index, own_cause)
+            if report is not None:
+                actor = report.actor
+                log.info("actor %s (%s) exited: %s", actor.actor_id, actor.class_name, report.cause,
+                         extra=_logs.ids(actor_id=actor.actor_id, worker_id=self.worker_id, slot=index))
+                self.output.actor_ended(actor.actor_id)  # its last lines go before its exit
+                self._emit(report.event())
+            if not self.pool.restart(index):
+                return
+
+    async def _spawn(self, index: int) -> None:
+        """Daemon loop: start host ``index``'s process and wait until it says it is ready.
+        Raises if it cannot start or says something else; ``_clean_up`` then ends it."""
+        io = self._io[index]
+        workdir = tempfile.mkdtemp(prefix=f"slot{index}-", dir=self._workdirs)
+        env = self._host_env()
+        stats_r, stats_w = _metrics.stats_pipe()  # call statistics; never mixed with user output
+        env[_metrics.METRICS_FD_ENV] = str(stats_w)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "actorrt._host",
+                "--bind",
+                self.node_ip,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                pass_fds=(stats_w,),
+                start_new_session=True,  # its own process group: the daemon can end all it started
+            )
+        except BaseException:
+            os.close(stats_r)
+            remove_dir(workdir)
+            raise
+        finally:
+            os.close(stats_w)
+        io.proc = proc
+        self.pool.spawned(index, proc.pid, workdir)
+        assert proc.stdout is not None and proc.stderr is not None
+        io.stats = asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics))
+        io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
+        line = (await proc.stdout.readline()).decode(errors="replace").strip()
+        if not line.startswith(READY_PREFIX):
+            raise ValueError(f"unexpected first line from actor host: {line!r}")
+        port = int(line.split()[1])
+        io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
+        self.apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
+
+    async def _clean_up(self, index: int) -> str:
+        """Daemon loop: after host ``index``'s process ended (or failed to start; it is killed
+        then), end what it started, remove its shared memory and folder, and let its output
+        readers finish (at most 1s: a process that inherited the pipes must not hold back the
+        exit report). Returns why its actor said it ended itself, if it did."""
+        io, host = self._io[index], self.pool.hosts[index]
+        proc, own_cause = io.proc, ""
+        if proc is not None:
+            if proc.returncode is None:  # it never became ready
+                signal_proc(proc, signal.SIGKILL)
+                await proc.wait()
+            _shm.remove_owned_by(proc.pid)  # replies its client never took
+            _shm.remove_if_gone(self.metrics.shm_peers.pop(proc.pid, ()))  # calls of a dead client
+            kill_group(proc.pid)  # whatever the actor started dies with it
+        readers = io.readers()
+        if readers:
+            _, late = await asyncio.wait(readers, timeout=1.0)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+        io.stats = io.stderr = io.stdout = None
+        if proc is not None:
+            own_cause = self.metrics.exit_causes.pop(proc.pid, "")  # sys.exit in a method
+        remove_dir(host.workdir)
+        io.proc = None
+        return own_cause
+
+    async def _pump(self, index: int, stream: asyncio.StreamReader, sink: object) -> None:
+        """Drain one of an actor host's output pipes until EOF, whatever comes (huge lines,
+        binary, no newline, floods), so the actor never blocks in a write. Lines, each cut to
+        ``_logs.MAX_LINE_BYTES`` kept bytes, go to its log file and owner (``self.output``), and
+        to ours prefixed with its class, pid and id when echoing. Runs on the daemon's loop; a
+        routing error is logged once and draining goes on."""
+        splitter = _logs.LineSplitter()
+        complained = False
+        while True:
+            chunk = await stream.read(OUTPUT_CHUNK)
+            texts = splitter.feed(chunk) if chunk else splitter.finish()
+            try:
+                self._route(index, texts, sink)
+            except Exception:  # noqa: BLE001 - the pipe must keep draining, or the actor blocks
+                if not complained:
+                    log.exception("actor host %d: could not route actor output; still draining", index)
+                    complained = True
+            if not chunk:
+                return
+
+    def _route(self, index: int, texts: list[str], sink: object) -> None:
+        """Daemon loop: lines of host ``index`` to its actor's log and owner, and/or echoed."""
+        if not texts:
+            return
+        host = self.pool.hosts[index]
+        actor, pid = host.actor, host.pid
+        if actor is not None:
+            self.output.lines(actor.actor_id, actor.class_name, pid, texts, stderr=sink is sys.stderr)
+        if actor is None or self.echo_output:
+            label = f"(idle pid={pid})" if actor is None else _logs.prefix(actor.class_name, actor.actor_id, pid)
+            echoed = "\n".join(f"{label} {text}" for text in texts)
+            try:
+                print(echoed, file=sink, flush=True)  # type: ignore[call-overload]
+            except (OSError, ValueError):
+                pass
+
+    # ---- for the daemon ---------------------------------------------------------------------
+
+    def views(self) -> list[_metrics.SlotView]:
+        """The pool as the metrics collector sees it (called on the metrics HTTP thread)."""
+        views = []
+        for host in list(self.pool.hosts):
+            actor, state = host.actor, host.state
+            shown = "busy" if actor is not None else "ready" if state is HostState.READY else "starting"
+            views.append(_metrics.SlotView(shown, host.pid, actor.actor_id if actor else "",
+                                           actor.class_name if actor else ""))
+        return views
+
+    def apply(self, effects: Effects) -> None:
+        """Daemon loop: send a transition's events to the master and its signals to processes."""
+        for event in effects.events:
+            self._emit(event)
+        for sig in effects.signals:
+            if sig.delay_s:
+                asyncio.get_running_loop().call_later(sig.delay_s, self._send_signal, sig)
+            else:
+                self._send_signal(sig)
+
+    def _send_signal(self, sig: Signal) -> None:
+        """Daemon loop (also from ``call_later``): one signal of ``apply``."""
+        if sig.host is None:
+            kill_pid(sig.pid, sig.signum)
+            return
+        proc = self._io[sig.host].proc
+        if proc is not None and proc.pid == sig.pid:  # not a fresh host's process since
+            signal_proc(proc, sig.signum)
+
+    def running(self, index: int) -> bool:
+        """Daemon loop: whether host ``index``'s process runs (the pool learns of an exit a
+        moment after it happens)."""
+        proc = self._io[index].proc
+        return proc is not None and proc.returncode is None
+
+    def measure(self) -> dict[str, int]:
+        """Daemon loop: the memory of each live actor over its whole process tree, by actor id;
+        an actor over its ``max_memory_mb`` is stopped (its processes killed)."""
+        table = process_table()
+        rss: dict[str, int] = {}
+        for host in [h for h in self.pool.serving() if self.running(h.index)]:
+            assert host.actor is not None
+            actor_id = host.actor.actor_id
+            tree = process_tree(host.pid, table)
+            used = sum(table[pid].rss_bytes for pid in tree)
+            rss[actor_id] = used
+            effects = self.pool.memory_used(host.index, used, tuple(tree))
+            if effects.signals:
+                log.warning("actor %s: %s", actor_id, host.stop_cause)
+            self.apply(effects)
+        return rss
+
+    def _host_env(self) -> dict[str, str]:
+        """The environment of a new host: ours, with this daemon's token, TLS and preloads."""
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ACTORRT_PRELOAD=",".join(self.preload))
+        for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
+            env.pop(name, None)
+        if self.token:
+            env["ACTORRT_TOKEN"] = self.token
+        if self.tls is not None:  # actor hosts serve clients with this node's certificate
+            env.update(self.tls.env())
+        return env
