@@ -28,7 +28,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, TypeVar
 
-from actorrt._table import SLOT_NOT_READY
+from actorrt._errors import SLOT_NOT_READY
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = [

@@ -56,7 +56,7 @@ class HostRunner:
         pool: HostPool,
         *,
         emit: Callable[[pb.WorkerEvent], None],
-        output: _logs.ActorOutput,
+        output: _logs.OutputRelay,
         metrics: _metrics.WorkerMetrics,
         node_ip: str,
         token: str | None,

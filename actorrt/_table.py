@@ -16,11 +16,7 @@ from typing import Callable, Iterable
 
 from actorrt._errors import PlacementError
 
-__all__ = ["ClusterTable", "Worker", "Actor", "Client", "Request", "Placement", "SLOT_NOT_READY"]
-
-# The death cause of an actor placed on a slot whose host was gone when its worker got the
-# placement: its constructor never ran, so its client places it again.
-SLOT_NOT_READY = "its slot was not ready on the worker"
+__all__ = ["ClusterTable", "Worker", "Actor", "Client", "Request", "Placement"]
 
 
 @dataclass

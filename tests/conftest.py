@@ -32,14 +32,13 @@ import actorrt
 
 ASYNC_TEST_TIMEOUT_S = 120
 
-# State objects check their invariants after every transition (ClientState.validate, ...), in
+# State objects check their invariants after every transition (ClientState, HostPool, ...), in
 # this process and in every daemon the tests start.
 os.environ.setdefault("ACTORRT_VALIDATE", "1")
 # Every process this test session starts inherits this tag, so the leak checks count our actor
 # hosts only, never those of another program running on the machine.
 SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"
 os.environ["ACTORRT_TEST_SESSION"] = SESSION_TAG.split("=", 1)[1]
-os.environ.setdefault("ACTORRT_VALIDATE", "1")
 # Embedded clusters keep actor log files under ACTORRT_HOME (default ~/.actorrt): not in ~.
 if not os.environ.get("ACTORRT_HOME"):
     os.environ["ACTORRT_HOME"] = tempfile.mkdtemp(prefix="actorrt-test-home-")

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from actorrt._host_pool import STOP_GRACE_S, HostPool, HostState, InvalidPoolState, Signal
-from actorrt._table import SLOT_NOT_READY
+from actorrt._errors import SLOT_NOT_READY
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 
