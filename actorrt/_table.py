@@ -21,7 +21,7 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from actorrt._errors import PlacementError
 
@@ -222,7 +222,7 @@ class ClusterTable:
             self.dead.popitem(last=False)
         return dead
 
-    def seen(self, worker_id: str, load: float | None = None, rss: dict[str, int] | None = None) -> None:
+    def seen(self, worker_id: str, load: float | None = None, rss: Mapping[str, int] | None = None) -> None:
         worker = self.workers.get(worker_id)
         if worker is None:
             return
