@@ -61,15 +61,20 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-import actorrt  # noqa: E402
-from actorrt import _rpc  # noqa: E402
-from actorrt._master import HEARTBEATS_PER_S  # noqa: E402
-from actorrt._table import SLOT_NOT_READY  # noqa: E402
-from actorrt.v1 import common_pb2  # noqa: E402
-from actorrt.v1 import master_pb2 as pb  # noqa: E402
-from actorrt.v1 import master_pb2_grpc as pb_grpc  # noqa: E402
+import actorrt
+from actorrt import _rpc
+from actorrt._master import HEARTBEATS_PER_S
+from actorrt._table import SLOT_NOT_READY
+from actorrt.v1 import common_pb2
+from actorrt.v1 import master_pb2 as pb
+from actorrt.v1 import master_pb2_grpc as pb_grpc
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def append_line(path: str, line: str) -> None:
+    with open(path, "a") as f:
+        f.write(line + "\n")
 
 
 def emit(**fields: Any) -> None:
@@ -81,7 +86,7 @@ def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
 def free_port() -> int:
@@ -714,7 +719,7 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
                 if child.proc.returncode is None and child is master:
                     child.proc.send_signal(signal.SIGTERM)
                 await asyncio.wait_for(child.proc.wait(), 20)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 child.proc.kill()
                 await child.proc.wait()
     return summary
@@ -731,13 +736,10 @@ def _proc_of(node: str, args: argparse.Namespace) -> int:
 
 
 async def orchestrate(args: argparse.Namespace) -> int:
-    out = open(args.out, "a") if args.out else None
-
     def report(summary: dict[str, Any]) -> None:
         emit(phase="summary", **summary)
-        if out is not None:
-            out.write(json.dumps({"phase": "summary", **summary}) + "\n")
-            out.flush()
+        if args.out:
+            append_line(args.out, json.dumps({"phase": "summary", **summary}))
 
     if args.plot_from:
         rows = [json.loads(line) for line in Path(args.plot_from).read_text().splitlines() if line.strip()]

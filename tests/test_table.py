@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Iterator
 
 import pytest
@@ -234,7 +237,7 @@ def test_a_slot_ready_for_a_slot_an_actor_holds_is_ignored() -> None:
 
 
 def test_placement_deadlines_live_in_the_table() -> None:
-    t, wid, clock = table_with_worker(cpus=1)
+    t, _, clock = table_with_worker(cpus=1)
     assert t.request(Request("c1", 1)) is not None
     assert t.request(Request("c1", 2, timeout_s=5)) is None
     assert t.request(Request("c1", 3, timeout_s=2)) is None
@@ -296,10 +299,32 @@ def test_validate_names_what_is_broken() -> None:
 
 
 def test_actors_of_a_removed_client_are_valid_while_they_stop() -> None:
-    t, wid, clock = table_with_worker(cpus=1)
+    t, _, _ = table_with_worker(cpus=1)
     p = t.request(Request("c1", 1))
     assert p is not None
     assert [a.actor_id for a in t.remove_client("c1")] == [p.actor_id]
     t.validate()  # its client is gone, but it is stopping
     t.actor_exited(p.actor_id)
     t.validate()
+
+
+def test_a_validating_master_ends_loudly_on_a_broken_invariant() -> None:
+    """With ACTORRT_VALIDATE=1 (the whole test session sets it) a master whose table breaks an
+    invariant logs it and exits with status 70: a real process, no test could miss it."""
+    script = (
+        "import logging; logging.basicConfig()\n"
+        "from actorrt._master import MasterServicer\n"
+        "from actorrt._table import ClusterTable\n"
+        "t = ClusterTable()\n"
+        "w, _ = t.add_worker(node='n', node_ip='x', cpus=2, gpus=0)\n"
+        "servicer = MasterServicer(t)\n"
+        "servicer.check()\n"
+        "w.cpus_free = 5\n"
+        "servicer.check()\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ACTORRT_VALIDATE="1"), check=False)
+    assert proc.returncode == 70, proc.stderr
+    assert "invariant broken" in proc.stderr and "cpus_free=5" in proc.stderr
+    assert "not reached" not in proc.stdout
