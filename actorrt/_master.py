@@ -513,8 +513,10 @@ class Master(Service):
         worker_timeout_s: float = 10.0,
         client_grace_s: float = 10.0,
         metrics_registry: CollectorRegistry | None = None,
+        heartbeats_per_s: float = HEARTBEATS_PER_S,
     ) -> None:
-        """``metrics_registry``: where the master's metrics register (see ``actorrt._metrics``)."""
+        """``metrics_registry``: where the master's metrics register (see ``actorrt._metrics``).
+        ``heartbeats_per_s``: the heartbeat rate budgeted for all workers together."""
         self.host = host
         self.port = port
         self.token = token
@@ -526,6 +528,7 @@ class Master(Service):
             worker_timeout_s=worker_timeout_s,
             client_grace_s=client_grace_s,
             metrics=MasterMetrics(self.table, metrics_registry),
+            heartbeats_per_s=heartbeats_per_s,
         )
         self._server: grpc.aio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None

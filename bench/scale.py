@@ -24,7 +24,8 @@ Phases, each printed as one JSON line on stdout (``{"phase": ...}``), then a sum
   ``master_cpu_pct`` (the master's CPU time over that wall time; 100 = one core).
 - ``status``: ``status_ms``, the median of 3 ``Cluster.status()`` calls (the client API that
   ``actorrt status`` uses: RPC plus conversion to dicts) with A actors; ``status_rpc_ms`` the
-  bare ``GetClusterStatus`` RPC; ``status_bytes`` its size.
+  bare ``GetClusterStatus`` RPC; ``status_bytes`` its size; ``cli_status_s`` one
+  ``actorrt status --json`` run, interpreter start included (``cli_status_ok``: it listed all).
 - ``idle``: ``master_idle_cpu_pct`` over ``--idle-s`` seconds with every node heartbeating (RSS
   of every actor) and nothing else happening.
 - ``kill``: clients release ``--kill`` actors; ``kill_p50_ms``/``p99_ms`` release -> ActorDied.
@@ -49,6 +50,7 @@ import random
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -554,7 +556,16 @@ async def status_timings(address: str, expected_actors: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 msg = stub.GetClusterStatus(pb.GetClusterStatusRequest(), timeout=60)
                 rpc.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        cli = subprocess.run(
+            [sys.executable, "-m", "actorrt", "status", "--address", address, "--json", "--timeout", "60"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+        cli_s = time.perf_counter() - t0
+        cli_actors = len(json.loads(cli.stdout)["actors"]) if cli.returncode == 0 else -1
         return {
+            "cli_status_s": cli_s,
+            "cli_status_ok": cli_actors == expected_actors,
             "status_ms": statistics.median(api) * 1e3,
             "status_rpc_ms": statistics.median(rpc) * 1e3,
             "status_bytes": msg.ByteSize(),

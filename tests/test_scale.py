@@ -10,6 +10,7 @@ every live actor is back in its table. The full-size run is a benchmark (bench/R
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def test_200_nodes_2000_actors_place_die_and_come_back_after_a_master_restart() 
     assert phases["register"]["slots_ready"] == 3200
     assert s["actors_placed"] == 2000 and s["placements_failed"] == 0
     assert s["status_ok"] and s["status_actors"] == 2000 and s["status_nodes"] == 200
+    assert s["cli_status_ok"], s  # `actorrt status --json` lists them all too
     assert s["killed"] == 40
     assert s["node_loss_actors"] > 0 and s["node_loss_within_timeout"], s
     assert s["reconnect_complete"] and s["reconnect_nodes"] == 199, s
@@ -45,3 +47,27 @@ def test_200_nodes_2000_actors_place_die_and_come_back_after_a_master_restart() 
     for key in ("placements_per_s", "placement_p50_ms", "placement_p99_ms", "status_ms", "master_rss_mb",
                 "master_cpu_pct", "master_idle_cpu_pct", "node_loss_detect_s", "reconnect_s"):
         assert isinstance(s[key], (int, float)) and s[key] >= 0, (key, s[key])
+
+
+async def test_the_master_lengthens_the_heartbeat_interval_as_the_cluster_grows() -> None:
+    """Real daemons take the longer interval the master sends mid-session; a quarter of the
+    worker timeout caps it. Budget 1 heartbeat/s: 2 workers -> 2 s; 3 workers -> 2 s (cap)."""
+    from actorrt._master import Master
+    from actorrt._worker import WorkerDaemon
+
+    async with Master(heartbeat_interval_s=0.5, worker_timeout_s=8.0, heartbeats_per_s=1.0) as master:
+        workers = [WorkerDaemon(master.address, cpus=1, reconnect=False, echo_output=False) for _ in range(3)]
+        try:
+            for w in workers:
+                await w.start()
+            assert master.servicer.heartbeat_interval() == 2.0
+            for _ in range(100):
+                if all(w.heartbeat_interval_s == 2.0 for w in workers):
+                    break
+                await asyncio.sleep(0.05)
+            assert [w.heartbeat_interval_s for w in workers] == [2.0, 2.0, 2.0]
+            await asyncio.sleep(3.0)  # two intervals: every worker still in the table
+            assert len(master.table.workers) == 3
+        finally:
+            for w in workers:
+                await w.close()
