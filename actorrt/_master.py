@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import AsyncIterator
 
@@ -20,7 +21,7 @@ from actorrt._lifecycle import Service
 from actorrt._logs import ids
 from actorrt._master_logs import ClientOutbox, MasterLogs
 from actorrt._metrics import MasterMetrics
-from actorrt._table import Actor, ClusterTable, Placement, Request
+from actorrt._table import Actor, ClusterTable, InvariantViolation, Placement, Request
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
@@ -28,6 +29,16 @@ from actorrt.v1 import master_pb2_grpc as pb_grpc
 __all__ = ["Master", "MasterServicer"]
 
 log = logging.getLogger("actorrt.master")
+
+# Set to 1: the master checks ``ClusterTable.validate()`` after every transition, and a broken
+# invariant ends the process (exit status 70). The test suite sets it for all its masters.
+VALIDATE_ENV = "ACTORRT_VALIDATE"
+INVARIANT_EXIT_STATUS = 70
+# Heartbeats per second the master budgets for all its workers together. Past that many nodes
+# (x the base interval) the interval it gives workers grows with the cluster, up to a quarter of
+# the worker timeout, so a large cluster's idle master does not spend a core reading heartbeats
+# while a silent node is still found within the timeout.
+HEARTBEATS_PER_S = 1000.0
 
 
 class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
@@ -40,6 +51,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         worker_timeout_s: float = 10.0,
         client_grace_s: float = 10.0,
         metrics: MasterMetrics | None = None,
+        heartbeats_per_s: float = HEARTBEATS_PER_S,
     ) -> None:
         self.table = table
         self.metrics = metrics or MasterMetrics(table)
@@ -47,19 +59,53 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.heartbeat_interval_s = heartbeat_interval_s
         self.worker_timeout_s = worker_timeout_s
         self.client_grace_s = client_grace_s
+        self.heartbeats_per_s = heartbeats_per_s
+        self._announced_interval_s = heartbeat_interval_s
         self.started = time.monotonic()
         self._to_worker: dict[str, asyncio.Queue[pb.WorkerCommand | None]] = {}
         self._to_client: dict[str, ClientOutbox] = {}
-        self._timeouts: dict[tuple[str, int], asyncio.TimerHandle] = {}
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = float("inf")  # the table's clock
+        self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._init_logs()
+
+    def check(self) -> None:
+        """With ``ACTORRT_VALIDATE=1``: check the table's invariants; a violation is fatal."""
+        if not self.validating:
+            return
+        try:
+            self.table.validate()
+        except InvariantViolation as e:
+            log.critical("cluster table invariant broken: %s", e, exc_info=True)
+            logging.shutdown()
+            os._exit(INVARIANT_EXIT_STATUS)
+
+    def heartbeat_interval(self) -> float:
+        """The heartbeat interval for the cluster's size now: the base interval, or longer so
+        that all workers together send about ``heartbeats_per_s``, but at most a quarter of the
+        worker timeout."""
+        spread = min(len(self.table.workers) / self.heartbeats_per_s, self.worker_timeout_s / 4)
+        return max(self.heartbeat_interval_s, spread)
+
+    def _retune_heartbeats(self) -> None:
+        """Tell every worker the new interval once the cluster's size moved it by a fifth: a
+        WorkerRegistered in a running session only updates the interval (older daemons ignore it)."""
+        interval = self.heartbeat_interval()
+        if abs(interval - self._announced_interval_s) <= 0.2 * self._announced_interval_s:
+            return
+        self._announced_interval_s = interval
+        log.info("%d workers: heartbeat interval now %.2fs", len(self.table.workers), interval)
+        for worker_id, queue in self._to_worker.items():
+            queue.put_nowait(
+                pb.WorkerCommand(
+                    worker_registered=pb.WorkerRegistered(worker_id=worker_id, heartbeat_interval_s=interval)
+                )
+            )
 
     # ---- effects: table answers -> messages --------------------------------------------------
 
     def _announce(self, placements: list[Placement]) -> None:
         for p in placements:
-            handle = self._timeouts.pop((p.request.client_id, p.request.request_id), None)
-            if handle is not None:
-                handle.cancel()
             self.metrics.placement_done(p.request)
             actor = self.table.actors[p.actor_id]
             self._send_worker(
@@ -92,12 +138,11 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 ),
             )
 
-    def _report_death(self, actor: Actor, cause: str, exit_code: int = 0) -> None:
-        self.table.record_death(actor.actor_id, cause)
+    def _report_death(self, actor: Actor, cause: str, exit_code: int = 0, node: str = "") -> None:
+        self.table.record_death(actor, cause, node)
         log.info("actor %s (%s) died: %s", actor.actor_id, actor.class_name, cause,
                  extra=ids(actor_id=actor.actor_id, worker_id=actor.worker_id, client_id=actor.client_id))
         self.metrics.actor_died(cause)
-        self.remember_dead(actor, cause)
         self._send_client(
             actor.client_id,
             pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor.actor_id, cause=cause, exit_code=exit_code)),
@@ -180,12 +225,14 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         await context.write(
             pb.WorkerCommand(
                 worker_registered=pb.WorkerRegistered(
-                    worker_id=worker_id, heartbeat_interval_s=self.heartbeat_interval_s
+                    worker_id=worker_id, heartbeat_interval_s=self._announced_interval_s
                 )
             )
         )
         for actor in stale:  # hosted across a partition, but its owner was told it died
             queue.put_nowait(pb.WorkerCommand(stop_actor=pb.StopActor(actor_id=actor.actor_id, reason=actor.stopping)))
+        self._retune_heartbeats()
+        self.check()
         reader = asyncio.create_task(self._read_worker(worker_id, request_iterator, queue))
         try:
             while (cmd := await queue.get()) is not None:
@@ -201,10 +248,11 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         try:
             async for ev in events:
                 kind = ev.WhichOneof("event")
-                self.table.seen(worker_id)
                 if kind == "heartbeat":
-                    self.table.seen(worker_id, ev.heartbeat.load, dict(ev.heartbeat.actor_rss_bytes))
-                elif kind == "slot_ready":
+                    self.table.seen(worker_id, ev.heartbeat.load, ev.heartbeat.actor_rss_bytes)
+                    continue  # nothing else changed: no placement, no check
+                self.table.seen(worker_id)
+                if kind == "slot_ready":
                     self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
                 elif kind == "slot_lost":
                     if self.table.slot_lost(worker_id, ev.slot_lost.slot):
@@ -222,6 +270,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     self.log_read_answered(ev.actor_log)
                 else:
                     log.warning("worker %s sent an unexpected %s; ignored", worker_id, kind)
+                self.check()
         except (asyncio.CancelledError, grpc.RpcError):
             pass
         finally:
@@ -229,11 +278,15 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _worker_gone(self, worker_id: str, cause: str) -> None:
         self._to_worker.pop(worker_id, None)
+        worker = self.table.workers.get(worker_id)
+        node = worker.node if worker is not None else ""
         dead = self.table.remove_worker(worker_id)
         level = logging.WARNING if dead else logging.INFO
         log.log(level, "worker %s left: %s (%d actors lost)", worker_id, cause, len(dead))
         for actor in dead:
-            self._report_death(actor, f"node lost: {cause}")
+            self._report_death(actor, f"node lost: {cause}", node=node)
+        self._retune_heartbeats()
+        self.check()
 
     # ---- ClientSession ----------------------------------------------------------------------
 
@@ -254,6 +307,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             old.put_nowait(None)
         self.table.open_client(client_id, opening.hostname, opening.pid)
         self.set_muted(client_id, opening.mute_actor_output)
+        self.check()
         queue = ClientOutbox(client_id)
         self._to_client[client_id] = queue
         await context.write(
@@ -273,6 +327,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 else:
                     log.warning("client %s lost; its actors stop in %.0fs unless it returns", client_id, self.client_grace_s)
                     self.table.client_lost(client_id)
+                self.check()
 
     async def _read_client(
         self,
@@ -304,6 +359,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     break
                 else:
                     log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
+                self.check()
         except (asyncio.CancelledError, grpc.RpcError):
             pass
         finally:
@@ -317,6 +373,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             num_gpus=msg.resources.num_gpus,
             max_memory_mb=msg.resources.max_memory_mb,
             class_name=msg.class_name,
+            timeout_s=max(0.0, msg.timeout_s),
         )
         self.metrics.placement_requested(client_id, msg.request_id)
         try:
@@ -327,23 +384,39 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             return
         if placement is not None:
             self._announce([placement])
-        elif msg.timeout_s > 0:
-            key = (client_id, msg.request_id)
-            self._timeouts[key] = asyncio.get_running_loop().call_later(
-                msg.timeout_s, self._expire, client_id, msg.request_id, msg.timeout_s, msg.class_name
-            )
+        elif req.timeout_s > 0:
+            self._arm_deadline()
 
-    def _expire(self, client_id: str, request_id: int, timeout_s: float, class_name: str) -> None:
-        self._timeouts.pop((client_id, request_id), None)
-        self.metrics.placement_dropped(client_id, request_id)
-        if self.table.cancel_request(client_id, request_id):
+    def expire_placements(self) -> None:
+        """Fail the queued requests whose placement timeout (a deadline in the table) ended."""
+        expired = self.table.expire_requests()
+        if expired:
             used, total = self.table.slots()
+        for req in expired:
+            self.metrics.placement_dropped(req.client_id, req.request_id)
             self._fail_placement(
-                client_id,
-                request_id,
-                f"no free slot for {class_name or 'actor'} within {timeout_s:g}s "
+                req.client_id,
+                req.request_id,
+                f"no free slot for {req.class_name or 'actor'} within {req.timeout_s:g}s "
                 f"({used}/{total} cpus in use, {len(self.table.queue)} other requests waiting)",
             )
+        self._arm_deadline()
+
+    def _arm_deadline(self) -> None:
+        """One timer, at the table's earliest placement deadline (the sweep is the backstop)."""
+        deadline = self.table.next_deadline()
+        if deadline is None or deadline >= self._deadline_at:
+            return
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_at = deadline
+        delay = max(0.0, deadline - self.table.clock())
+        self._deadline_timer = asyncio.get_running_loop().call_later(delay, self._deadline_reached)
+
+    def _deadline_reached(self) -> None:
+        self._deadline_timer, self._deadline_at = None, float("inf")
+        self.expire_placements()
+        self.check()
 
     def _fail_placement(self, client_id: str, request_id: int, reason: str) -> None:
         self._send_client(
@@ -367,6 +440,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         for client_id in self.table.expired_clients(self.client_grace_s):
             log.warning("client %s did not return within %.0fs: stopping its actors", client_id, self.client_grace_s)
             self._client_gone(client_id)
+        self.expire_placements()
+        self.check()
 
     # ---- GetClusterStatus -------------------------------------------------------------------
 
@@ -374,50 +449,47 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self, request: pb.GetClusterStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetClusterStatusResponse:
         t = self.table
-        return pb.GetClusterStatusResponse(
+        resp = pb.GetClusterStatusResponse(
             version=_rpc.PROTOCOL_VERSION,
             address=self.address,
             uptime_s=time.monotonic() - self.started,
             placements_waiting=len(t.queue),
-            nodes=[
-                pb.NodeStatus(
-                    worker_id=w.worker_id,
-                    node=w.node,
-                    node_ip=w.node_ip,
-                    cpus=w.cpus,
-                    cpus_used=w.cpus - w.cpus_free,
-                    gpus=w.gpus,
-                    gpus_used=w.gpus - len(w.gpus_free),
-                    slots_ready=len(w.ready),
-                    load=w.load,
-                    pid=w.pid,
-                    connected=w.connected,
-                )
-                for w in t.workers.values()
-            ],
-            actors=[
-                pb.ActorStatus(
-                    actor_id=a.actor_id,
-                    class_name=a.class_name,
-                    worker_id=a.worker_id,
-                    node=t.workers[a.worker_id].node if a.worker_id in t.workers else "",
-                    slot=a.slot,
-                    client_id=a.client_id,
-                    endpoint=a.endpoint,
-                    rss_bytes=a.rss_bytes,
-                    resources=common_pb2.Resources(
-                        num_cpus=a.num_cpus, num_gpus=len(a.gpu_ids), max_memory_mb=a.max_memory_mb
-                    ),
-                )
-                for a in t.actors.values()
-            ],
-            clients=[
-                pb.ClientStatus(
-                    client_id=c.client_id, hostname=c.hostname, pid=c.pid, actors=len(c.actors), connected=c.connected
-                )
-                for c in t.clients.values()
-            ],
         )
+        # Built with add(): about 3x faster than constructing each row (20,000 actors: ~0.1 s).
+        add_node = resp.nodes.add
+        for w in t.workers.values():
+            add_node(
+                worker_id=w.worker_id,
+                node=w.node,
+                node_ip=w.node_ip,
+                cpus=w.cpus,
+                cpus_used=w.cpus - w.cpus_free,
+                gpus=w.gpus,
+                gpus_used=w.gpus - len(w.gpus_free),
+                slots_ready=len(w.ready),
+                load=w.load,
+                pid=w.pid,
+                connected=w.connected,
+            )
+        node_of = {w.worker_id: w.node for w in t.workers.values()}
+        add_actor = resp.actors.add
+        for a in t.actors.values():
+            row = add_actor(
+                actor_id=a.actor_id,
+                class_name=a.class_name,
+                worker_id=a.worker_id,
+                node=node_of.get(a.worker_id, ""),
+                slot=a.slot,
+                client_id=a.client_id,
+                endpoint=a.endpoint,
+                rss_bytes=a.rss_bytes,
+            )
+            res = row.resources
+            res.num_cpus, res.num_gpus, res.max_memory_mb = a.num_cpus, len(a.gpu_ids), a.max_memory_mb
+        add_client = resp.clients.add
+        for c in t.clients.values():
+            add_client(client_id=c.client_id, hostname=c.hostname, pid=c.pid, actors=len(c.actors), connected=c.connected)
+        return resp
 
 
 async def _first(events: AsyncIterator[pb.WorkerEvent] | AsyncIterator[pb.ClientEvent]):  # type: ignore[no-untyped-def]
@@ -441,8 +513,10 @@ class Master(Service):
         worker_timeout_s: float = 10.0,
         client_grace_s: float = 10.0,
         metrics_registry: CollectorRegistry | None = None,
+        heartbeats_per_s: float = HEARTBEATS_PER_S,
     ) -> None:
-        """``metrics_registry``: where the master's metrics register (see ``actorrt._metrics``)."""
+        """``metrics_registry``: where the master's metrics register (see ``actorrt._metrics``).
+        ``heartbeats_per_s``: the heartbeat rate budgeted for all workers together."""
         self.host = host
         self.port = port
         self.token = token
@@ -454,6 +528,7 @@ class Master(Service):
             worker_timeout_s=worker_timeout_s,
             client_grace_s=client_grace_s,
             metrics=MasterMetrics(self.table, metrics_registry),
+            heartbeats_per_s=heartbeats_per_s,
         )
         self._server: grpc.aio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -481,6 +556,8 @@ class Master(Service):
     async def _close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self.servicer._deadline_timer is not None:
+            self.servicer._deadline_timer.cancel()
         for queue in [*self.servicer._to_worker.values(), *self.servicer._to_client.values()]:
             queue.put_nowait(None)
         if self._server is not None:

@@ -8,7 +8,7 @@ the servicer stays about sessions and placement. Everything runs on the master's
   for a client's session is a ``ClientOutbox``: a client that does not read (a blocked loop, a
   terminal that does not take its lines) holds at most ``CLIENT_OUTPUT_BUFFER_BYTES`` of output
   in the master; the rest is dropped and counted, and control notices are never dropped.
-- ``GetActorLog`` finds the worker that hosts (or hosted: the master remembers the last
+- ``GetActorLog`` finds the worker that hosts (or hosted: the cluster table remembers the last
   ``DEAD_ACTORS_KEPT`` dead actors) the actor and asks it over its ``WorkerSession`` for the tail
   of the actor's log file: the log stays on its node and the master only relays the answer.
 """
@@ -18,8 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections import OrderedDict, deque
-from dataclasses import dataclass
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -29,27 +28,17 @@ from actorrt._logs import DEFAULT_TAIL_BYTES
 from actorrt.v1 import master_pb2 as pb
 
 if TYPE_CHECKING:
-    from actorrt._table import Actor, ClusterTable
+    from actorrt._table import ClusterTable
 
 __all__ = ["ClientOutbox", "MasterLogs"]
 
 log = logging.getLogger("actorrt.master")
 
-DEAD_ACTORS_KEPT = 10_000
 LOG_READ_TIMEOUT_S = 10.0
 MAX_TAIL_BYTES = _rpc.MAX_LOG_TAIL_BYTES  # the answer must fit one message the master takes
 # Actor output queued for one client whose session does not keep up: past it, output is dropped
 # until the queue is down to half of it, then one notice per actor counts what was lost.
 CLIENT_OUTPUT_BUFFER_BYTES = 4 * 2**20
-
-
-@dataclass(frozen=True)
-class _DeadActor:
-    actor_id: str
-    class_name: str
-    worker_id: str
-    node: str
-    cause: str
 
 
 class ClientOutbox:
@@ -137,7 +126,6 @@ class MasterLogs:
 
     def _init_logs(self) -> None:
         self._muted: set[str] = set()
-        self._dead: OrderedDict[str, _DeadActor] = OrderedDict()
         self._log_reads: dict[int, asyncio.Future[pb.ActorLog]] = {}
         self._log_read_ids = itertools.count(1)
 
@@ -148,14 +136,6 @@ class MasterLogs:
             self._muted.add(client_id)
         else:
             self._muted.discard(client_id)
-
-    def remember_dead(self, actor: Actor, cause: str) -> None:
-        worker = self.table.workers.get(actor.worker_id)
-        self._dead[actor.actor_id] = _DeadActor(
-            actor.actor_id, actor.class_name, actor.worker_id, worker.node if worker else "", cause
-        )
-        while len(self._dead) > DEAD_ACTORS_KEPT:
-            self._dead.popitem(last=False)
 
     def forward_output(self, msg: pb.ActorOutput) -> None:
         actor = self.table.actors.get(msg.actor_id)
@@ -175,18 +155,18 @@ class MasterLogs:
     def _find_actor(self, wanted: str) -> tuple[str, str, str, bool, str]:
         """(actor_id, class_name, worker_id, alive, cause) for an id or a unique id prefix."""
         live = [a for a in self.table.actors if a.startswith(wanted)]
-        dead = [a for a in self._dead if a.startswith(wanted) and a not in self.table.actors]
-        if wanted in self.table.actors or wanted in self._dead:
+        dead = [a for a in self.table.dead if a.startswith(wanted) and a not in self.table.actors]
+        if wanted in self.table.actors or wanted in self.table.dead:
             live, dead = ([wanted], []) if wanted in self.table.actors else ([], [wanted])
         matches = live + dead
         if not matches:
-            raise LookupError(f"no actor {wanted!r}: not alive, and not among the {len(self._dead)} recent dead")
+            raise LookupError(f"no actor {wanted!r}: not alive, and not among the {len(self.table.dead)} recent dead")
         if len(matches) > 1:
             raise ValueError(f"actor id prefix {wanted!r} matches {len(matches)} actors; give more of it")
         if live:
             a = self.table.actors[live[0]]
             return a.actor_id, a.class_name, a.worker_id, True, ""
-        d = self._dead[dead[0]]
+        d = self.table.dead[dead[0]]
         return d.actor_id, d.class_name, d.worker_id, False, d.cause
 
     async def GetActorLog(  # noqa: N802 - gRPC's name

@@ -287,6 +287,8 @@ class WorkerDaemon(Service):
                     self._stop_actor(cmd.stop_actor)
                 elif kind == "read_actor_log":
                     self._emit(pb.WorkerEvent(actor_log=_logs.answer_log_read(self.output, cmd.read_actor_log)))
+                elif kind == "worker_registered":  # mid-session: the master retuned the interval
+                    self.heartbeat_interval_s = cmd.worker_registered.heartbeat_interval_s or self.heartbeat_interval_s
         finally:
             writer.cancel()
             call.cancel()

@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from typing import Iterator
+
 import pytest
 
 from actorrt._errors import PlacementError
 from actorrt._table import Actor, ClusterTable, Request
+
+
+@pytest.fixture(autouse=True)
+def _validate_every_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ClusterTable]]:
+    """After each test, every ClusterTable it built must pass ``validate()`` (dask's
+    ``validate_state`` idea): a test that leaves the table inconsistent fails here."""
+    tables: list[ClusterTable] = []
+    init = ClusterTable.__init__
+
+    def tracking_init(self: ClusterTable, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        tables.append(self)
+
+    monkeypatch.setattr(ClusterTable, "__init__", tracking_init)
+    yield tables
+    for t in tables:
+        t.validate()
 
 
 class Clock:
@@ -44,7 +66,7 @@ def test_queue_is_fifo_and_drains_when_a_slot_frees() -> None:
     assert actor is not None and placed == []  # the slot's host is not warm again yet
     placed = t.slot_ready(wid, first.slot, "127.0.0.1:9100")
     assert [p.request.request_id for p in placed] == [2]
-    assert [r.request_id for r in t.queue] == [3]
+    assert [r.request_id for r in t.queue.values()] == [3]
 
 
 def test_impossible_resources_are_refused_at_once() -> None:
@@ -137,7 +159,8 @@ def test_spreads_actors_over_nodes() -> None:
 def test_a_rejoining_worker_must_stop_actors_already_reported_dead() -> None:
     """After a partition the master told the owners their actors died; they stay dead."""
     t = ClusterTable()
-    t.record_death("gone", "node lost: no heartbeat for 3s")
+    gone = Actor("gone", "w1", slot=0, endpoint="e:1", client_id="c", class_name="A", num_cpus=1, gpu_ids=())
+    t.record_death(gone, "node lost: no heartbeat for 3s", node="n")
     live = [
         Actor("gone", "", slot=0, endpoint="e:1", client_id="c", class_name="A", num_cpus=1, gpu_ids=()),
         Actor("kept", "", slot=1, endpoint="e:2", client_id="c", class_name="A", num_cpus=1, gpu_ids=()),
@@ -145,3 +168,163 @@ def test_a_rejoining_worker_must_stop_actors_already_reported_dead() -> None:
     w, stale = t.add_worker(node="n", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id="w1", live_actors=live)
     assert [a.actor_id for a in stale] == ["gone"] and "reported dead" in stale[0].stopping
     assert set(t.actors) == {"kept"} and w.cpus_free == 1
+
+
+# ---- scale: the free-slot index, deadlines, recent deaths, validate() ---------------------------
+
+
+def big_table(nodes: int, slots: int) -> tuple[ClusterTable, Clock]:
+    clock = Clock()
+    t = ClusterTable(clock)
+    t.open_client("c1", "h", 1)
+    for n in range(nodes):
+        w, _ = t.add_worker(node=f"n{n}", node_ip="10.0.0.1", cpus=slots, gpus=0)
+        for s in range(slots):
+            t.slot_ready(w.worker_id, s, f"10.0.{n}.1:{9000 + s}")
+    return t, clock
+
+
+def test_placement_spreads_and_uses_every_slot_once_at_scale() -> None:
+    """2,000 nodes x 4 slots: each placement takes the node with the most free cpus, so the
+    first 2,000 actors land on 2,000 different nodes, and all 8,000 slots fill exactly once."""
+    t, _ = big_table(2000, 4)
+    placed = [t.request(Request("c1", i)) for i in range(8000)]
+    assert all(p is not None for p in placed)
+    assert len({p.node for p in placed[:2000]}) == 2000  # type: ignore[union-attr]
+    assert len({(p.worker_id, p.slot) for p in placed}) == 8000  # type: ignore[union-attr]
+    assert t.request(Request("c1", 8000)) is None and len(t.queue) == 1
+    t.validate()
+
+
+def test_a_freed_slot_is_found_again_through_the_index() -> None:
+    t, _ = big_table(50, 2)
+    placed = [t.request(Request("c1", i)) for i in range(100)]
+    assert t.request(Request("c1", 100)) is None
+    victim = placed[37]
+    assert victim is not None
+    t.actor_exited(victim.actor_id)
+    t.validate()
+    assert t.queue  # the slot's host is not warm again yet
+    [p] = t.slot_ready(victim.worker_id, victim.slot, "new:1")
+    assert (p.worker_id, p.slot, p.request.request_id) == (victim.worker_id, victim.slot, 100)
+    assert not t.queue
+    t.validate()
+
+
+def test_gpu_requests_skip_nodes_without_free_gpus() -> None:
+    t = ClusterTable()
+    t.open_client("c1", "h", 1)
+    cpu_only, _ = t.add_worker(node="cpu", node_ip="x", cpus=8, gpus=0)
+    gpu, _ = t.add_worker(node="gpu", node_ip="x", cpus=2, gpus=1)
+    for w in (cpu_only, gpu):
+        for s in range(w.cpus):
+            t.slot_ready(w.worker_id, s, f"{w.node}:{s}")
+    p = t.request(Request("c1", 1, num_gpus=1))
+    assert p is not None and p.node == "gpu" and p.gpu_ids == (0,)
+    assert t.request(Request("c1", 2, num_gpus=1)) is None  # its only gpu is taken
+    t.validate()
+
+
+def test_a_slot_ready_for_a_slot_an_actor_holds_is_ignored() -> None:
+    """A worker may announce a fresh warm host before it reads the StartActor for that slot:
+    the actor takes the host, so the slot must not be placed twice."""
+    t, wid, _ = table_with_worker(cpus=1)
+    p = t.request(Request("c1", 1))
+    assert p is not None
+    assert t.slot_ready(wid, p.slot, "fresh:1") == []
+    assert not t.workers[wid].ready and t.request(Request("c1", 2)) is None
+    t.validate()
+
+
+def test_placement_deadlines_live_in_the_table() -> None:
+    t, _, clock = table_with_worker(cpus=1)
+    assert t.request(Request("c1", 1)) is not None
+    assert t.request(Request("c1", 2, timeout_s=5)) is None
+    assert t.request(Request("c1", 3, timeout_s=2)) is None
+    assert t.request(Request("c1", 4)) is None  # waits forever
+    assert t.next_deadline() == clock.now + 2
+    clock.now += 2
+    assert [r.request_id for r in t.expire_requests()] == [3]
+    assert t.next_deadline() == clock.now + 3
+    assert t.cancel_request("c1", 2)  # a cancelled request's deadline is skipped
+    assert t.next_deadline() is None
+    clock.now += 10
+    assert t.expire_requests() == [] and [r.request_id for r in t.queue.values()] == [4]
+    assert t.placements_failed == 2
+    t.validate()
+
+
+def test_a_placed_request_never_expires() -> None:
+    t, wid, clock = table_with_worker(cpus=1)
+    first = t.request(Request("c1", 1))
+    assert first is not None and t.request(Request("c1", 2, timeout_s=1)) is None
+    t.actor_exited(first.actor_id)
+    assert len(t.slot_ready(wid, first.slot, "e:2")) == 1
+    clock.now += 5
+    assert t.expire_requests() == [] and t.next_deadline() is None
+
+
+def test_recent_deaths_are_kept_in_the_table_and_bounded() -> None:
+    t = ClusterTable(dead_kept=3)
+    for i in range(5):
+        a = Actor(f"a{i}", "w", slot=0, endpoint="", client_id="c", class_name="A", num_cpus=1, gpu_ids=())
+        t.record_death(a, f"cause {i}", node="n")
+    assert list(t.dead) == ["a2", "a3", "a4"] and t.dead["a4"].cause == "cause 4" and t.dead["a4"].node == "n"
+
+
+def test_validate_names_what_is_broken() -> None:
+    from actorrt._table import InvariantViolation
+
+    t, wid, _ = table_with_worker(cpus=2)
+    p = t.request(Request("c1", 1))
+    assert p is not None
+    t.validate()
+    t.workers[wid].cpus_free += 1
+    with pytest.raises(InvariantViolation, match="cpus_free"):
+        t.validate()
+    t.workers[wid].cpus_free -= 1
+    t.workers[wid].ready[p.slot] = "x:1"
+    with pytest.raises(InvariantViolation, match="counted twice"):
+        t.validate()
+    del t.workers[wid].ready[p.slot]
+    t.workers[wid].ready[5] = "x:5"  # ready, but not in the index
+    with pytest.raises(InvariantViolation, match="indexed under"):
+        t.validate()
+    del t.workers[wid].ready[5]
+    t.clients["c1"].actors.clear()
+    with pytest.raises(InvariantViolation, match="does not list it"):
+        t.validate()
+    t.clients["c1"].actors.add(p.actor_id)
+    t.validate()
+
+
+def test_actors_of_a_removed_client_are_valid_while_they_stop() -> None:
+    t, _, _ = table_with_worker(cpus=1)
+    p = t.request(Request("c1", 1))
+    assert p is not None
+    assert [a.actor_id for a in t.remove_client("c1")] == [p.actor_id]
+    t.validate()  # its client is gone, but it is stopping
+    t.actor_exited(p.actor_id)
+    t.validate()
+
+
+def test_a_validating_master_ends_loudly_on_a_broken_invariant() -> None:
+    """With ACTORRT_VALIDATE=1 (the whole test session sets it) a master whose table breaks an
+    invariant logs it and exits with status 70: a real process, no test could miss it."""
+    script = (
+        "import logging; logging.basicConfig()\n"
+        "from actorrt._master import MasterServicer\n"
+        "from actorrt._table import ClusterTable\n"
+        "t = ClusterTable()\n"
+        "w, _ = t.add_worker(node='n', node_ip='x', cpus=2, gpus=0)\n"
+        "servicer = MasterServicer(t)\n"
+        "servicer.check()\n"
+        "w.cpus_free = 5\n"
+        "servicer.check()\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ACTORRT_VALIDATE="1"), check=False)
+    assert proc.returncode == 70, proc.stderr
+    assert "invariant broken" in proc.stderr and "cpus_free=5" in proc.stderr
+    assert "not reached" not in proc.stdout
