@@ -6,7 +6,8 @@
 - ``fresh_home``: an ``ACTORRT_HOME`` of the test's own, so CLI state never touches ``~``.
 - Every test checks that it left no actor host process, and no thread, behind.
 - ``async def`` tests run on uvloop via ``actorrt.run``.
-- ``ACTORRT_VALIDATE=1`` for the whole session: every master validates its table.
+- ``ACTORRT_VALIDATE=1`` for the whole session: every state object checks its invariants after
+  each transition (the master's table, the daemon's pool, the client's state).
 """
 
 from __future__ import annotations
@@ -33,16 +34,14 @@ import actorrt
 
 ASYNC_TEST_TIMEOUT_S = 120
 
-# State objects check their invariants after every transition (ClientState, HostPool, ...), in
-# this process and in every daemon the tests start.
+# State objects check their invariants after every transition, in this process and in every
+# daemon the tests start: the client's ClientState, the daemon's HostPool, the master's
+# ClusterTable (a broken table ends its master with exit status 70).
 os.environ.setdefault("ACTORRT_VALIDATE", "1")
 # Every process this test session starts inherits this tag, so the leak checks count our actor
 # hosts only, never those of another program running on the machine.
 SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"
 os.environ["ACTORRT_TEST_SESSION"] = SESSION_TAG.split("=", 1)[1]
-# Every master this session starts (embedded or a real process) checks the cluster table's
-# invariants after every transition; a broken one ends that master with exit status 70.
-os.environ["ACTORRT_VALIDATE"] = "1"
 # Embedded clusters keep actor log files under ACTORRT_HOME (default ~/.actorrt): not in ~.
 if not os.environ.get("ACTORRT_HOME"):
     os.environ["ACTORRT_HOME"] = tempfile.mkdtemp(prefix="actorrt-test-home-")
