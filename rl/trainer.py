@@ -190,16 +190,22 @@ def train_dqn(
 
 
 def result_line(env_id: str, algo: str, result: TrainResult) -> str:
-    """The examples' final stdout line: ``{"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}``."""
-    import json
+    """The examples' final stdout line: ``{"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}``.
 
+    Values are converted to JSON's own types (a numpy bool or integer is not serialisable), and a
+    mean return of NaN (no episode finished) is written as ``null``.
+    """
+    import json
+    import math
+
+    mean = float(result.mean_return)
     return json.dumps(
         {
             "env": env_id,
             "algo": algo,
-            "solved": result.solved,
-            "env_steps": result.env_steps,
-            "wall_s": round(result.wall_s, 3),
-            "mean_return": round(result.mean_return, 2),
+            "solved": bool(result.solved),
+            "env_steps": int(result.env_steps),
+            "wall_s": round(float(result.wall_s), 3),
+            "mean_return": None if math.isnan(mean) else round(mean, 2),
         }
     )
