@@ -4,7 +4,9 @@
 - :class:`Algorithm` (losses and optimizer; never touches environments),
 - :class:`Agent` (numpy in/out, save/restore),
 - :class:`Collector` (vector-env rollouts), :class:`ReplayBuffer`, :class:`Rollout`,
-- :mod:`rl.ops` (``vtrace``, ``gae``), :mod:`rl.algorithms` (PolicyGradient, DQN, A2C, PPO, IMPALA).
+- :class:`UniformReplay` / :class:`PrioritizedReplay` (off-policy replay), :class:`HerReplay`,
+- :mod:`rl.ops` (``vtrace``, ``gae``, off-policy targets), :mod:`rl.algorithms` (PolicyGradient,
+  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC).
 """
 
 import os as _os
@@ -18,40 +20,69 @@ _torch.set_num_threads(int(_os.environ.get("RL_TORCH_THREADS", "1")))
 from rl import ops  # noqa: E402
 from rl.agent import Agent, AgentStep  # noqa: E402
 from rl.algorithm import Algorithm, PolicyStep  # noqa: E402
-from rl.algorithms import A2C, DQN, IMPALA, PPO, PolicyGradient  # noqa: E402
+from rl.algorithms import A2C, DDPG, DQN, IMPALA, PPO, SAC, TD3, PolicyGradient  # noqa: E402
 from rl.collector import Collector, CollectorConfig  # noqa: E402
 from rl.config import parse_config  # noqa: E402
 from rl.logger import TrainingLogger  # noqa: E402
 from rl.model import Model  # noqa: E402
-from rl.models import ActorCritic, QNetwork  # noqa: E402
+from rl.her import HerReplay  # noqa: E402
+from rl.models import (  # noqa: E402
+    ActorCritic,
+    DeterministicActor,
+    QCritic,
+    QNetwork,
+    SquashedGaussianActor,
+    TwinQCritic,
+)
+from rl.replay import PrioritizedReplay, ReplayBatch, UniformReplay  # noqa: E402
 from rl.storage import ReplayBuffer, Rollout, Transition  # noqa: E402
-from rl.trainer import TrainingRun, TrainResult, result_line, run_training, train_dqn, train_on_policy  # noqa: E402
+from rl.trainer import (  # noqa: E402
+    TrainingRun,
+    TrainResult,
+    result_line,
+    run_training,
+    train_dqn,
+    train_off_policy,
+    train_on_policy,
+)
 
 __all__ = [
     "A2C",
+    "DDPG",
     "DQN",
     "IMPALA",
     "PPO",
+    "SAC",
+    "TD3",
     "ActorCritic",
     "Agent",
     "AgentStep",
     "Algorithm",
     "Collector",
     "CollectorConfig",
+    "DeterministicActor",
+    "HerReplay",
     "Model",
     "PolicyGradient",
     "PolicyStep",
+    "PrioritizedReplay",
+    "QCritic",
     "QNetwork",
+    "ReplayBatch",
     "ReplayBuffer",
     "Rollout",
+    "SquashedGaussianActor",
     "TrainResult",
     "TrainingRun",
     "TrainingLogger",
     "Transition",
+    "TwinQCritic",
+    "UniformReplay",
     "ops",
     "parse_config",
     "result_line",
     "run_training",
     "train_dqn",
+    "train_off_policy",
     "train_on_policy",
 ]

@@ -15,9 +15,11 @@ from typing import Callable
 import numpy as np
 
 from rl.agent import Agent
+from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.algorithms.dqn import DQN
 from rl.collector import Collector, CollectorConfig
 from rl.logger import TrainingLogger
+from rl.replay import UniformReplay
 from rl.storage import ReplayBuffer
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "run_training",
     "train_on_policy",
     "train_dqn",
+    "train_off_policy",
     "linear_schedule",
     "result_line",
 ]
@@ -183,6 +186,59 @@ def train_dqn(
         if logger is not None:
             logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
             logger.log_update(collector.total_steps, {**stats, "epsilon": algo.epsilon})
+        ever_solved = ever_solved or progress.solved
+        if stop_when_solved and ever_solved:
+            break
+    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
+
+
+def train_off_policy(
+    agent: Agent,
+    collector: Collector,
+    replay: UniformReplay,
+    total_steps: int,
+    learning_starts: int = 1000,
+    batch_size: int = 256,
+    updates_per_step: float = 1.0,
+    solved_return: float | None = None,
+    stop_when_solved: bool = True,
+    window: int = 20,
+    logger: TrainingLogger | None = None,
+    log_every: int = 1000,
+) -> TrainResult:
+    """Off-policy loop for DDPG, TD3 and SAC at a fixed update-to-data ratio.
+
+    Uniformly random actions until ``learning_starts`` env steps, then the policy's. After each
+    ``collect`` (``num_steps x num_envs`` transitions into ``replay``), as many updates as keep
+    ``updates / (env steps since learning_starts)`` at ``updates_per_step`` (fractions carry
+    over). With a :class:`rl.replay.PrioritizedReplay`, priorities follow each batch's TD errors.
+    """
+    algo = agent.algorithm
+    if not isinstance(algo, OffPolicyAlgorithm):
+        raise TypeError("train_off_policy needs an agent around DDPG, TD3 or SAC")
+    start = time.perf_counter()
+    progress = _Progress(window, solved_return)
+    ever_solved = False
+    updates_due = 0.0
+    next_log = 0
+    stats: dict[str, float] = {}
+    while collector.total_steps < total_steps:
+        algo.uniform_exploration = collector.total_steps < learning_starts
+        rollout = collector.collect()
+        replay.add_rollout(rollout)
+        progress.add(rollout.episode_returns)
+        if collector.total_steps >= learning_starts:
+            updates_due += updates_per_step * rollout.num_steps
+            while updates_due >= 1.0:
+                batch = replay.sample(batch_size)
+                stats = agent.learn(batch)
+                replay.update_priorities(batch.indices, algo.td_errors)
+                updates_due -= 1.0
+        if logger is not None:
+            logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
+            if stats and collector.total_steps >= next_log:  # one row per ~log_every steps, not per update
+                logger.log_update(collector.total_steps, {**stats, "updates": float(algo.updates)})
+                next_log = collector.total_steps + log_every
         ever_solved = ever_solved or progress.solved
         if stop_when_solved and ever_solved:
             break
