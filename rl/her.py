@@ -24,7 +24,7 @@ import numpy as np
 
 from rl.replay import ReplayBatch
 
-__all__ = ["GoalEpisode", "HerReplay", "goal_obs", "run_goal_episode"]
+__all__ = ["GoalEpisode", "HerReplay", "goal_obs", "run_goal_episode", "success_rate", "train_goal_conditioned"]
 
 ComputeReward = Callable[[np.ndarray, np.ndarray, Any], np.ndarray]
 
@@ -161,3 +161,38 @@ class HerReplay:
             np.ones(batch_size, np.float32),
             np.full(batch_size, -1, np.int64),
         )
+
+
+def train_goal_conditioned(
+    agent: Any,
+    env: gym.Env,
+    replay: HerReplay,
+    episodes: int,
+    updates_per_step: float = 1.0,
+    batch_size: int = 128,
+    warmup_episodes: int = 5,
+    seed: int = 0,
+) -> list[GoalEpisode]:
+    """Episode loop for goal tasks: act (uniformly at random for ``warmup_episodes``), store the
+    episode, then ``updates_per_step`` updates per step it took. ``agent`` wraps DDPG, TD3 or SAC.
+    Returns the training episodes."""
+    algo = agent.algorithm
+    history: list[GoalEpisode] = []
+    updates_due = 0.0
+    for i in range(episodes):
+        algo.uniform_exploration = i < warmup_episodes
+        episode = run_goal_episode(env, agent.sample, seed=seed + i)
+        replay.add_episode(episode)
+        history.append(episode)
+        if i + 1 >= warmup_episodes:
+            updates_due += updates_per_step * len(episode.actions)
+            while updates_due >= 1.0:
+                agent.learn(replay.sample(batch_size))
+                updates_due -= 1.0
+    algo.uniform_exploration = False
+    return history
+
+
+def success_rate(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000) -> float:
+    """Fraction of ``episodes`` (greedy actions) that end at the goal (``info["is_success"]``)."""
+    return float(np.mean([run_goal_episode(env, agent.predict, seed=seed + i).success for i in range(episodes)]))

@@ -144,3 +144,33 @@ def test_point_reach_reward_is_sparse() -> None:
         if truncated:
             break
     assert steps == env.max_steps and info["is_success"] and reward == 0.0
+
+
+def _ddpg_on_point_reach(n_sampled_goal: int, seed: int = 0) -> float:
+    import gymnasium as gym
+
+    from rl.her import success_rate, train_goal_conditioned
+
+    torch.manual_seed(seed)
+    env = PointReach(dim=2, max_steps=50)
+    obs_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)  # goal_obs: observation + goal
+    algo = rl.DDPG(
+        rl.DeterministicActor(obs_space, env.action_space, (64, 64)),
+        rl.QCritic(obs_space, env.action_space, (64, 64)),
+        gamma=0.95,
+        exploration_noise=0.2,
+    )
+    agent = rl.Agent(algo)
+    replay = HerReplay(100_000, 2, 2, (2,), 50, env.compute_reward, n_sampled_goal=n_sampled_goal, seed=seed)
+    train_goal_conditioned(agent, env, replay, episodes=100, batch_size=128, seed=seed)
+    return success_rate(agent, env, 100)
+
+
+@pytest.mark.slow
+def test_her_learns_point_reach_where_plain_replay_does_not() -> None:
+    """DDPG, 100 episodes of 50 steps (~10 s each way): with HER the greedy policy reaches the
+    goal almost always (0.98-1.0 on seeds 0-2); on the same episodes budget without it, never."""
+    with_her = _ddpg_on_point_reach(n_sampled_goal=4)
+    without = _ddpg_on_point_reach(n_sampled_goal=0)
+    assert with_her >= 0.8, (with_her, without)
+    assert with_her - without >= 0.5, (with_her, without)
