@@ -1,4 +1,5 @@
-"""Slow: the algorithms solve their tasks (mean of the last 20 training returns >= bar).
+"""Slow: the algorithms solve their tasks (mean of the last 20 training returns >= bar; of the
+last 10 for the off-policy Pendulum runs, as the issue defines it).
 
 ``test_ppo_solves_cartpole`` takes ~5 s and is the one CI runs (all of them: ~4 min); the 5-seed runs check the bar
 "solves CartPole-v1 on at least 4 of 5 seeds" for every algorithm.
@@ -88,3 +89,23 @@ def test_impala_solves_cartpole_4_of_5() -> None:
 def test_ppo_solves_pendulum(tmp_path: Path) -> None:
     result = _run_example("ppo_pendulum", 0, tmp_path)
     assert result.solved and result.mean_return >= -200, result
+
+
+@pytest.mark.slow
+def test_sac_solves_pendulum(tmp_path: Path) -> None:
+    """Mean of the last 10 returns >= -200; 5-7k env steps (15-20 s) on seeds 0-4."""
+    result = _run_example("sac_pendulum", 0, tmp_path)
+    assert result.solved and result.mean_return >= -200 and result.env_steps <= 15_000, result
+
+
+@pytest.mark.slow
+def test_sac_with_prioritized_replay_solves_pendulum(tmp_path: Path) -> None:
+    result = _run_example("sac_pendulum", 1, tmp_path, prioritized=True)
+    assert result.solved and result.mean_return >= -200, result
+
+
+@pytest.mark.slow
+def test_td3_solves_pendulum(tmp_path: Path) -> None:
+    """7-9k env steps (12-17 s) on seeds 0-4."""
+    result = _run_example("sac_pendulum", 0, tmp_path, algo="td3")
+    assert result.solved and result.mean_return >= -200 and result.env_steps <= 20_000, result
