@@ -6,7 +6,7 @@
 - :class:`Collector` (vector-env rollouts), :class:`ReplayBuffer`, :class:`Rollout`,
 - :class:`UniformReplay` / :class:`PrioritizedReplay` (off-policy replay), :class:`HerReplay`,
 - :mod:`rl.ops` (``vtrace``, ``gae``, off-policy targets), :mod:`rl.algorithms` (PolicyGradient,
-  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC).
+  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC, ES).
 """
 
 import os as _os
@@ -20,7 +20,7 @@ _torch.set_num_threads(int(_os.environ.get("RL_TORCH_THREADS", "1")))
 from rl import ops  # noqa: E402
 from rl.agent import Agent, AgentStep  # noqa: E402
 from rl.algorithm import Algorithm, PolicyStep  # noqa: E402
-from rl.algorithms import A2C, DDPG, DQN, IMPALA, PPO, SAC, TD3, PolicyGradient  # noqa: E402
+from rl.algorithms import A2C, DDPG, DQN, ES, IMPALA, PPO, SAC, TD3, NoiseTable, PolicyGradient  # noqa: E402
 from rl.collector import Collector, CollectorConfig  # noqa: E402
 from rl.config import parse_config  # noqa: E402
 from rl.logger import TrainingLogger  # noqa: E402
@@ -29,6 +29,7 @@ from rl.her import HerReplay  # noqa: E402
 from rl.models import (  # noqa: E402
     ActorCritic,
     DeterministicActor,
+    MLPPolicy,
     QCritic,
     QNetwork,
     SquashedGaussianActor,
@@ -50,6 +51,7 @@ __all__ = [
     "A2C",
     "DDPG",
     "DQN",
+    "ES",
     "IMPALA",
     "PPO",
     "SAC",
@@ -62,7 +64,9 @@ __all__ = [
     "CollectorConfig",
     "DeterministicActor",
     "HerReplay",
+    "MLPPolicy",
     "Model",
+    "NoiseTable",
     "PolicyGradient",
     "PolicyStep",
     "PrioritizedReplay",

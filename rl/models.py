@@ -26,6 +26,7 @@ __all__ = [
     "SquashedGaussianActor",
     "QCritic",
     "TwinQCritic",
+    "MLPPolicy",
 ]
 
 
@@ -357,3 +358,78 @@ class TwinQCritic(Model):
         """``(Q1(obs, action), Q2(obs, action))``, each ``[B]``."""
         q1, q2 = self.nets(torch.cat([obs, action], dim=-1))
         return q1.squeeze(-1), q2.squeeze(-1)
+
+
+class MLPPolicy(Model):
+    """A deterministic MLP policy for evolution strategies: ``argmax`` of logits for a Discrete
+    action space, ``bias + scale * tanh(out)`` inside a bounded Box.
+
+    :meth:`batched_forward` evaluates ``K`` different parameter vectors (rows of a flat
+    ``[K, d]`` matrix, in the order of :meth:`flat_parameters`) on ``K`` observations in one pass
+    of batched matmuls: one call per time step for a whole ES population.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int] = (32,),
+    ) -> None:
+        super().__init__()
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        if self.discrete:
+            out = int(action_space.n)
+            scale, bias = torch.ones(out), torch.zeros(out)
+        else:
+            box = _box(action_space, "MLPPolicy")
+            low = torch.as_tensor(box.low, dtype=torch.float32).flatten()
+            high = torch.as_tensor(box.high, dtype=torch.float32).flatten()
+            out, scale, bias = int(low.numel()), (high - low) / 2, (high + low) / 2
+        self.register_buffer("scale", scale)
+        self.register_buffer("bias", bias)
+        self.sizes = [_flat_dim(observation_space), *(int(h) for h in hidden), out]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(self.sizes, self.sizes[1:]))
+        for layer in self.layers:  # small, scale-free initial weights: an ES starts near zero
+            nn.init.normal_(layer.weight, std=1.0 / np.sqrt(layer.in_features))
+            nn.init.zeros_(layer.bias)
+
+    def _head(self, out: torch.Tensor) -> torch.Tensor:
+        return out.argmax(-1) if self.discrete else self.bias + self.scale * torch.tanh(out)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions for a batch of observations ``[B, obs]``, with this model's own parameters."""
+        h = obs.reshape(obs.shape[0], -1)
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            if i < len(self.layers) - 1:
+                h = torch.tanh(h)
+        return self._head(h)
+
+    @property
+    def num_parameters(self) -> int:
+        """``d``: the length of the flat parameter vector."""
+        return sum(p.numel() for p in self.parameters())
+
+    def flat_parameters(self) -> torch.Tensor:
+        """All parameters as one vector ``[d]`` (weights then bias, layer by layer)."""
+        return torch.nn.utils.parameters_to_vector(self.parameters()).detach()
+
+    def set_flat_parameters(self, flat: torch.Tensor) -> None:
+        """Load a vector produced by :meth:`flat_parameters`."""
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(torch.as_tensor(flat, dtype=torch.float32), self.parameters())
+
+    def batched_forward(self, flat: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """Row ``k`` of the result is the action of parameters ``flat[k]`` on ``obs[k]``."""
+        k = flat.shape[0]
+        h = obs.reshape(k, 1, -1)
+        offset = 0
+        for i, (a, b) in enumerate(zip(self.sizes, self.sizes[1:])):
+            w = flat[:, offset : offset + a * b].reshape(k, b, a)
+            offset += a * b
+            bias = flat[:, offset : offset + b].reshape(k, 1, b)
+            offset += b
+            h = torch.baddbmm(bias, h, w.transpose(1, 2))
+            if i < len(self.sizes) - 2:
+                h = torch.tanh(h)
+        return self._head(h.squeeze(1))

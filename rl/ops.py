@@ -3,6 +3,7 @@
 On-policy returns (``vtrace``, ``gae``, ``discounted_returns``) take time-major ``[T, B]`` inputs.
 Off-policy targets (``td_target``, ``clipped_double_q_target``, ``smoothed_target_action``,
 ``tanh_gaussian_log_prob``, ``soft_update_``) take batches of transitions ``[N]`` / ``[N, act]``.
+Evolution strategies (``centered_ranks``, ``es_gradient``) take one value per perturbation.
 
 ``discounts[t]`` is the per-step discount ``gamma * (1 - done[t])``: zero where an episode ended at
 step ``t``, so no trace crosses an episode boundary. Truncated episodes are bootstrapped by the
@@ -32,6 +33,8 @@ __all__ = [
     "smoothed_target_action",
     "tanh_gaussian_log_prob",
     "soft_update_",
+    "centered_ranks",
+    "es_gradient",
 ]
 
 
@@ -202,3 +205,36 @@ def soft_update_(target: Sequence[torch.Tensor], source: Sequence[torch.Tensor],
     if not 0.0 <= tau <= 1.0:
         raise ValueError(f"tau must be in [0, 1], got {tau}")
     torch._foreach_lerp_(list(target), list(source), tau)
+
+
+# -- evolution strategies -----------------------------------------------------------------------
+
+
+def centered_ranks(x: torch.Tensor) -> torch.Tensor:
+    """Fitness shaping of OpenAI-ES (Salimans et al. 2017, §2.1): each value replaced by its rank,
+    scaled to ``[-0.5, 0.5]`` (``rank / (n - 1) - 0.5`` over all ``n`` values, any shape).
+
+    Invariant to any increasing transform of the returns, so a few outlier episodes cannot
+    dominate the update. Ties get distinct ranks (in order of appearance), as in the paper's code.
+    """
+    flat = x.reshape(-1)
+    n = flat.numel()
+    ranks = torch.empty(n, dtype=torch.float64)
+    ranks[torch.argsort(flat, stable=True)] = torch.arange(n, dtype=torch.float64)
+    if n > 1:
+        ranks = ranks / (n - 1)
+    return (ranks - 0.5).reshape(x.shape).to(x.dtype if x.is_floating_point() else torch.float64)
+
+
+def es_gradient(
+    utilities_pos: torch.Tensor, utilities_neg: torch.Tensor, noise: torch.Tensor, sigma: float
+) -> torch.Tensor:
+    """Antithetic ES estimate of the gradient of ``E_eps[F(theta + sigma eps)]`` (Salimans et al. 2017).
+
+        g = 1 / (2 n sigma) sum_{i=1}^{n} (u_i^+ - u_i^-) eps_i
+
+    for ``n`` mirrored pairs ``theta +- sigma eps_i`` with utilities (shaped returns) ``u_i^+``,
+    ``u_i^-``; ``noise`` is ``[n, d]``. For a quadratic ``F`` and raw returns it is unbiased.
+    """
+    n = noise.shape[0]
+    return (utilities_pos - utilities_neg).to(noise.dtype) @ noise / (2.0 * n * sigma)

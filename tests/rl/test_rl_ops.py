@@ -174,3 +174,39 @@ def test_soft_update_is_polyak_averaging() -> None:
         np.testing.assert_allclose(t.numpy(), e.numpy(), atol=1e-12)
     with pytest.raises(ValueError):
         ops.soft_update_(target, source, 1.5)
+
+
+# -- evolution strategies -------------------------------------------------------------------------
+
+
+def centered_ranks_reference(x: np.ndarray) -> np.ndarray:
+    """The OpenAI-ES code's compute_centered_ranks, restated: rank in [0, n-1], / (n-1), - 0.5."""
+    flat = x.ravel()
+    ranks = np.empty(len(flat))
+    for rank, i in enumerate(sorted(range(len(flat)), key=lambda i: (flat[i], i))):
+        ranks[i] = rank
+    return (ranks / (len(flat) - 1) - 0.5).reshape(x.shape)
+
+
+def test_centered_ranks_matches_reference_and_ignores_scale() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(7, 2))
+    x[3, 1] = x[0, 0]  # a tie
+    out = ops.centered_ranks(_t(x))
+    np.testing.assert_allclose(out.numpy(), centered_ranks_reference(x))
+    assert out.min() == -0.5 and out.max() == 0.5 and abs(float(out.sum())) < 1e-12
+    np.testing.assert_allclose(ops.centered_ranks(_t(np.exp(3 * x) + 100)).numpy(), out.numpy())
+
+
+def test_es_gradient_matches_sum_and_is_unbiased_on_a_quadratic() -> None:
+    rng = np.random.default_rng(0)
+    n, d, sigma = 5, 3, 0.1
+    up, um, eps = rng.normal(size=n), rng.normal(size=n), rng.normal(size=(n, d))
+    reference = sum((up[i] - um[i]) * eps[i] for i in range(n)) / (2 * n * sigma)
+    np.testing.assert_allclose(ops.es_gradient(_t(up), _t(um), _t(eps), sigma).numpy(), reference, atol=1e-12)
+    # F(theta) = -|theta - c|^2: grad = -2 (theta - c); antithetic differences are exactly linear.
+    theta, c = np.array([0.5, -1.0, 2.0]), np.array([1.0, 1.0, 1.0])
+    eps = np.random.default_rng(1).normal(size=(20_000, 3))
+    F = lambda th: -((th - c) ** 2).sum(-1)  # noqa: E731
+    g = ops.es_gradient(_t(F(theta + sigma * eps)), _t(F(theta - sigma * eps)), _t(eps), sigma).numpy()
+    np.testing.assert_allclose(g, -2 * (theta - c), atol=0.06)
