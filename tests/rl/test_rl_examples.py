@@ -18,7 +18,17 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ["quickstart_cartpole.py", "dqn_cartpole.py", "ppo_cartpole.py", "ppo_pendulum.py", "sac_pendulum.py", "es_cartpole.py"]
+EXAMPLES = [
+    "quickstart_cartpole.py",
+    "dqn_cartpole.py",
+    "ppo_cartpole.py",
+    "ppo_pendulum.py",
+    "sac_pendulum.py",
+    "es_cartpole.py",
+    "sac_halfcheetah.py",
+    "td3_halfcheetah.py",
+    "ppo_halfcheetah.py",
+]
 RESULT_KEYS = {"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}
 
 SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
@@ -31,6 +41,11 @@ SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
     "impala_cartpole.py": (["--total-steps", "2048", "--num-envs", "8"], None),
     "sac_pendulum.py": (["--total-steps", "600", "--learning-starts", "200"], None),
     "es_cartpole.py": (["--total-steps", "20000", "--population", "16"], None),
+    "sac_halfcheetah.py": (["--total-steps", "3000", "--learning-starts", "1000", "--buffer-size", "10000",
+                            "--hidden", "64", "--batch-size", "64"], "mujoco"),
+    "td3_halfcheetah.py": (["--total-steps", "3000", "--learning-starts", "1000", "--buffer-size", "10000",
+                            "--hidden", "64", "--batch-size", "64"], "mujoco"),
+    "ppo_halfcheetah.py": (["--total-steps", "4096", "--num-steps", "512", "--num-epochs", "2"], "mujoco"),
     "impala_atari.py": (["--total-steps", "400", "--num-envs", "2", "--num-steps", "20"], "ale_py"),
 }
 """Every rl example (those printing the result line); ``test_short_runs_cover_every_example`` keeps it complete."""
