@@ -5,6 +5,7 @@
 - :class:`Agent` (numpy in/out, save/restore),
 - :class:`Collector` (vector-env rollouts), :class:`ReplayBuffer`, :class:`Rollout`,
 - :class:`UniformReplay` / :class:`PrioritizedReplay` (off-policy replay), :class:`HerReplay`,
+- :class:`NormalizingAgent` (observation and reward normalisation that travels with the weights),
 - :mod:`rl.ops` (``vtrace``, ``gae``, off-policy targets), :mod:`rl.algorithms` (PolicyGradient,
   DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC, ES).
 """
@@ -35,6 +36,7 @@ from rl.models import (  # noqa: E402
     SquashedGaussianActor,
     TwinQCritic,
 )
+from rl.normalization import NormalizingAgent  # noqa: E402
 from rl.replay import PrioritizedReplay, ReplayBatch, UniformReplay  # noqa: E402
 from rl.storage import ReplayBuffer, Rollout, Transition  # noqa: E402
 from rl.trainer import (  # noqa: E402
@@ -67,6 +69,7 @@ __all__ = [
     "MLPPolicy",
     "Model",
     "NoiseTable",
+    "NormalizingAgent",
     "PolicyGradient",
     "PolicyStep",
     "PrioritizedReplay",

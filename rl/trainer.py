@@ -19,7 +19,7 @@ from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.algorithms.dqn import DQN
 from rl.collector import Collector, CollectorConfig
 from rl.logger import TrainingLogger
-from rl.replay import UniformReplay
+from rl.replay import PrioritizedReplay, UniformReplay
 from rl.storage import ReplayBuffer
 
 __all__ = [
@@ -211,7 +211,8 @@ def train_off_policy(
     Uniformly random actions until ``learning_starts`` env steps, then the policy's. After each
     ``collect`` (``num_steps x num_envs`` transitions into ``replay``), as many updates as keep
     ``updates / (env steps since learning_starts)`` at ``updates_per_step`` (fractions carry
-    over). With a :class:`rl.replay.PrioritizedReplay`, priorities follow each batch's TD errors.
+    over). With a :class:`rl.replay.PrioritizedReplay`, priorities follow each batch's TD errors
+    and its importance-sampling exponent ``beta`` is annealed linearly to 1 at ``total_steps``.
     """
     algo = agent.algorithm
     if not isinstance(algo, OffPolicyAlgorithm):
@@ -222,8 +223,11 @@ def train_off_policy(
     updates_due = 0.0
     next_log = 0
     stats: dict[str, float] = {}
+    beta_start = replay.beta if isinstance(replay, PrioritizedReplay) else 1.0
     while collector.total_steps < total_steps:
         algo.uniform_exploration = collector.total_steps < learning_starts
+        if isinstance(replay, PrioritizedReplay):
+            replay.beta = linear_schedule(beta_start, 1.0, 1.0, collector.total_steps / total_steps)
         rollout = collector.collect()
         replay.add_rollout(rollout)
         progress.add(rollout.episode_returns)

@@ -56,5 +56,5 @@ class OffPolicyAlgorithm(Algorithm):
 
     @staticmethod
     def _soft_update(target: Model, source: Model, tau: float) -> None:
-        """Polyak-average the parameters; copy the (constant) buffers such as action bounds."""
+        """Polyak-average the parameters (buffers such as the action bounds are constant)."""
         ops.soft_update_(list(target.parameters()), list(source.parameters()), tau)

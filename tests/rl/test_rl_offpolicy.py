@@ -150,3 +150,4 @@ def test_short_pendulum_run(name: str, prioritized: bool) -> None:
     if prioritized:
         leaves = replay.tree[np.arange(600)]
         assert len(np.unique(leaves)) > 50  # priorities follow the TD errors, not all the maximum
+        assert replay.beta == pytest.approx(0.4 + 0.6 * 592 / 600)  # annealed to 1 (set before the last collect)
