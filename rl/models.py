@@ -250,6 +250,11 @@ def _box(action_space: gym.Space, who: str) -> gym.spaces.Box:
 class _BoundedActor(Model):
     """Holds the action bounds as buffers: ``low``, ``high``, ``scale = (high - low) / 2``, ``bias``."""
 
+    low: torch.Tensor
+    high: torch.Tensor
+    scale: torch.Tensor
+    bias: torch.Tensor
+
     def __init__(self, action_space: gym.Space, who: str) -> None:
         super().__init__()
         box = _box(action_space, who)
@@ -369,6 +374,9 @@ class MLPPolicy(Model):
     of batched matmuls: one call per time step for a whole ES population.
     """
 
+    scale: torch.Tensor
+    bias: torch.Tensor
+
     def __init__(
         self,
         observation_space: gym.Space,
@@ -377,7 +385,7 @@ class MLPPolicy(Model):
     ) -> None:
         super().__init__()
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        if self.discrete:
+        if isinstance(action_space, gym.spaces.Discrete):
             out = int(action_space.n)
             scale, bias = torch.ones(out), torch.zeros(out)
         else:
@@ -388,10 +396,11 @@ class MLPPolicy(Model):
         self.register_buffer("scale", scale)
         self.register_buffer("bias", bias)
         self.sizes = [_flat_dim(observation_space), *(int(h) for h in hidden), out]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(self.sizes, self.sizes[1:]))
-        for layer in self.layers:  # small, scale-free initial weights: an ES starts near zero
+        layers = [nn.Linear(a, b) for a, b in zip(self.sizes, self.sizes[1:])]
+        for layer in layers:  # small, scale-free initial weights: an ES starts near zero
             nn.init.normal_(layer.weight, std=1.0 / np.sqrt(layer.in_features))
             nn.init.zeros_(layer.bias)
+        self.layers = nn.ModuleList(layers)
 
     def _head(self, out: torch.Tensor) -> torch.Tensor:
         return out.argmax(-1) if self.discrete else self.bias + self.scale * torch.tanh(out)

@@ -44,7 +44,7 @@ class NoiseTable:
         """The noise vector at ``offset`` (a view, ``[dim]``)."""
         return self.noise[offset : offset + dim]
 
-    def stack(self, offsets: Sequence[int], dim: int) -> np.ndarray:
+    def stack(self, offsets: Sequence[int] | np.ndarray, dim: int) -> np.ndarray:
         """``[len(offsets), dim]``: the noise vectors at these offsets."""
         return np.stack([self.get(int(i), dim) for i in offsets]) if len(offsets) else np.zeros((0, dim), np.float32)
 
