@@ -128,3 +128,22 @@ def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path) -> None:
     line = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0 and line["solved"] and line["mean_return"] >= -200, (line, proc.stderr[-2000:])
     assert line["updates"] > 0.8 * (line["env_steps"] - 1000)  # one update per env step after the warm-up
+
+
+@pytest.mark.slow
+def test_quickstart_main_solves_and_ends_with_its_json_line(tmp_path: Path) -> None:
+    """``python examples/quickstart_cartpole.py`` as a user runs it, to a solved result line
+    (it used to crash there: a numpy bool is not JSON serialisable)."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "examples/quickstart_cartpole.py", "--no-progress", "--no-tensorboard", "--run-dir",
+         str(tmp_path / "run")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert line["solved"] is True and line["mean_return"] >= 475, line
