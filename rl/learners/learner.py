@@ -255,6 +255,8 @@ class Learner:
 
     async def start(self) -> Learner:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="rl-learner")
+        # A restored run past learning_starts does not warm up again.
+        self._warmup = self.scheme.replay == "learner" and self.env_steps < self.learning_starts
         s = self.scheme
         if s.gradients == "remote":
             self._pool = self._make_pool(GradientWorker, s.num_gradient_workers)
