@@ -30,6 +30,9 @@ setup() {
         # The CPU build of torch first: anything that depends on torch then finds it satisfied.
         pip_install torch==2.13.0
         pip_install -e '.[dev,rl,atari]'
+        # MuJoCo (CPU wheels, a few seconds) is optional: its examples and tests skip without it.
+        "$PY" -m pip install -q -e '.[mujoco]' >"$VENV/pip-mujoco.log" 2>&1 \
+            || echo "note: the mujoco extra did not install (see $VENV/pip-mujoco.log); MuJoCo tests will skip" >&2
         "$PY" -c 'import actorrt, rl, torch' || { echo "setup failed" >&2; exit 1; }
         rm -f "$VENV"/.installed-*
         touch "$stamp"

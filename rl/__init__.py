@@ -4,47 +4,85 @@
 - :class:`Algorithm` (losses and optimizer; never touches environments),
 - :class:`Agent` (numpy in/out, save/restore),
 - :class:`Collector` (vector-env rollouts), :class:`ReplayBuffer`, :class:`Rollout`,
-- :mod:`rl.ops` (``vtrace``, ``gae``), :mod:`rl.algorithms` (PolicyGradient, DQN, A2C, PPO, IMPALA).
+- :class:`UniformReplay` / :class:`PrioritizedReplay` (off-policy replay), :class:`HerReplay`,
+- :class:`NormalizingAgent` (observation and reward normalisation that travels with the weights),
+- :mod:`rl.ops` (``vtrace``, ``gae``, off-policy targets), :mod:`rl.algorithms` (PolicyGradient,
+  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC, ES).
 """
 
-from rl import ops  # noqa: E402
-from rl.agent import Agent, AgentStep  # noqa: E402
-from rl.algorithm import Algorithm, PolicyStep  # noqa: E402
-from rl.algorithms import A2C, DQN, IMPALA, PPO, PolicyGradient  # noqa: E402
-from rl.collector import Collector, CollectorConfig  # noqa: E402
-from rl.config import parse_config, use_torch_threads  # noqa: E402
-from rl.logger import TrainingLogger  # noqa: E402
-from rl.model import Model  # noqa: E402
-from rl.models import ActorCritic, QNetwork  # noqa: E402
-from rl.storage import ReplayBuffer, Rollout, Transition  # noqa: E402
-from rl.trainer import TrainingRun, TrainResult, result_line, run_training, train_dqn, train_on_policy  # noqa: E402
+from rl import ops
+from rl.agent import Agent, AgentStep
+from rl.algorithm import Algorithm, PolicyStep
+from rl.algorithms import A2C, DDPG, DQN, ES, IMPALA, PPO, SAC, TD3, NoiseTable, PolicyGradient
+from rl.collector import Collector, CollectorConfig
+from rl.config import parse_config, use_torch_threads
+from rl.logger import TrainingLogger
+from rl.model import Model
+from rl.her import HerReplay
+from rl.models import (
+    ActorCritic,
+    DeterministicActor,
+    MLPPolicy,
+    QCritic,
+    QNetwork,
+    SquashedGaussianActor,
+    TwinQCritic,
+)
+from rl.normalization import NormalizingAgent
+from rl.replay import PrioritizedReplay, ReplayBatch, UniformReplay
+from rl.storage import ReplayBuffer, Rollout, Transition
+from rl.trainer import (
+    TrainingRun,
+    TrainResult,
+    result_line,
+    run_training,
+    train_dqn,
+    train_off_policy,
+    train_on_policy,
+)
 
 __all__ = [
     "A2C",
+    "DDPG",
     "DQN",
+    "ES",
     "IMPALA",
     "PPO",
+    "SAC",
+    "TD3",
     "ActorCritic",
     "Agent",
     "AgentStep",
     "Algorithm",
     "Collector",
     "CollectorConfig",
+    "DeterministicActor",
+    "HerReplay",
+    "MLPPolicy",
     "Model",
+    "NoiseTable",
+    "NormalizingAgent",
     "PolicyGradient",
     "PolicyStep",
+    "PrioritizedReplay",
+    "QCritic",
     "QNetwork",
+    "ReplayBatch",
     "ReplayBuffer",
     "Rollout",
+    "SquashedGaussianActor",
     "TrainResult",
     "TrainingRun",
     "TrainingLogger",
     "Transition",
+    "TwinQCritic",
+    "UniformReplay",
     "ops",
     "parse_config",
     "result_line",
     "run_training",
     "train_dqn",
+    "train_off_policy",
     "train_on_policy",
     "use_torch_threads",
 ]

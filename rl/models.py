@@ -1,4 +1,6 @@
-"""Small MLP networks: an actor-critic (policy and value MLPs in one pass) and a Q-network."""
+"""Small MLP networks: an actor-critic (policy and value MLPs in one pass), a Q-network for
+discrete actions, and the actors and critics of continuous-action off-policy methods (DDPG, TD3,
+SAC): a deterministic actor, a squashed-Gaussian actor, a Q critic and twin Q critics."""
 
 from __future__ import annotations
 
@@ -11,9 +13,21 @@ from torch import nn
 from torch.nn import functional as F
 
 from rl import distributions as D
+from rl import ops
 from rl.model import Model
 
-__all__ = ["mlp", "FastTanh", "TwinMLP", "ActorCritic", "QNetwork"]
+__all__ = [
+    "mlp",
+    "FastTanh",
+    "TwinMLP",
+    "ActorCritic",
+    "QNetwork",
+    "DeterministicActor",
+    "SquashedGaussianActor",
+    "QCritic",
+    "TwinQCritic",
+    "MLPPolicy",
+]
 
 
 class _Tanh(torch.autograd.Function):
@@ -223,3 +237,208 @@ class QNetwork(Model):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values ``[B, num_actions]``."""
         return self.q_net(obs)
+
+
+def _box(action_space: gym.Space, who: str) -> gym.spaces.Box:
+    if not isinstance(action_space, gym.spaces.Box) or not np.all(np.isfinite(action_space.low)) or not np.all(
+        np.isfinite(action_space.high)
+    ):
+        raise TypeError(f"{who} needs a bounded Box action space, got {action_space}")
+    return action_space
+
+
+class _BoundedActor(Model):
+    """Holds the action bounds as buffers: ``low``, ``high``, ``scale = (high - low) / 2``, ``bias``."""
+
+    low: torch.Tensor
+    high: torch.Tensor
+    scale: torch.Tensor
+    bias: torch.Tensor
+
+    def __init__(self, action_space: gym.Space, who: str) -> None:
+        super().__init__()
+        box = _box(action_space, who)
+        low = torch.as_tensor(box.low, dtype=torch.float32).flatten()
+        high = torch.as_tensor(box.high, dtype=torch.float32).flatten()
+        self.register_buffer("low", low)
+        self.register_buffer("high", high)
+        self.register_buffer("scale", (high - low) / 2)
+        self.register_buffer("bias", (high + low) / 2)
+        self.action_dim = int(low.numel())
+
+
+class DeterministicActor(_BoundedActor):
+    """``mu(s) = bias + scale * tanh(mlp(s))``: a deterministic policy inside the action bounds (DDPG, TD3)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int] = (256, 256),
+        activation: type[nn.Module] = nn.ReLU,
+    ) -> None:
+        super().__init__(action_space, "DeterministicActor")
+        self.net = mlp(_flat_dim(observation_space), hidden, self.action_dim, activation)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions ``[B, act]``."""
+        return self.bias + self.scale * torch.tanh(self.net(obs))
+
+
+class SquashedGaussianActor(_BoundedActor):
+    """SAC's policy: ``a = bias + scale * tanh(u)``, ``u ~ N(mean(s), std(s)^2)`` (diagonal).
+
+    ``log_std`` is squashed into ``[log_std_min, log_std_max]`` by a tanh, so it is bounded but
+    keeps a gradient everywhere. The log-density includes the tanh correction
+    (:func:`rl.ops.tanh_gaussian_log_prob`) and the constant ``-sum log scale`` of the affine map.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int] = (256, 256),
+        activation: type[nn.Module] = nn.ReLU,
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__(action_space, "SquashedGaussianActor")
+        self.net = mlp(_flat_dim(observation_space), hidden, 2 * self.action_dim, activation)
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, log_std)`` of the pre-squash Gaussian, each ``[B, act]``."""
+        mean, raw = self.net(obs).chunk(2, dim=-1)
+        lo, hi = self.log_std_min, self.log_std_max
+        log_std = lo + 0.5 * (hi - lo) * (torch.tanh(raw) + 1.0)
+        return mean, log_std
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample ``(a, log pi(a|s))``: differentiable in the actor's weights."""
+        mean, log_std = self(obs)
+        u = mean + torch.randn_like(mean) * log_std.exp()
+        log_prob = ops.tanh_gaussian_log_prob(u, mean, log_std) - torch.log(self.scale).sum()
+        return self.bias + self.scale * torch.tanh(u), log_prob
+
+    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        """The squashed mean: the action to evaluate with."""
+        mean, _ = self(obs)
+        return self.bias + self.scale * torch.tanh(mean)
+
+
+class QCritic(Model):
+    """``Q(s, a)``: an MLP over ``concat(obs, action)``, one value per row."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int] = (256, 256),
+        activation: type[nn.Module] = nn.ReLU,
+    ) -> None:
+        super().__init__()
+        self.net = mlp(_flat_dim(observation_space) + _flat_dim(action_space), hidden, 1, activation)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``Q(obs, action)``, shape ``[B]``."""
+        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
+
+
+class TwinQCritic(Model):
+    """Two independent ``Q(s, a)`` networks (TD3 and SAC's clipped double Q), in one pass (:class:`TwinMLP`)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int] = (256, 256),
+        activation: type[nn.Module] = nn.ReLU,
+    ) -> None:
+        super().__init__()
+        in_dim = _flat_dim(observation_space) + _flat_dim(action_space)
+        self.nets = TwinMLP(in_dim, hidden, 1, 1, activation)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Q1(obs, action), Q2(obs, action))``, each ``[B]``."""
+        q1, q2 = self.nets(torch.cat([obs, action], dim=-1))
+        return q1.squeeze(-1), q2.squeeze(-1)
+
+
+class MLPPolicy(Model):
+    """A deterministic MLP policy for evolution strategies: ``argmax`` of logits for a Discrete
+    action space, ``bias + scale * tanh(out)`` inside a bounded Box.
+
+    :meth:`batched_forward` evaluates ``K`` different parameter vectors (rows of a flat
+    ``[K, d]`` matrix, in the order of :meth:`flat_parameters`) on ``K`` observations in one pass
+    of batched matmuls: one call per time step for a whole ES population.
+    """
+
+    scale: torch.Tensor
+    bias: torch.Tensor
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        hidden: Sequence[int] = (32,),
+    ) -> None:
+        super().__init__()
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        if isinstance(action_space, gym.spaces.Discrete):
+            out = int(action_space.n)
+            scale, bias = torch.ones(out), torch.zeros(out)
+        else:
+            box = _box(action_space, "MLPPolicy")
+            low = torch.as_tensor(box.low, dtype=torch.float32).flatten()
+            high = torch.as_tensor(box.high, dtype=torch.float32).flatten()
+            out, scale, bias = int(low.numel()), (high - low) / 2, (high + low) / 2
+        self.register_buffer("scale", scale)
+        self.register_buffer("bias", bias)
+        self.sizes = [_flat_dim(observation_space), *(int(h) for h in hidden), out]
+        layers = [nn.Linear(a, b) for a, b in zip(self.sizes, self.sizes[1:])]
+        for layer in layers:  # small, scale-free initial weights: an ES starts near zero
+            nn.init.normal_(layer.weight, std=1.0 / np.sqrt(layer.in_features))
+            nn.init.zeros_(layer.bias)
+        self.layers = nn.ModuleList(layers)
+
+    def _head(self, out: torch.Tensor) -> torch.Tensor:
+        return out.argmax(-1) if self.discrete else self.bias + self.scale * torch.tanh(out)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions for a batch of observations ``[B, obs]``, with this model's own parameters."""
+        h = obs.reshape(obs.shape[0], -1)
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            if i < len(self.layers) - 1:
+                h = torch.tanh(h)
+        return self._head(h)
+
+    @property
+    def num_parameters(self) -> int:
+        """``d``: the length of the flat parameter vector."""
+        return sum(p.numel() for p in self.parameters())
+
+    def flat_parameters(self) -> torch.Tensor:
+        """All parameters as one vector ``[d]`` (weights then bias, layer by layer)."""
+        return torch.nn.utils.parameters_to_vector(self.parameters()).detach()
+
+    def set_flat_parameters(self, flat: torch.Tensor) -> None:
+        """Load a vector produced by :meth:`flat_parameters`."""
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(torch.as_tensor(flat, dtype=torch.float32), self.parameters())
+
+    def batched_forward(self, flat: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """Row ``k`` of the result is the action of parameters ``flat[k]`` on ``obs[k]``."""
+        k = flat.shape[0]
+        h = obs.reshape(k, 1, -1)
+        offset = 0
+        for i, (a, b) in enumerate(zip(self.sizes, self.sizes[1:])):
+            w = flat[:, offset : offset + a * b].reshape(k, b, a)
+            offset += a * b
+            bias = flat[:, offset : offset + b].reshape(k, 1, b)
+            offset += b
+            h = torch.baddbmm(bias, h, w.transpose(1, 2))
+            if i < len(self.sizes) - 2:
+                h = torch.tanh(h)
+        return self._head(h.squeeze(1))

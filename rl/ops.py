@@ -1,4 +1,9 @@
-"""Pure return/advantage maths, named as in the papers. All inputs are time-major ``[T, B]``.
+"""Pure return/advantage maths, named as in the papers.
+
+On-policy returns (``vtrace``, ``gae``, ``discounted_returns``) take time-major ``[T, B]`` inputs.
+Off-policy targets (``td_target``, ``clipped_double_q_target``, ``smoothed_target_action``,
+``tanh_gaussian_log_prob``, ``soft_update_``) take batches of transitions ``[N]`` / ``[N, act]``.
+Evolution strategies (``centered_ranks``, ``es_gradient``) take one value per perturbation.
 
 ``discounts[t]`` is the per-step discount ``gamma * (1 - done[t])``: zero where an episode ended at
 step ``t``, so no trace crosses an episode boundary. Truncated episodes are bootstrapped by the
@@ -8,11 +13,29 @@ caller, by adding ``gamma * V(final_obs)`` to the reward of the truncating step 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+from typing import NamedTuple, Sequence
 
 import torch
+import torch.nn.functional as F
 
-__all__ = ["VTraceReturns", "GAEReturns", "vtrace", "gae", "discounted_returns"]
+_LOG_2PI = math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+__all__ = [
+    "VTraceReturns",
+    "GAEReturns",
+    "vtrace",
+    "gae",
+    "discounted_returns",
+    "td_target",
+    "clipped_double_q_target",
+    "smoothed_target_action",
+    "tanh_gaussian_log_prob",
+    "soft_update_",
+    "centered_ranks",
+    "es_gradient",
+]
 
 
 class VTraceReturns(NamedTuple):
@@ -107,3 +130,111 @@ def discounted_returns(
         acc = rewards[t] + discounts[t] * acc
         returns[t] = acc
     return returns
+
+
+# -- off-policy targets --------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def td_target(
+    rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """``y = r + gamma (1 - terminated) Q'(s', mu'(s'))`` (DDPG, Lillicrap et al. 2016, Alg. 1).
+
+    Only a termination stops the bootstrap: a truncated transition (time limit) bootstraps from
+    its true final observation like any other step.
+    """
+    return rewards + gamma * (~terminated.bool()).to(rewards.dtype) * next_q
+
+
+@torch.no_grad()
+def clipped_double_q_target(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    next_q1: torch.Tensor,
+    next_q2: torch.Tensor,
+    gamma: float,
+    next_log_prob: torch.Tensor | None = None,
+    alpha: float | torch.Tensor = 0.0,
+) -> torch.Tensor:
+    """Clipped double-Q target ``y = r + gamma (1 - d) (min_i Q'_i(s', a') - alpha log pi(a'|s'))``.
+
+    TD3 (Fujimoto et al. 2018, §4.2) without the entropy term; SAC (Haarnoja et al. 2018,
+    "Soft Actor-Critic Algorithms and Applications", §5) with it: there the bootstrap is the soft
+    value ``V(s') = Q(s', a') - alpha log pi(a'|s')``, ``a' ~ pi(.|s')``.
+    """
+    next_v = torch.minimum(next_q1, next_q2)
+    if next_log_prob is not None:
+        next_v = next_v - alpha * next_log_prob
+    return td_target(rewards, terminated, next_v, gamma)
+
+
+@torch.no_grad()
+def smoothed_target_action(
+    target_action: torch.Tensor,
+    noise: torch.Tensor,
+    noise_clip: float | torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+) -> torch.Tensor:
+    """TD3's target policy smoothing (Fujimoto et al. 2018, §5.3):
+    ``a' = clip(mu'(s') + clip(eps, -c, c), low, high)`` with ``eps = noise`` drawn by the caller."""
+    eps = torch.maximum(torch.minimum(noise, torch.as_tensor(noise_clip)), -torch.as_tensor(noise_clip))
+    return torch.maximum(torch.minimum(target_action + eps, high), low)
+
+
+def tanh_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """``log pi(a)`` of ``a = tanh(u)``, ``u ~ N(mean, exp(log_std)^2)`` diagonal, summed over dims.
+
+    Haarnoja et al. 2018, appendix C, eq. 21: ``log pi(a|s) = log mu(u|s) - sum_i log(1 - tanh^2(u_i))``,
+    with ``log(1 - tanh^2(u)) = 2 (log 2 - u - softplus(-2u))``, exact and finite for any ``u``
+    (``1 - tanh^2`` rounds to 0 in float32 beyond ``|u| > 9``). Differentiable.
+    """
+    z = (u - mean) * torch.exp(-log_std)
+    log_mu = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+    log_det = (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
+    return log_mu - log_det
+
+
+@torch.no_grad()
+def soft_update_(target: Sequence[torch.Tensor], source: Sequence[torch.Tensor], tau: float) -> None:
+    """Polyak averaging, in place: ``theta' <- tau theta + (1 - tau) theta'`` (Lillicrap et al. 2016).
+
+    One ``_foreach_lerp_`` over all tensors. ``tau = 1`` copies.
+    """
+    if not 0.0 <= tau <= 1.0:
+        raise ValueError(f"tau must be in [0, 1], got {tau}")
+    torch._foreach_lerp_(list(target), list(source), tau)
+
+
+# -- evolution strategies -----------------------------------------------------------------------
+
+
+def centered_ranks(x: torch.Tensor) -> torch.Tensor:
+    """Fitness shaping of OpenAI-ES (Salimans et al. 2017, §2.1): each value replaced by its rank,
+    scaled to ``[-0.5, 0.5]`` (``rank / (n - 1) - 0.5`` over all ``n`` values, any shape).
+
+    Invariant to any increasing transform of the returns, so a few outlier episodes cannot
+    dominate the update. Ties get distinct ranks (in order of appearance), as in the paper's code.
+    """
+    flat = x.reshape(-1)
+    n = flat.numel()
+    ranks = torch.empty(n, dtype=torch.float64)
+    ranks[torch.argsort(flat, stable=True)] = torch.arange(n, dtype=torch.float64)
+    if n > 1:
+        ranks = ranks / (n - 1)
+    return (ranks - 0.5).reshape(x.shape).to(x.dtype if x.is_floating_point() else torch.float64)
+
+
+def es_gradient(
+    utilities_pos: torch.Tensor, utilities_neg: torch.Tensor, noise: torch.Tensor, sigma: float
+) -> torch.Tensor:
+    """Antithetic ES estimate of the gradient of ``E_eps[F(theta + sigma eps)]`` (Salimans et al. 2017).
+
+        g = 1 / (2 n sigma) sum_{i=1}^{n} (u_i^+ - u_i^-) eps_i
+
+    for ``n`` mirrored pairs ``theta +- sigma eps_i`` with utilities (shaped returns) ``u_i^+``,
+    ``u_i^-``; ``noise`` is ``[n, d]``. For a quadratic ``F`` and raw returns it is unbiased.
+    """
+    n = noise.shape[0]
+    return (utilities_pos - utilities_neg).to(noise.dtype) @ noise / (2.0 * n * sigma)

@@ -16,9 +16,11 @@ import numpy as np
 
 from rl.config import use_torch_threads
 from rl.agent import Agent
+from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.algorithms.dqn import DQN
 from rl.collector import Collector, CollectorConfig
 from rl.logger import TrainingLogger
+from rl.replay import PrioritizedReplay, UniformReplay
 from rl.storage import ReplayBuffer
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "run_training",
     "train_on_policy",
     "train_dqn",
+    "train_off_policy",
     "linear_schedule",
     "result_line",
 ]
@@ -191,17 +194,80 @@ def train_dqn(
     return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
 
 
-def result_line(env_id: str, algo: str, result: TrainResult) -> str:
-    """The examples' final stdout line: ``{"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}``."""
-    import json
+def train_off_policy(
+    agent: Agent,
+    collector: Collector,
+    replay: UniformReplay,
+    total_steps: int,
+    learning_starts: int = 1000,
+    batch_size: int = 256,
+    updates_per_step: float = 1.0,
+    solved_return: float | None = None,
+    stop_when_solved: bool = True,
+    window: int = 20,
+    logger: TrainingLogger | None = None,
+    log_every: int = 1000,
+) -> TrainResult:
+    """Off-policy loop for DDPG, TD3 and SAC at a fixed update-to-data ratio.
 
+    Uniformly random actions until ``learning_starts`` env steps, then the policy's. After each
+    ``collect`` (``num_steps x num_envs`` transitions into ``replay``), as many updates as keep
+    ``updates / (env steps since learning_starts)`` at ``updates_per_step`` (fractions carry
+    over). With a :class:`rl.replay.PrioritizedReplay`, priorities follow each batch's TD errors
+    and its importance-sampling exponent ``beta`` is annealed linearly to 1 at ``total_steps``.
+    """
+    algo = agent.algorithm
+    if not isinstance(algo, OffPolicyAlgorithm):
+        raise TypeError("train_off_policy needs an agent around DDPG, TD3 or SAC")
+    start = time.perf_counter()
+    progress = _Progress(window, solved_return)
+    ever_solved = False
+    updates_due = 0.0
+    next_log = 0
+    stats: dict[str, float] = {}
+    beta_start = replay.beta if isinstance(replay, PrioritizedReplay) else 1.0
+    while collector.total_steps < total_steps:
+        algo.uniform_exploration = collector.total_steps < learning_starts
+        if isinstance(replay, PrioritizedReplay):
+            replay.beta = linear_schedule(beta_start, 1.0, 1.0, collector.total_steps / total_steps)
+        rollout = collector.collect()
+        replay.add_rollout(rollout)
+        progress.add(rollout.episode_returns)
+        if collector.total_steps >= learning_starts:
+            updates_due += updates_per_step * rollout.num_steps
+            while updates_due >= 1.0:
+                batch = replay.sample(batch_size)
+                stats = agent.learn(batch)
+                replay.update_priorities(batch.indices, algo.td_errors)
+                updates_due -= 1.0
+        if logger is not None:
+            logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
+            if stats and collector.total_steps >= next_log:  # one row per ~log_every steps, not per update
+                logger.log_update(collector.total_steps, {**stats, "updates": float(algo.updates)})
+                next_log = collector.total_steps + log_every
+        ever_solved = ever_solved or progress.solved
+        if stop_when_solved and ever_solved:
+            break
+    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
+
+
+def result_line(env_id: str, algo: str, result: TrainResult) -> str:
+    """The examples' final stdout line: ``{"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}``.
+
+    Values are converted to JSON's own types (a numpy bool or integer is not serialisable), and a
+    mean return of NaN (no episode finished) is written as ``null``.
+    """
+    import json
+    import math
+
+    mean = float(result.mean_return)
     return json.dumps(
         {
             "env": env_id,
             "algo": algo,
-            "solved": result.solved,
-            "env_steps": result.env_steps,
-            "wall_s": round(result.wall_s, 3),
-            "mean_return": round(result.mean_return, 2),
+            "solved": bool(result.solved),
+            "env_steps": int(result.env_steps),
+            "wall_s": round(float(result.wall_s), 3),
+            "mean_return": None if math.isnan(mean) else round(mean, 2),
         }
     )

@@ -9,7 +9,12 @@
 - **update**: ``central`` (the learner's optimizer steps and weights are broadcast) or
   ``decentralised`` (every gradient worker applies the same averaged gradients itself).
 
-A2C and IMPALA are presets (:func:`a2c_scheme`, :func:`impala_scheme`). Components that do not
+- **replay**: ``none`` (learn from each rollout once) or ``learner`` (DDPG, TD3, SAC: rollouts go
+  into the learner's replay, and the learner takes ``updates_per_step`` updates per env step
+  received, on sampled batches, broadcasting weights every ``broadcast_every`` updates).
+
+A2C, IMPALA and off-policy learning are presets (:func:`a2c_scheme`, :func:`impala_scheme`,
+:func:`off_policy_scheme`). Components that do not
 fit together fail at construction with an error that says why. Everything runs on the caller's
 event loop; updates run in a worker thread so the loop keeps receiving rollouts meanwhile.
 """
@@ -31,13 +36,23 @@ import torch
 import actorrt
 from rl.agent import Agent
 from rl.algorithms import DQN, IMPALA, PPO
+from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.collector import Collector, CollectorConfig
 from rl.learners.workers import GradientWorker, RemoteCollector, apply_gradients, concat_rollouts
 from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
+from rl.replay import UniformReplay
 from rl.storage import Rollout
 
-__all__ = ["Scheme", "Learner", "LearnerResult", "a2c_scheme", "impala_scheme", "SchemeError"]
+__all__ = [
+    "Scheme",
+    "Learner",
+    "LearnerResult",
+    "a2c_scheme",
+    "impala_scheme",
+    "off_policy_scheme",
+    "SchemeError",
+]
 
 log = logging.getLogger("rl.learner")
 T = TypeVar("T")
@@ -64,6 +79,10 @@ class Scheme:
     """Collect calls kept queued on each asynchronous collector, so it never waits for us."""
     max_queued_rollouts: int = 8
     """Rollouts waiting for the learner at most; collectors pause beyond it (memory stays flat)."""
+    replay: Literal["none", "learner"] = "none"
+    """``learner``: rollouts feed the learner's replay, updates sample from it (DDPG, TD3, SAC)."""
+    updates_per_step: float = 1.0
+    """With a replay: updates per env step received (the update-to-data ratio)."""
 
     def check(self, algorithm: Any) -> None:
         """Raise :class:`SchemeError` naming what does not fit."""
@@ -76,9 +95,21 @@ class Scheme:
             raise SchemeError(f"update must be 'central' or 'decentralised', not {self.update!r}")
         if isinstance(algorithm, DQN):
             raise SchemeError("DQN learns from a replay buffer: use rl.train_dqn, not a rollout Learner")
+        off_policy = isinstance(algorithm, OffPolicyAlgorithm)
+        if self.replay not in ("none", "learner"):
+            raise SchemeError(f"replay must be 'none' or 'learner', not {self.replay!r}")
+        if off_policy and self.replay != "learner":
+            raise SchemeError(f"{name} learns from a replay: set replay='learner' (see off_policy_scheme)")
+        if self.replay == "learner":
+            if not off_policy:
+                raise SchemeError(f"replay='learner' needs an off-policy algorithm (DDPG, TD3, SAC), not {name}")
+            if self.gradients != "central":
+                raise SchemeError("with a replay the learner computes the gradients: set gradients='central'")
+            if self.updates_per_step <= 0:
+                raise SchemeError("updates_per_step must be > 0")
         if self.collection == "remote" and self.gradients == "central" and self.num_collectors < 1:
             raise SchemeError("remote collection needs num_collectors >= 1")
-        if self.collection_mode == "async" and not isinstance(algorithm, IMPALA):
+        if self.collection_mode == "async" and not isinstance(algorithm, (IMPALA, OffPolicyAlgorithm)):
             raise SchemeError(
                 f"asynchronous collection feeds the learner rollouts from older policies; {name} has no "
                 "off-policy correction (IMPALA's V-trace has): use collection_mode='sync'"
@@ -117,6 +148,16 @@ def impala_scheme(num_collectors: int = 2, broadcast_every: int = 1) -> Scheme:
     return Scheme(
         collection="remote", num_collectors=num_collectors, collection_mode="async", broadcast_every=broadcast_every
     )
+
+
+def off_policy_scheme(num_collectors: int = 2, updates_per_step: float = 1.0, broadcast_every: int = 1) -> Scheme:
+    """DDPG, TD3, SAC: collectors run ahead and feed the learner's replay; the learner keeps
+    ``updates_per_step`` updates per env step received and broadcasts weights every K updates.
+    ``num_collectors=0``: collect in the learner's own process instead."""
+    if num_collectors == 0:
+        return Scheme(collection="local", replay="learner", updates_per_step=updates_per_step)
+    return Scheme(collection="remote", num_collectors=num_collectors, collection_mode="async", replay="learner",
+                  updates_per_step=updates_per_step, broadcast_every=broadcast_every)
 
 
 @dataclass
@@ -174,6 +215,9 @@ class Learner:
         metrics: LearnerMetrics | None = None,
         window: int = 20,
         env_fn: Callable[[], Any] | None = None,
+        replay: UniformReplay | None = None,
+        batch_size: int = 256,
+        learning_starts: int = 1000,
     ) -> None:
         self.make_agent = make_agent
         self.env_fn = env_fn
@@ -196,11 +240,23 @@ class Learner:
         self._tasks: list[asyncio.Task[None]] = []
         self._started = 0.0
         self._executor: ThreadPoolExecutor | None = None
+        if scheme.replay == "learner" and replay is None:
+            raise SchemeError("replay='learner' needs a replay storage: Learner(..., replay=rl.UniformReplay(...))")
+        self.replay = replay
+        """Where an off-policy scheme stores what collectors send (``None`` otherwise)."""
+        self.batch_size = batch_size
+        self.learning_starts = learning_starts
+        """Env steps of uniformly random actions (in every collector) before the first update."""
+        self._updates_due = 0.0
+        self._updates_at_broadcast = 0
+        self._warmup = scheme.replay == "learner" and learning_starts > 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> Learner:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="rl-learner")
+        # A restored run past learning_starts does not warm up again.
+        self._warmup = self.scheme.replay == "learner" and self.env_steps < self.learning_starts
         s = self.scheme
         if s.gradients == "remote":
             self._pool = self._make_pool(GradientWorker, s.num_gradient_workers)
@@ -216,6 +272,8 @@ class Learner:
             )
             weights = self.agent.get_weights()
             await asyncio.gather(*[h.set_weights(weights, self.version) for h in self._pool.handles])
+            if self._warmup:
+                await asyncio.gather(*[h.set_uniform_exploration(True) for h in self._pool.handles])
         return self
 
     def _make_pool(self, cls: Any, n: int) -> _Pool:
@@ -248,6 +306,8 @@ class Learner:
         config = replace(self._pool.configs[i], seed=self._pool.configs[i].seed + 997 * self._pool.generation)
         handle = await self._pool.cls.remote(config, self.make_agent, self.env_fn)
         await handle.set_weights(self.agent.get_weights(), self.version)
+        if self._warmup:
+            await handle.set_uniform_exploration(True)
         self._pool.handles[i] = handle
         return handle
 
@@ -292,7 +352,9 @@ class Learner:
     def _solved(self, solved_return: float | None) -> bool:
         return solved_return is not None and len(self._recent) == self.window and self.mean_return >= solved_return
 
-    def _record(self, returns: np.ndarray, lengths: np.ndarray, steps: int, stats: dict[str, float], lag: int) -> None:
+    def _record(
+        self, returns: np.ndarray, lengths: np.ndarray, steps: int, stats: dict[str, float], lag: int, updates: int = 1
+    ) -> None:
         self.env_steps += steps
         self._recent.extend(returns.tolist())
         self._episodes += len(returns)
@@ -301,10 +363,12 @@ class Learner:
             self.metrics.frames(steps)
             self.metrics.episodes(returns)
             self.metrics.losses({k: v for k, v in stats.items() if "loss" in k or k == "entropy"})
-            self.metrics.update()
+            self.metrics.update(updates)
             self.metrics.weight_lag(lag)
         if self.logger is not None:
             self.logger.log_episodes(self.env_steps, returns, lengths)
+            if not stats:  # off-policy warm-up: no update yet
+                return
             fps = self.env_steps / max(1e-9, time.perf_counter() - self._started)
             self.logger.log_update(self.env_steps, {**stats, "frames_per_s": fps, "weight_lag": float(lag)},
                                    postfix={"fps": f"{fps:,.0f}", "lag": lag})
@@ -319,7 +383,9 @@ class Learner:
         self._started = time.perf_counter()
         start_steps = self.env_steps
         s = self.scheme
-        if s.gradients == "remote":
+        if s.replay == "learner":
+            loop = self._train_off_policy
+        elif s.gradients == "remote":
             if s.gradient_mode == "async":
                 loop = self._train_async_gradients
             else:
@@ -393,8 +459,9 @@ class Learner:
             self._broadcast()
         return self._solved(stop_at)
 
-    async def _train_async_collection(self, total_steps: int, stop_at: float | None) -> bool:
-        """IMPALA: collectors never wait for the learner; a bounded queue keeps memory flat."""
+    def _start_pumps(self) -> asyncio.Queue[tuple[Rollout, int]]:
+        """One task per collector keeps ``rollouts_in_flight`` collect calls queued on it and puts
+        the rollouts into a bounded queue (collectors pause when it is full). Dead ones are replaced."""
         assert self._pool is not None
         queue: asyncio.Queue[tuple[Rollout, int]] = asyncio.Queue(self.scheme.max_queued_rollouts)
 
@@ -413,25 +480,38 @@ class Learner:
                 await queue.put(item)
 
         self._tasks = [asyncio.create_task(pump(i)) for i in range(len(self._pool.handles))]
+        return queue
+
+    async def _next_rollout(self, queue: asyncio.Queue[tuple[Rollout, int]]) -> tuple[Rollout, int]:
+        """The next rollout from the pumps; raises what a pump failed with (other than a dead collector)."""
+        getter = asyncio.ensure_future(queue.get())
+        done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        if getter not in done:
+            getter.cancel()
+            for task in done:
+                task.result()
+        return getter.result()
+
+    async def _stop_pumps(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def _train_async_collection(self, total_steps: int, stop_at: float | None) -> bool:
+        """IMPALA: collectors never wait for the learner; a bounded queue keeps memory flat."""
+        assert self._pool is not None
+        queue = self._start_pumps()
         try:
             while not self._done(total_steps, stop_at):
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
-                    for task in done:  # a pump failed for a reason other than a dead collector
-                        task.result()
-                rollout, version = getter.result()
+                rollout, version = await self._next_rollout(queue)
                 stats = await self._learn(rollout)
                 self._record(rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats,
                              self.version - version)
                 if self.updates % self.scheme.broadcast_every == 0:
                     self._broadcast()
         finally:
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            self._tasks = []
+            await self._stop_pumps()
         return self._solved(stop_at)
 
     async def _train_sync_gradients(self, total_steps: int, stop_at: float | None) -> bool:
@@ -482,4 +562,66 @@ class Learner:
         finally:
             for fut in pending:
                 fut.cancel()
+        return self._solved(stop_at)
+
+    # ---- off-policy: collectors feed the learner's replay -------------------------------------
+
+    def _ingest(self, rollout: Rollout) -> tuple[dict[str, float], int]:
+        """Store a rollout, then take the updates it is owed at ``updates_per_step`` (in the
+        learner's thread: the replay is only ever touched there)."""
+        assert self.replay is not None
+        algo = self.agent.algorithm
+        assert isinstance(algo, OffPolicyAlgorithm)
+        self.replay.add_rollout(rollout)
+        stats: dict[str, float] = {}
+        done = 0
+        if self.env_steps + rollout.num_steps >= self.learning_starts:
+            self._updates_due += self.scheme.updates_per_step * rollout.num_steps
+            while self._updates_due >= 1.0:
+                batch = self.replay.sample(self.batch_size)
+                stats = self.agent.learn(batch)
+                self.replay.update_priorities(batch.indices, algo.td_errors)
+                self._updates_due -= 1.0
+                done += 1
+        return stats, done
+
+    async def _off_policy_step(self, rollout: Rollout, lag: int) -> None:
+        """Ingest one rollout, record it, end the warm-up, and broadcast the weights once at least
+        ``broadcast_every`` updates were taken since the last broadcast (checked after each
+        rollout: a rollout owed many updates gives one broadcast, not one per update)."""
+        stats, done = await self._in_thread(self._ingest, rollout)
+        self.updates += done
+        self._record(rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats, lag, done)
+        if self._warmup and self.env_steps >= self.learning_starts:
+            self._warmup = False
+            if self._pool is not None:
+                for handle in self._pool.handles:  # queued before their next collect
+                    handle.set_uniform_exploration(False)
+        if self._pool is not None and self.updates - self._updates_at_broadcast >= self.scheme.broadcast_every:
+            self._updates_at_broadcast = self.updates
+            self._broadcast()
+
+    async def _train_off_policy(self, total_steps: int, stop_at: float | None) -> bool:
+        """DDPG / TD3 / SAC on a replay fed by local, synchronous or asynchronous collectors."""
+        algo = self.agent.algorithm
+        assert isinstance(algo, OffPolicyAlgorithm)
+        if self._local is not None:
+            while not self._done(total_steps, stop_at):
+                algo.uniform_exploration = self.env_steps < self.learning_starts
+                await self._off_policy_step(self._local.collect(), 0)
+            algo.uniform_exploration = False
+            return self._solved(stop_at)
+        assert self._pool is not None
+        if self.scheme.collection_mode == "sync":
+            while not self._done(total_steps, stop_at):
+                for rollout, version in await self._call_all("collect"):
+                    await self._off_policy_step(rollout, self.version - version)
+            return self._solved(stop_at)
+        queue = self._start_pumps()
+        try:
+            while not self._done(total_steps, stop_at):
+                rollout, version = await self._next_rollout(queue)
+                await self._off_policy_step(rollout, self.version - version)
+        finally:
+            await self._stop_pumps()
         return self._solved(stop_at)

@@ -66,8 +66,12 @@ async def run(
     *,
     env_fn: Callable[[], Any] | None = None,
     preload: tuple[str, ...] = ("rl.learners",),
+    learner_options: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], LearnerResult]:
-    """Train on a cluster; the final JSON line's fields and the result."""
+    """Train on a cluster; the final JSON line's fields and the result.
+
+    ``learner_options``: more keyword arguments for :class:`Learner` (an off-policy scheme's
+    ``replay``, ``batch_size``, ``learning_starts``; ``window``)."""
     use_torch_threads()
     torch.manual_seed(config.seed)
     collector_config = CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
@@ -78,7 +82,8 @@ async def run(
         async with actorrt.connect(config.address, num_cpus=slots, preload=list(preload)):
             metrics = LearnerMetrics(algo.lower())
             server = metrics.serve(config.metrics_port) if config.metrics_port else None
-            learner = Learner(make_agent, collector_config, scheme, logger=logger, metrics=metrics, env_fn=env_fn)
+            learner = Learner(make_agent, collector_config, scheme, logger=logger, metrics=metrics, env_fn=env_fn,
+                              **(learner_options or {}))
             if config.restore:
                 learner.restore(config.restore)
             try:
@@ -105,11 +110,13 @@ def main(
     env_fn: Callable[[Any], Callable[[], Any] | None] = lambda config: None,
     preload: tuple[str, ...] = ("rl.learners",),
     extra: Callable[[Any, LearnerResult], dict[str, Any]] = lambda config, result: {},
+    learner_options: Callable[[Any], dict[str, Any]] = lambda config: {},
 ) -> None:
     """Parse ``config_cls`` from the command line, train, print the JSON line, exit 0 if solved."""
     config = parse_config(config_cls, description=sys.modules["__main__"].__doc__)
     line, result = actorrt.run(
-        run(config, make_agent(config), scheme(config), algo, env_fn=env_fn(config), preload=preload)
+        run(config, make_agent(config), scheme(config), algo, env_fn=env_fn(config), preload=preload,
+            learner_options=learner_options(config))
     )
     line.update(extra(config, result))
     print(json.dumps(line), flush=True)

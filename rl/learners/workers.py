@@ -42,6 +42,13 @@ class RemoteCollector:
         """One rollout, and the version of the weights that acted in it."""
         return self.collector.collect(), self.version
 
+    def set_uniform_exploration(self, uniform: bool) -> None:
+        """Off-policy warm-up: act uniformly at random in the action bounds (DDPG, TD3, SAC)."""
+        algorithm = self.collector.agent.algorithm
+        if not hasattr(algorithm, "uniform_exploration"):
+            raise TypeError(f"{type(algorithm).__name__} has no uniform exploration")
+        algorithm.uniform_exploration = uniform
+
     def pid(self) -> int:
         import os
 

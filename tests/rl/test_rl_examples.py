@@ -1,4 +1,9 @@
-"""Examples run from the repo root, answer --help, and end with the JSON result line."""
+"""Examples run from the repo root, answer --help, and end with the JSON result line.
+
+:data:`SHORT_RUNS` lists every rl example with the arguments of a short run (a few thousand env
+steps at most); ``test_example_main_ends_with_json_line`` runs each one's ``__main__`` in a fresh
+interpreter to its final line, so an example that crashes at the end (after training) fails here.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,40 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ["quickstart_cartpole.py", "dqn_cartpole.py", "ppo_cartpole.py", "ppo_pendulum.py"]
+EXAMPLES = [
+    "quickstart_cartpole.py",
+    "dqn_cartpole.py",
+    "ppo_cartpole.py",
+    "ppo_pendulum.py",
+    "sac_pendulum.py",
+    "es_cartpole.py",
+    "sac_halfcheetah.py",
+    "td3_halfcheetah.py",
+    "ppo_halfcheetah.py",
+]
+RESULT_KEYS = {"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}
+
+SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
+    # example: (arguments of a short run, module it needs beyond the base install or None)
+    "quickstart_cartpole.py": (["--total-steps", "2048"], None),
+    "dqn_cartpole.py": (["--total-steps", "1024", "--learning-starts", "256"], None),
+    "ppo_cartpole.py": (["--total-steps", "2048"], None),
+    "ppo_pendulum.py": (["--total-steps", "4096", "--num-steps", "256"], None),
+    "a2c_cartpole.py": (["--total-steps", "2048"], None),
+    "impala_cartpole.py": (["--total-steps", "2048", "--num-envs", "8"], None),
+    "sac_pendulum.py": (["--total-steps", "600", "--learning-starts", "200"], None),
+    "es_cartpole.py": (["--total-steps", "20000", "--population", "16"], None),
+    "sac_halfcheetah.py": (["--total-steps", "3000", "--learning-starts", "1000", "--buffer-size", "10000",
+                            "--hidden", "64", "--batch-size", "64"], "mujoco"),
+    "td3_halfcheetah.py": (["--total-steps", "3000", "--learning-starts", "1000", "--buffer-size", "10000",
+                            "--hidden", "64", "--batch-size", "64"], "mujoco"),
+    "ppo_halfcheetah.py": (["--total-steps", "4096", "--num-steps", "512", "--num-epochs", "2"], "mujoco"),
+    "impala_atari.py": (["--total-steps", "400", "--num-envs", "2", "--num-steps", "20"], "ale_py"),
+}
+"""Every rl example (those printing the result line); ``test_short_runs_cover_every_example`` keeps it complete."""
+
+NOT_RL = {"hello_world.py", "parallel_sum.py"}
+"""actorrt examples: they print their own report, not the training result line."""
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -59,3 +97,32 @@ def test_example_writes_outputs_and_json_line(tmp_path: Path, example: str, extr
         total_steps=512, run_dir=str(tmp_path / "again"), restore=str(ckpt), tensorboard=False, progress=False, **overrides
     )
     assert module.main(config).env_steps >= 512
+
+
+def test_short_runs_cover_every_example() -> None:
+    on_disk = {p.name for p in (ROOT / "examples").glob("*.py")} - NOT_RL
+    assert on_disk == set(SHORT_RUNS), "add the new example to SHORT_RUNS (or NOT_RL)"
+
+
+@pytest.mark.parametrize("example", sorted(SHORT_RUNS))
+def test_example_main_ends_with_json_line(tmp_path: Path, example: str) -> None:
+    """``python examples/X.py --total-steps N``: exit 0 when solved (1 allowed for distributed
+    examples that are not), last stdout line a JSON object with the six keys in JSON's own types."""
+    args, needs = SHORT_RUNS[example]
+    if needs is not None:
+        pytest.importorskip(needs)
+    run_dir = tmp_path / "run"
+    proc = _run([str(ROOT / "examples" / example), *args, "--run-dir", str(run_dir), "--no-tensorboard",
+                 "--no-progress"], tmp_path)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert RESULT_KEYS <= set(line), line
+    assert isinstance(line["env"], str) and isinstance(line["algo"], str)
+    assert type(line["solved"]) is bool
+    assert type(line["env_steps"]) is int and line["env_steps"] > 0
+    assert line["solved"] or line["env_steps"] >= int(args[args.index("--total-steps") + 1])
+    assert type(line["wall_s"]) in (int, float) and line["wall_s"] > 0
+    assert line["mean_return"] is None or type(line["mean_return"]) in (int, float)
+    # 0 when solved; distributed examples exit 1 when not solved, the others 0 regardless.
+    assert proc.returncode in ((0,) if line["solved"] else (0, 1)), proc.stderr[-3000:]
+    assert (run_dir / "curve.png").stat().st_size > 0

@@ -15,7 +15,7 @@ import pytest
 import actorrt
 import rl
 from rl.collector import env_spaces
-from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme
+from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme, off_policy_scheme
 from rl.metrics import LearnerMetrics
 
 T = TypeVar("T")
@@ -151,3 +151,106 @@ def test_checkpoints_resume_a_run(rl_cluster: actorrt.Cluster, tmp_path: Path) -
     assert steps_before == steps and steps_after >= steps + 1000
     for k in weights:
         np.testing.assert_array_equal(restored[k], weights[k])
+
+
+# -- off-policy: collectors feed the learner's replay ----------------------------------------------
+
+PENDULUM = rl.CollectorConfig("Pendulum-v1", num_envs=2, num_steps=16, seed=0)
+
+
+def make_sac() -> rl.Agent:
+    obs, act = env_spaces(PENDULUM)
+    return rl.Agent(rl.SAC(rl.SquashedGaussianActor(obs, act, (32, 32)), rl.TwinQCritic(obs, act, (32, 32))))
+
+
+def make_td3() -> rl.Agent:
+    obs, act = env_spaces(PENDULUM)
+    return rl.Agent(rl.TD3(rl.DeterministicActor(obs, act, (32, 32)), rl.TwinQCritic(obs, act, (32, 32))))
+
+
+def _pendulum_replay() -> rl.UniformReplay:
+    obs, act = env_spaces(PENDULUM)
+    return rl.UniformReplay(50_000, obs.shape, act.shape, seed=0)
+
+
+@pytest.mark.parametrize(
+    "scheme, make, message",
+    [
+        (impala_scheme(), make_sac, "SAC learns from a replay"),
+        (off_policy_scheme(2), make_a2c, "needs an off-policy algorithm"),
+        (Scheme(replay="learner", gradients="remote"), make_sac, "set gradients='central'"),
+        (Scheme(replay="learner", updates_per_step=0), make_sac, "updates_per_step must be > 0"),
+    ],
+)
+def test_off_policy_schemes_that_do_not_fit(scheme: Scheme, make: Any, message: str) -> None:
+    with pytest.raises(SchemeError, match=message):
+        Learner(make, PENDULUM, scheme, replay=_pendulum_replay())
+
+
+def test_off_policy_scheme_needs_a_replay() -> None:
+    with pytest.raises(SchemeError, match="needs a replay storage"):
+        Learner(make_sac, PENDULUM, off_policy_scheme(2))
+
+
+@pytest.mark.parametrize("scheme", [off_policy_scheme(2, updates_per_step=0.5, broadcast_every=40),
+                                    off_policy_scheme(0, updates_per_step=0.5),
+                                    Scheme(num_collectors=2, collection_mode="sync", replay="learner",
+                                           updates_per_step=0.5)],
+                         ids=["async remote", "local", "sync remote"])
+def test_off_policy_learner_keeps_its_update_to_data_ratio(rl_cluster: actorrt.Cluster, scheme: Scheme) -> None:
+    metrics = LearnerMetrics("offpolicy")
+
+    async def go() -> Any:
+        replay = _pendulum_replay()
+        async with Learner(make_sac, PENDULUM, scheme, replay=replay, batch_size=32, learning_starts=256,
+                           metrics=metrics) as learner:
+            result = await learner.train(1500)
+            return result, len(replay), learner.version, learner.agent.algorithm.uniform_exploration
+
+    result, stored, version, uniform = on(rl_cluster, go())
+    assert stored == result.env_steps >= 1500
+    # 0.5 updates per env step from the rollout that crossed learning_starts (32 steps each).
+    assert 0.5 * (result.env_steps - 256 - 32) <= result.updates <= 0.5 * (result.env_steps - 256 + 32)
+    assert not uniform
+    assert metrics.registry.get_sample_value("actorrt_rl_learner_updates_total", {"learner": "offpolicy"}) == result.updates
+    if scheme.collection == "remote" and scheme.collection_mode == "async":
+        # 16 updates per 32-step rollout: a broadcast every third rollout (48 >= 40 updates).
+        assert result.updates // 48 - 1 <= version <= result.updates // 40
+
+
+def test_off_policy_collectors_warm_up_uniformly_then_follow_the_policy(rl_cluster: actorrt.Cluster) -> None:
+    """Actions of the warm-up cover [-2, 2] evenly; afterwards they come from TD3's policy
+    (deterministic plus 10% noise: far from uniform)."""
+
+    async def go() -> Any:
+        replay = _pendulum_replay()
+        async with Learner(make_td3, PENDULUM, off_policy_scheme(1, updates_per_step=0.1), replay=replay,
+                           batch_size=32, learning_starts=512) as learner:
+            await learner.train(512)
+            warm = replay.actions[: len(replay)].copy()
+            await learner.train(3000)
+            return warm, replay.actions[512 : len(replay)].copy()
+
+    def ks_to_uniform(a: np.ndarray) -> float:  # max |ECDF - CDF of U(-2, 2)|
+        x = np.sort(a.ravel())
+        return float(np.max(np.abs(np.arange(1, len(x) + 1) / len(x) - (x + 2) / 4)))
+
+    warm, later = on(rl_cluster, go())
+    assert len(warm) == 512 and len(later) > 1000
+    assert ks_to_uniform(warm) < 0.08, ks_to_uniform(warm)  # 1% critical value for n = 512: 0.072
+    assert ks_to_uniform(later) > 0.15, ks_to_uniform(later)
+
+
+def test_a_killed_off_policy_collector_is_replaced(rl_cluster: actorrt.Cluster) -> None:
+    async def go() -> Any:
+        async with Learner(make_sac, PENDULUM, off_policy_scheme(2, updates_per_step=0.25), replay=_pendulum_replay(),
+                           batch_size=32, learning_starts=256) as learner:
+            pid = await learner._pool.handles[0].pid()
+            training = asyncio.ensure_future(learner.train(4000))
+            while learner.updates < 10:
+                await asyncio.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+            return await training
+
+    result = on(rl_cluster, go())
+    assert result.replaced_workers == 1 and result.env_steps >= 4000

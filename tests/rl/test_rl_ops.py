@@ -102,3 +102,111 @@ def test_discounted_returns_by_hand() -> None:
     discounts = _t(np.array([[0.5], [0.0], [0.5]]))  # episode ends at t = 1
     G = ops.discounted_returns(rewards, discounts, _t(np.array([10.0])))
     np.testing.assert_allclose(G.numpy()[:, 0], [1 + 0.5 * 2, 2, 3 + 0.5 * 10])
+
+
+# -- off-policy targets ------------------------------------------------------------------------
+
+
+def test_td_target_bootstraps_truncation_not_termination() -> None:
+    r = _t(np.array([1.0, 1.0, 1.0]))
+    terminated = torch.tensor([False, True, False])  # the third is a truncation: not terminal
+    y = ops.td_target(r, terminated, _t(np.array([10.0, 10.0, 10.0])), 0.9)
+    np.testing.assert_allclose(y.numpy(), [10.0, 1.0, 10.0])
+
+
+def clipped_double_q_reference(r, d, q1, q2, gamma, logp, alpha):  # type: ignore[no-untyped-def]
+    """y = r + gamma (1 - d) (min(Q'_1, Q'_2) - alpha log pi(a'|s')), one transition at a time."""
+    return np.array(
+        [r[i] + gamma * (1 - d[i]) * (min(q1[i], q2[i]) - alpha * logp[i]) for i in range(len(r))]
+    )
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.2])
+def test_clipped_double_q_target_matches_paper(alpha: float) -> None:
+    rng = np.random.default_rng(0)
+    n = 20
+    r, q1, q2, logp = rng.normal(size=n), rng.normal(size=n), rng.normal(size=n), rng.normal(size=n)
+    d = rng.random(n) < 0.3
+    y = ops.clipped_double_q_target(_t(r), torch.as_tensor(d), _t(q1), _t(q2), 0.99, _t(logp) if alpha else None, alpha)
+    np.testing.assert_allclose(y.numpy(), clipped_double_q_reference(r, d, q1, q2, 0.99, logp, alpha), atol=1e-12)
+
+
+def test_smoothed_target_action_clips_noise_then_action() -> None:
+    mu = _t(np.array([[0.0, 1.9], [-1.9, 0.5]]))
+    noise = _t(np.array([[0.7, 0.3], [-0.2, -2.0]]))
+    low, high = _t(np.array([-2.0, -2.0])), _t(np.array([2.0, 2.0]))
+    out = ops.smoothed_target_action(mu, noise, 0.5, low, high)
+    # clip(noise, -0.5, 0.5) = [[.5, .3], [-.2, -.5]]; then clip(mu + eps, -2, 2)
+    np.testing.assert_allclose(out.numpy(), [[0.5, 2.0], [-2.0, 0.0]])
+
+
+def test_tanh_gaussian_log_prob_matches_change_of_variables() -> None:
+    """Against the naive float64 formula, torch.distributions' TanhTransform, and a density that
+    integrates to 1 over (-1, 1)."""
+    rng = np.random.default_rng(0)
+    mean, log_std = _t(rng.normal(size=(50, 3))), _t(rng.normal(0, 0.5, size=(50, 3)))
+    u = mean + torch.randn(50, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * log_std.exp()
+    ours = ops.tanh_gaussian_log_prob(u, mean, log_std)
+    normal = torch.distributions.Normal(mean, log_std.exp())
+    naive = (normal.log_prob(u) - torch.log(1 - torch.tanh(u) ** 2)).sum(-1)
+    np.testing.assert_allclose(ours.numpy(), naive.numpy(), rtol=1e-9, atol=1e-9)
+    squashed = torch.distributions.TransformedDistribution(normal, [torch.distributions.TanhTransform()])
+    a = torch.tanh(u).clamp(-1 + 1e-12, 1 - 1e-12)
+    np.testing.assert_allclose(ours.numpy(), squashed.log_prob(a).sum(-1).numpy(), rtol=1e-6, atol=1e-6)
+    # 1-D density of a = tanh(u), u ~ N(0.3, 0.8^2): integrates to 1 (midpoint rule in u).
+    grid = torch.linspace(-8, 8, 20001, dtype=torch.float64)
+    du = grid[1] - grid[0]
+    logp = ops.tanh_gaussian_log_prob(grid[:, None], _t(np.array([0.3])), _t(np.log([0.8])))
+    da = (1 - torch.tanh(grid) ** 2) * du
+    assert float((logp.exp() * da).sum()) == pytest.approx(1.0, abs=1e-6)
+    # Finite far in the tails, in float32.
+    far = ops.tanh_gaussian_log_prob(torch.tensor([[30.0]]), torch.tensor([[30.0]]), torch.tensor([[0.0]]))
+    assert torch.isfinite(far).all()
+
+
+def test_soft_update_is_polyak_averaging() -> None:
+    rng = np.random.default_rng(0)
+    target = [torch.as_tensor(rng.normal(size=s)) for s in [(3, 4), (4,)]]
+    source = [torch.as_tensor(rng.normal(size=s)) for s in [(3, 4), (4,)]]
+    expected = [0.005 * s + 0.995 * t for s, t in zip(source, target)]
+    ops.soft_update_(target, source, 0.005)
+    for t, e in zip(target, expected):
+        np.testing.assert_allclose(t.numpy(), e.numpy(), atol=1e-12)
+    with pytest.raises(ValueError):
+        ops.soft_update_(target, source, 1.5)
+
+
+# -- evolution strategies -------------------------------------------------------------------------
+
+
+def centered_ranks_reference(x: np.ndarray) -> np.ndarray:
+    """The OpenAI-ES code's compute_centered_ranks, restated: rank in [0, n-1], / (n-1), - 0.5."""
+    flat = x.ravel()
+    ranks = np.empty(len(flat))
+    for rank, i in enumerate(sorted(range(len(flat)), key=lambda i: (flat[i], i))):
+        ranks[i] = rank
+    return (ranks / (len(flat) - 1) - 0.5).reshape(x.shape)
+
+
+def test_centered_ranks_matches_reference_and_ignores_scale() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(7, 2))
+    x[3, 1] = x[0, 0]  # a tie
+    out = ops.centered_ranks(_t(x))
+    np.testing.assert_allclose(out.numpy(), centered_ranks_reference(x))
+    assert out.min() == -0.5 and out.max() == 0.5 and abs(float(out.sum())) < 1e-12
+    np.testing.assert_allclose(ops.centered_ranks(_t(np.exp(3 * x) + 100)).numpy(), out.numpy())
+
+
+def test_es_gradient_matches_sum_and_is_unbiased_on_a_quadratic() -> None:
+    rng = np.random.default_rng(0)
+    n, d, sigma = 5, 3, 0.1
+    up, um, eps = rng.normal(size=n), rng.normal(size=n), rng.normal(size=(n, d))
+    reference = sum((up[i] - um[i]) * eps[i] for i in range(n)) / (2 * n * sigma)
+    np.testing.assert_allclose(ops.es_gradient(_t(up), _t(um), _t(eps), sigma).numpy(), reference, atol=1e-12)
+    # F(theta) = -|theta - c|^2: grad = -2 (theta - c); antithetic differences are exactly linear.
+    theta, c = np.array([0.5, -1.0, 2.0]), np.array([1.0, 1.0, 1.0])
+    eps = np.random.default_rng(1).normal(size=(20_000, 3))
+    F = lambda th: -((th - c) ** 2).sum(-1)  # noqa: E731
+    g = ops.es_gradient(_t(F(theta + sigma * eps)), _t(F(theta - sigma * eps)), _t(eps), sigma).numpy()
+    np.testing.assert_allclose(g, -2 * (theta - c), atol=0.06)

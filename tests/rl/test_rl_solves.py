@@ -1,4 +1,5 @@
-"""Slow: the algorithms solve their tasks (mean of the last 20 training returns >= bar).
+"""Slow: the algorithms solve their tasks (mean of the last 20 training returns >= bar; of the
+last 10 for the off-policy Pendulum runs, as the issue defines it).
 
 ``test_ppo_solves_cartpole`` takes ~5 s and is the one CI runs (all of them: ~4 min); the 5-seed runs check the bar
 "solves CartPole-v1 on at least 4 of 5 seeds" for every algorithm.
@@ -88,3 +89,61 @@ def test_impala_solves_cartpole_4_of_5() -> None:
 def test_ppo_solves_pendulum(tmp_path: Path) -> None:
     result = _run_example("ppo_pendulum", 0, tmp_path)
     assert result.solved and result.mean_return >= -200, result
+
+
+@pytest.mark.slow
+def test_sac_solves_pendulum(tmp_path: Path) -> None:
+    """Mean of the last 10 returns >= -200; 5-7k env steps (15-20 s) on seeds 0-4."""
+    result = _run_example("sac_pendulum", 0, tmp_path)
+    assert result.solved and result.mean_return >= -200 and result.env_steps <= 15_000, result
+
+
+@pytest.mark.slow
+def test_sac_with_prioritized_replay_solves_pendulum(tmp_path: Path) -> None:
+    result = _run_example("sac_pendulum", 1, tmp_path, prioritized=True)
+    assert result.solved and result.mean_return >= -200, result
+
+
+@pytest.mark.slow
+def test_td3_solves_pendulum(tmp_path: Path) -> None:
+    """7-9k env steps (12-17 s) on seeds 0-4."""
+    result = _run_example("sac_pendulum", 0, tmp_path, algo="td3")
+    assert result.solved and result.mean_return >= -200 and result.env_steps <= 20_000, result
+
+
+@pytest.mark.slow
+def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path) -> None:
+    """off_policy_scheme on the example's own embedded cluster: 2 collectors feed the learner's
+    replay. Solved in 5.7-6.8k env steps (17-21 s) on seeds 0-2."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "examples/sac_pendulum.py", "--num-collectors", "2", "--num-steps", "16", "--no-progress",
+         "--no-tensorboard", "--run-dir", str(tmp_path / "run")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
+    )
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0 and line["solved"] and line["mean_return"] >= -200, (line, proc.stderr[-2000:])
+    assert line["updates"] > 0.8 * (line["env_steps"] - 1000)  # one update per env step after the warm-up
+
+
+@pytest.mark.slow
+def test_quickstart_main_solves_and_ends_with_its_json_line(tmp_path: Path) -> None:
+    """``python examples/quickstart_cartpole.py`` as a user runs it, to a solved result line
+    (it used to crash there: a numpy bool is not JSON serialisable)."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "examples/quickstart_cartpole.py", "--no-progress", "--no-tensorboard", "--run-dir",
+         str(tmp_path / "run")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert line["solved"] is True and line["mean_return"] >= 475, line

@@ -1,0 +1,137 @@
+"""SAC: soft actor-critic with twin Q and automatic temperature (Haarnoja et al. 2018,
+"Soft Actor-Critic Algorithms and Applications", Algorithm 1).
+
+The policy maximises reward plus entropy, ``sum_t E[r_t + alpha H(pi(.|s_t))]``:
+
+    critics:     y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')),  a' ~ pi(.|s')
+                 J_Q = sum_i mean (Q_i(s, a) - y)^2
+    actor:       J_pi = mean (alpha log pi(a~|s) - min_i Q_i(s, a~)),  a~ ~ pi(.|s) reparameterised
+    temperature: J(alpha) = mean (-alpha (log pi(a~|s) + H_target)),   H_target = -dim(A)
+    targets:     theta'_i <- tau theta_i + (1 - tau) theta'_i
+
+``alpha`` is optimised as ``log alpha`` (so it stays positive), with ``alpha`` replaced by
+``log alpha`` in ``J(alpha)``: the gradient has the same sign, and a step size that does not
+shrink with ``alpha`` (as SB3 and the authors' later code do). The policy is a tanh-squashed
+Gaussian (:class:`rl.SquashedGaussianActor`, with the log-density correction of the paper's
+appendix C).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rl import ops
+from rl.algorithm import PolicyStep
+from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
+from rl.models import SquashedGaussianActor, TwinQCritic
+from rl.replay import ReplayBatch
+
+__all__ = ["SAC"]
+
+
+class Temperature(nn.Module):
+    """``log alpha`` as a module, so that it is saved and restored with the rest."""
+
+    def __init__(self, alpha: float) -> None:
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.tensor(float(alpha)).log())
+
+    def forward(self) -> torch.Tensor:
+        """``alpha`` (with a gradient to ``log alpha``)."""
+        return self.log_alpha.exp()
+
+
+class SAC(OffPolicyAlgorithm):
+    """SAC with twin critics, target critics and (by default) automatic entropy temperature."""
+
+    model: SquashedGaussianActor
+
+    def __init__(
+        self,
+        actor: SquashedGaussianActor,
+        critic: TwinQCritic,
+        actor_lr: float = 3e-4,
+        critic_lr: float = 3e-4,
+        alpha_lr: float = 3e-4,
+        gamma: float = 0.99,
+        tau: float = 0.005,
+        alpha: float = 1.0,
+        autotune_alpha: bool = True,
+        target_entropy: float | None = None,
+    ) -> None:
+        super().__init__(actor)
+        self.critic = critic
+        self.target_critic = frozen_copy(critic)
+        self.gamma = gamma
+        self.tau = tau
+        self.temperature = Temperature(alpha)
+        self.autotune_alpha = autotune_alpha
+        self.target_entropy = float(-actor.action_dim if target_entropy is None else target_entropy)
+        """``H_target``; the paper's heuristic ``-dim(A)`` by default."""
+        self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
+        self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
+        self.alpha_optimizer = torch.optim.Adam(self.temperature.parameters(), lr=alpha_lr, fused=True)
+
+    @property
+    def alpha(self) -> float:
+        """The current temperature."""
+        return float(self.temperature.log_alpha.detach().exp())
+
+    def sample(self, obs: torch.Tensor) -> PolicyStep:
+        """``a ~ pi(.|s)`` with its log-probability (uniform during warm-up)."""
+        if self.uniform_exploration:
+            return PolicyStep(self._uniform(obs), None, None)
+        action, log_prob = self.model.sample(obs)
+        return PolicyStep(action, log_prob, None)
+
+    def predict(self, obs: torch.Tensor) -> torch.Tensor:
+        """The squashed mean action."""
+        return self.model.greedy(obs)
+
+    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+        """One step of each of critics, actor and temperature; then the soft target update."""
+        alpha = self.temperature().detach()
+
+        # Soft policy evaluation: the critics regress onto the soft one-step target.
+        with torch.no_grad():
+            next_action, next_log_prob = self.model.sample(batch.next_obs)
+            next_q1, next_q2 = self.target_critic(batch.next_obs, next_action)
+            y = ops.clipped_double_q_target(
+                batch.rewards, batch.terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha
+            )
+        q1, q2 = self.critic(batch.obs, batch.actions)
+        critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        # Soft policy improvement, through the reparameterised sample.
+        self.critic.requires_grad_(False)
+        action, log_prob = self.model.sample(batch.obs)
+        q1_pi, q2_pi = self.critic(batch.obs, action)
+        actor_loss = (alpha * log_prob - torch.minimum(q1_pi, q2_pi)).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_optimizer.step()
+        self.critic.requires_grad_(True)
+
+        # Temperature: raise alpha when the entropy is below the target, lower it above.
+        alpha_loss = torch.zeros(())
+        if self.autotune_alpha:
+            alpha_loss = -(self.temperature.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+
+        self._soft_update(self.target_critic, self.critic, self.tau)
+        self.updates += 1
+        self.td_errors = (y - q1).detach().numpy()
+        return {
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "alpha": float(alpha),
+            "alpha_loss": alpha_loss.item(),
+            "entropy": float(-log_prob.detach().mean()),
+            "q_mean": float(q1.detach().mean()),
+        }

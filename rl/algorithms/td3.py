@@ -1,0 +1,105 @@
+"""TD3: twin delayed DDPG (Fujimoto et al. 2018, Algorithm 1).
+
+Three changes to DDPG against overestimation:
+
+    clipped double Q:          y = r + gamma (1 - terminated) min_{i=1,2} Q'_i(s', a')
+    target policy smoothing:   a' = clip(mu'(s') + clip(eps, -c, c), low, high),  eps ~ N(0, sigma~^2)
+    delayed policy updates:    the actor and all targets move every d-th critic update (d = 2)
+
+    critics: L = sum_i mean (y - Q_i(s, a))^2
+    actor:   maximise Q_1(s, mu(s))
+    targets: theta'_i <- tau theta_i + (1 - tau) theta'_i,  phi' <- tau phi + (1 - tau) phi'
+
+Noise scales (acting ``sigma``, smoothing ``sigma~`` and clip ``c``) are fractions of each
+action's half-range, so the paper's 0.1 / 0.2 / 0.5 for actions in ``[-1, 1]`` carry over to
+other bounds.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl import ops
+from rl.algorithm import PolicyStep
+from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
+from rl.models import DeterministicActor, TwinQCritic
+from rl.replay import ReplayBatch
+
+__all__ = ["TD3"]
+
+
+class TD3(OffPolicyAlgorithm):
+    """TD3 with the paper's defaults."""
+
+    model: DeterministicActor
+
+    def __init__(
+        self,
+        actor: DeterministicActor,
+        critic: TwinQCritic,
+        actor_lr: float = 3e-4,
+        critic_lr: float = 3e-4,
+        gamma: float = 0.99,
+        tau: float = 0.005,
+        exploration_noise: float = 0.1,
+        policy_noise: float = 0.2,
+        noise_clip: float = 0.5,
+        policy_delay: int = 2,
+    ) -> None:
+        super().__init__(actor)
+        self.critic = critic
+        self.target_actor = frozen_copy(actor)
+        self.target_critic = frozen_copy(critic)
+        self.gamma = gamma
+        self.tau = tau
+        self.exploration_noise = exploration_noise
+        self.policy_noise = policy_noise
+        self.noise_clip = noise_clip
+        self.policy_delay = policy_delay
+        self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
+        self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
+        self._last_actor_loss = float("nan")
+
+    def sample(self, obs: torch.Tensor) -> PolicyStep:
+        """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""
+        if self.uniform_exploration:
+            return PolicyStep(self._uniform(obs), None, None)
+        mu = self.model(obs)
+        noise = torch.randn_like(mu) * (self.exploration_noise * self.model.scale)
+        return PolicyStep(torch.maximum(torch.minimum(mu + noise, self.model.high), self.model.low), None, None)
+
+    def predict(self, obs: torch.Tensor) -> torch.Tensor:
+        """``mu(s)``."""
+        return self.model(obs)
+
+    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+        """One critic step; every ``policy_delay`` steps also an actor step and the target updates."""
+        actor = self.model
+        with torch.no_grad():
+            noise = torch.randn_like(batch.actions) * (self.policy_noise * actor.scale)
+            next_action = ops.smoothed_target_action(
+                self.target_actor(batch.next_obs), noise, self.noise_clip * actor.scale, actor.low, actor.high
+            )
+            next_q1, next_q2 = self.target_critic(batch.next_obs, next_action)
+            y = ops.clipped_double_q_target(batch.rewards, batch.terminated, next_q1, next_q2, self.gamma)
+        q1, q2 = self.critic(batch.obs, batch.actions)
+        critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        self.updates += 1
+
+        if self.updates % self.policy_delay == 0:
+            self.critic.requires_grad_(False)
+            q1_pi, _ = self.critic(batch.obs, actor(batch.obs))
+            actor_loss = -q1_pi.mean()
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            self.actor_optimizer.step()
+            self.critic.requires_grad_(True)
+            self._last_actor_loss = actor_loss.item()
+            self._soft_update(self.target_critic, self.critic, self.tau)
+            self._soft_update(self.target_actor, actor, self.tau)
+
+        self.td_errors = (y - q1).detach().numpy()
+        return {"critic_loss": critic_loss.item(), "actor_loss": self._last_actor_loss, "q_mean": float(q1.detach().mean())}

@@ -1,0 +1,198 @@
+"""Hindsight experience replay (Andrychowicz et al. 2017), ``future`` strategy.
+
+Goal-conditioned episodes are stored whole; a sampled transition ``(o_t, a_t, o_{t+1}, g)`` has
+its goal replaced, with probability ``1 - 1 / (1 + k)``, by a goal achieved later in the same
+episode,
+
+    g' = ag_{t'},   t' ~ U{t+1, ..., T}        (ag_{t'}: achieved goal after step t'-1)
+
+and its reward recomputed by the environment's own ``compute_reward(ag_{t+1}, g')``: the agent
+learns how to reach what it did reach. ``k`` (``n_sampled_goal``) is 4 in the paper. Rewards of
+non-relabelled transitions are recomputed the same way, so the two kinds agree exactly.
+
+Observations given to the agent are ``concat(observation, goal)`` (:func:`goal_obs`). An
+episode's ``terminated`` flags are kept as the environment gave them (relabelling does not move
+a termination); tasks such as :class:`rl.envs.PointReach` never terminate, only truncate.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from rl.replay import ReplayBatch
+
+__all__ = ["GoalEpisode", "HerReplay", "goal_obs", "run_goal_episode", "success_rate", "train_goal_conditioned"]
+
+ComputeReward = Callable[[np.ndarray, np.ndarray, Any], np.ndarray]
+
+
+def goal_obs(observation: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """What a goal-conditioned agent sees: ``concat(observation, goal)`` on the last axis, float32."""
+    return np.concatenate([observation, goal], axis=-1).astype(np.float32)
+
+
+class GoalEpisode(NamedTuple):
+    """One episode of ``T`` steps of a goal environment.
+
+    ``observations`` and ``achieved_goals`` have ``T + 1`` rows (before the first step and after
+    each step); ``desired_goal`` is the episode's goal; ``actions``, ``terminated`` and
+    ``truncated`` have ``T`` rows. ``success``: ``info["is_success"]`` after the last step.
+    """
+
+    observations: np.ndarray
+    achieved_goals: np.ndarray
+    desired_goal: np.ndarray
+    actions: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_return: float
+    success: bool
+
+
+def run_goal_episode(env: gym.Env, act: Callable[[np.ndarray], np.ndarray], seed: int | None = None) -> GoalEpisode:
+    """Run one episode; ``act`` maps a batch ``[1, obs + goal]`` of :func:`goal_obs` to actions ``[1, act]``."""
+    obs, info = env.reset(seed=seed)
+    observations, achieved, actions, terms, truncs = [obs["observation"]], [obs["achieved_goal"]], [], [], []
+    goal = obs["desired_goal"]
+    total = 0.0
+    while True:
+        action = np.asarray(act(goal_obs(obs["observation"], goal)[None]))[0]
+        obs, reward, terminated, truncated, info = env.step(action)
+        observations.append(obs["observation"])
+        achieved.append(obs["achieved_goal"])
+        actions.append(action)
+        terms.append(terminated)
+        truncs.append(truncated)
+        total += float(reward)
+        if terminated or truncated:
+            break
+    return GoalEpisode(
+        np.asarray(observations, np.float32),
+        np.asarray(achieved, np.float32),
+        np.asarray(goal, np.float32),
+        np.asarray(actions, np.float32),
+        np.asarray(terms, bool),
+        np.asarray(truncs, bool),
+        total,
+        bool(info.get("is_success", False)),
+    )
+
+
+class HerReplay:
+    """Whole episodes in a ring of ``capacity // max_episode_steps`` slots; ``future`` relabelling.
+
+    ``n_sampled_goal=0`` disables relabelling (plain replay of the same episodes), which is what a
+    comparison with and without HER needs. Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_dim: int,
+        goal_dim: int,
+        action_shape: tuple[int, ...],
+        max_episode_steps: int,
+        compute_reward: ComputeReward,
+        n_sampled_goal: int = 4,
+        seed: int | None = None,
+    ) -> None:
+        self.max_steps = int(max_episode_steps)
+        self.num_slots = max(1, int(capacity) // self.max_steps)
+        self.compute_reward = compute_reward
+        self.relabel_probability = 1.0 - 1.0 / (1.0 + n_sampled_goal)
+        """``1 - 1/(1+k)``: the fraction of sampled transitions whose goal is replaced."""
+        T = self.max_steps
+        self.observations = np.zeros((self.num_slots, T + 1, obs_dim), np.float32)
+        self.achieved_goals = np.zeros((self.num_slots, T + 1, goal_dim), np.float32)
+        self.desired_goals = np.zeros((self.num_slots, goal_dim), np.float32)
+        self.actions = np.zeros((self.num_slots, T, *action_shape), np.float32)
+        self.terminated = np.zeros((self.num_slots, T), bool)
+        self.truncated = np.zeros((self.num_slots, T), bool)
+        self.lengths = np.zeros(self.num_slots, np.int64)
+        self._next = 0
+        self._episodes = 0
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        """Transitions stored."""
+        return int(self.lengths.sum())
+
+    def add_episode(self, episode: GoalEpisode) -> None:
+        """Store an episode (overwriting the oldest when full)."""
+        T = len(episode.actions)
+        if not 1 <= T <= self.max_steps:
+            raise ValueError(f"episode of {T} steps; this replay holds 1 to {self.max_steps}")
+        s = self._next
+        self.observations[s, : T + 1] = episode.observations
+        self.achieved_goals[s, : T + 1] = episode.achieved_goals
+        self.desired_goals[s] = episode.desired_goal
+        self.actions[s, :T] = episode.actions
+        self.terminated[s, :T] = episode.terminated
+        self.truncated[s, :T] = episode.truncated
+        self.lengths[s] = T
+        self._next = (s + 1) % self.num_slots
+        self._episodes += 1
+
+    def sample(self, batch_size: int) -> ReplayBatch:
+        """Transitions drawn uniformly over all stored steps, a fraction of them relabelled."""
+        total = self.lengths.sum()
+        if total == 0:
+            raise ValueError("sample from an empty replay")
+        ep = self.rng.choice(self.num_slots, size=batch_size, p=self.lengths / total)
+        T = self.lengths[ep]
+        t = (self.rng.random(batch_size) * T).astype(np.int64)
+        goals = self.desired_goals[ep].copy()
+        relabel = self.rng.random(batch_size) < self.relabel_probability
+        # future: t' uniform in {t+1, ..., T}, the achieved goal after step t'-1.
+        future = t + 1 + (self.rng.random(batch_size) * (T - t)).astype(np.int64)
+        goals[relabel] = self.achieved_goals[ep[relabel], future[relabel]]
+        next_achieved = self.achieved_goals[ep, t + 1]
+        rewards = np.asarray(self.compute_reward(next_achieved, goals, None), np.float32).reshape(batch_size)
+        return ReplayBatch(
+            goal_obs(self.observations[ep, t], goals),
+            self.actions[ep, t],
+            rewards,
+            goal_obs(self.observations[ep, t + 1], goals),
+            self.terminated[ep, t],
+            self.truncated[ep, t],
+            np.ones(batch_size, np.float32),
+            np.full(batch_size, -1, np.int64),
+        )
+
+
+def train_goal_conditioned(
+    agent: Any,
+    env: gym.Env,
+    replay: HerReplay,
+    episodes: int,
+    updates_per_step: float = 1.0,
+    batch_size: int = 128,
+    warmup_episodes: int = 5,
+    seed: int = 0,
+) -> list[GoalEpisode]:
+    """Episode loop for goal tasks: act (uniformly at random for ``warmup_episodes``), store the
+    episode, then ``updates_per_step`` updates per step it took. ``agent`` wraps DDPG, TD3 or SAC.
+    Returns the training episodes."""
+    algo = agent.algorithm
+    history: list[GoalEpisode] = []
+    updates_due = 0.0
+    for i in range(episodes):
+        algo.uniform_exploration = i < warmup_episodes
+        episode = run_goal_episode(env, agent.sample, seed=seed + i)
+        replay.add_episode(episode)
+        history.append(episode)
+        if i + 1 >= warmup_episodes:
+            updates_due += updates_per_step * len(episode.actions)
+            while updates_due >= 1.0:
+                agent.learn(replay.sample(batch_size))
+                updates_due -= 1.0
+    algo.uniform_exploration = False
+    return history
+
+
+def success_rate(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000) -> float:
+    """Fraction of ``episodes`` (greedy actions) that end at the goal (``info["is_success"]``)."""
+    return float(np.mean([run_goal_episode(env, agent.predict, seed=seed + i).success for i in range(episodes)]))

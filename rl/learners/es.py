@@ -1,0 +1,243 @@
+"""Evolution strategies on actorrt: remote workers evaluate perturbations named by noise offsets.
+
+One generation is one call per worker: the learner sends ``theta`` (``d`` floats) and that
+worker's share of the noise offsets; the worker rebuilds each perturbation from its own copy of
+the shared :class:`rl.NoiseTable`, runs one episode per ``theta + sigma eps`` and per
+``theta - sigma eps`` (a mirrored pair shares its environment seed), plus a few episodes of
+``theta`` itself, all in lockstep (one batched forward per time step for the whole share), and
+answers with returns only. A worker that dies is replaced and its share evaluated again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import actorrt
+from rl.agent import Agent
+from rl.algorithms.es import ES, NoiseTable
+from rl.learners.learner import LearnerResult
+from rl.logger import TrainingLogger
+from rl.models import MLPPolicy
+
+__all__ = ["ESWorker", "ESLearner", "evaluate_population"]
+
+log = logging.getLogger("rl.es")
+
+
+@torch.inference_mode()
+def evaluate_population(
+    envs: list[gym.Env], model: MLPPolicy, params: np.ndarray, seeds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One episode per row of ``params`` (``[K, d]``) in ``envs[k]`` reset with ``seeds[k]``.
+
+    All ``K`` episodes advance together; finished ones drop out of the batch. Returns
+    ``(episode returns [K], episode lengths [K])``. ``terminated`` and ``truncated`` both end an
+    episode here: ES scores whole episodes, it bootstraps nothing.
+    """
+    k = len(params)
+    flat = torch.from_numpy(np.ascontiguousarray(params, dtype=np.float32))
+    obs = np.stack([envs[i].reset(seed=int(seeds[i]))[0] for i in range(k)]).astype(np.float32)
+    returns = np.zeros(k)
+    lengths = np.zeros(k, np.int64)
+    alive = np.ones(k, bool)
+    while alive.any():
+        idx = np.flatnonzero(alive)
+        actions = model.batched_forward(flat[idx], torch.from_numpy(obs[idx])).numpy()
+        for a, i in zip(actions, idx):
+            o, r, terminated, truncated, _ = envs[i].step(a)
+            obs[i] = o
+            returns[i] += float(r)
+            lengths[i] += 1
+            if terminated or truncated:
+                alive[i] = False
+    return returns, lengths
+
+
+@actorrt.remote_class
+class ESWorker:
+    """Evaluates perturbations of ``theta`` named by noise offsets (see the module docstring)."""
+
+    def __init__(
+        self,
+        env_id: str,
+        make_policy: Callable[[], MLPPolicy],
+        noise_size: int,
+        noise_seed: int,
+        seed: int,
+        env_fn: Callable[[], gym.Env] | None = None,
+    ) -> None:
+        torch.set_num_threads(1)
+        self.model = make_policy()
+        self.noise = NoiseTable(noise_size, noise_seed)
+        self.make_env = env_fn or (lambda: gym.make(env_id))
+        self.envs: list[gym.Env] = []
+        self.rng = np.random.default_rng(seed)
+
+    def evaluate(
+        self, theta: np.ndarray, offsets: np.ndarray, sigma: float, theta_episodes: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """Returns of ``theta + sigma eps_i``, of ``theta - sigma eps_i``, of ``theta`` itself, the
+        lengths of ``theta``'s episodes, and the env steps taken."""
+        d = len(theta)
+        eps = self.noise.stack(offsets, d)
+        m = len(offsets)
+        params = np.concatenate([theta + sigma * eps, theta - sigma * eps, np.repeat(theta[None], theta_episodes, 0)])
+        pair_seeds = self.rng.integers(0, 2**31 - 1, size=m)
+        seeds = np.concatenate([pair_seeds, pair_seeds, self.rng.integers(0, 2**31 - 1, size=theta_episodes)])
+        while len(self.envs) < len(params):
+            self.envs.append(self.make_env())
+        returns, lengths = evaluate_population(self.envs, self.model, params, seeds)
+        return returns[:m], returns[m : 2 * m], returns[2 * m :], lengths[2 * m :], int(lengths.sum())
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class ESLearner:
+    """``async with ESLearner(make_agent, env_id, num_workers=2) as learner: await learner.train(...)``.
+
+    ``make_agent`` (picklable, module level) builds an :class:`rl.Agent` around :class:`rl.ES`;
+    the workers build the policy alone from ``agent.algorithm.model``'s factory, ``make_policy``.
+    Each generation every worker also runs ``theta_episodes / num_workers`` episodes of ``theta``
+    itself: "solved" is judged on those (the mean of the last ``window``), not on perturbations.
+    """
+
+    def __init__(
+        self,
+        make_agent: Callable[[], Agent],
+        make_policy: Callable[[], MLPPolicy],
+        env_id: str,
+        num_workers: int = 2,
+        theta_episodes: int = 4,
+        window: int = 20,
+        seed: int = 0,
+        logger: TrainingLogger | None = None,
+        env_fn: Callable[[], gym.Env] | None = None,
+    ) -> None:
+        if num_workers < 1:
+            raise ValueError("ESLearner needs num_workers >= 1")
+        self.agent = make_agent()
+        if not isinstance(self.agent.algorithm, ES):
+            raise TypeError("ESLearner needs an agent around rl.ES")
+        self.es: ES = self.agent.algorithm
+        self.make_policy = make_policy
+        self.env_id = env_id
+        self.env_fn = env_fn
+        self.num_workers = num_workers
+        self.theta_episodes = theta_episodes
+        self.window = window
+        self.seed = seed
+        self.logger = logger
+        self.handles: list[Any] = []
+        self.env_steps = 0
+        self.replaced = 0
+        self._spawned = 0
+        self._recent: deque[float] = deque(maxlen=window)
+        self._episodes = 0
+        self.history: list[dict[str, float]] = []
+        """Per generation: wall time, env steps, mean return of theta, of the population."""
+
+    async def _spawn(self) -> Any:
+        self._spawned += 1
+        noise = self.es.noise
+        return await ESWorker.remote(
+            self.env_id, self.make_policy, noise.size, noise.seed, self.seed + 10_000 * self._spawned, self.env_fn
+        )
+
+    async def start(self) -> ESLearner:
+        self.handles = list(await asyncio.gather(*[self._spawn() for _ in range(self.num_workers)]))
+        return self
+
+    async def close(self) -> None:
+        await asyncio.gather(*[actorrt.kill(h) for h in self.handles], return_exceptions=True)
+        self.handles = []
+
+    async def __aenter__(self) -> ESLearner:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def _evaluate_share(self, i: int, theta: np.ndarray, offsets: np.ndarray, episodes: int) -> tuple:
+        """Worker ``i`` evaluates its share; if it dies, a new worker takes its place and the share."""
+        while True:
+            try:
+                return await self.handles[i].evaluate(theta, offsets, self.es.sigma, episodes)
+            except actorrt.ActorDiedError as e:
+                self.replaced += 1
+                log.warning("ESWorker %d died (%s); replacing it", i, e)
+                if self.logger is not None:
+                    self.logger.note(f"ESWorker {i} died ({e}); replaced")
+                self.handles[i] = await self._spawn()
+
+    @property
+    def mean_return(self) -> float:
+        """Mean return of ``theta`` over the last ``window`` evaluation episodes."""
+        return float(np.mean(self._recent)) if self._recent else float("nan")
+
+    def _solved(self, solved_return: float | None) -> bool:
+        return solved_return is not None and len(self._recent) == self.window and self.mean_return >= solved_return
+
+    async def train(
+        self, total_steps: int, solved_return: float | None = None, stop_when_solved: bool = True
+    ) -> LearnerResult:
+        """Generations until ``total_steps`` env steps or, with ``stop_when_solved``, until solved."""
+        start = time.perf_counter()
+        start_steps = self.env_steps
+        ever_solved = False
+        w = len(self.handles)
+        while self.env_steps < total_steps:
+            theta = self.es.theta()
+            offsets = self.es.ask()
+            shares = np.array_split(offsets, w)
+            episodes = [len(e) for e in np.array_split(np.arange(self.theta_episodes), w)]
+            results = await asyncio.gather(
+                *[self._evaluate_share(i, theta, shares[i], episodes[i]) for i in range(w)]
+            )
+            pos = np.concatenate([r[0] for r in results])
+            neg = np.concatenate([r[1] for r in results])
+            theta_returns = np.concatenate([r[2] for r in results])
+            theta_lengths = np.concatenate([r[3] for r in results])
+            steps = sum(r[4] for r in results)
+            stats = self.es.tell(offsets, pos, neg)
+            self.env_steps += steps
+            self._recent.extend(theta_returns.tolist())
+            self._episodes += len(theta_returns)
+            self.history.append(
+                {"wall_s": time.perf_counter() - start, "env_steps": float(self.env_steps),
+                 "theta_return": float(theta_returns.mean()) if len(theta_returns) else float("nan"),
+                 "population_return": stats["return_mean"]}
+            )
+            if self.logger is not None:
+                self.logger.log_episodes(self.env_steps, theta_returns, theta_lengths)
+                fps = (self.env_steps - start_steps) / max(1e-9, time.perf_counter() - start)
+                self.logger.log_update(self.env_steps, {**stats, "frames_per_s": fps}, postfix={"fps": f"{fps:,.0f}"})
+            ever_solved = ever_solved or self._solved(solved_return)
+            if stop_when_solved and ever_solved:
+                break
+        wall = time.perf_counter() - start
+        return LearnerResult(
+            solved=ever_solved,
+            env_steps=self.env_steps,
+            wall_s=wall,
+            mean_return=self.mean_return,
+            episodes=self._episodes,
+            updates=self.es.generation,
+            frames_per_s=(self.env_steps - start_steps) / max(wall, 1e-9),
+            mean_weight_lag=0.0,
+            replaced_workers=self.replaced,
+        )

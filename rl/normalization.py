@@ -1,0 +1,135 @@
+"""Observation and reward normalisation whose statistics travel with the weights.
+
+:class:`NormalizingAgent` does what SB3's ``VecNormalize`` does (observations standardised by
+running mean and variance and clipped; rewards divided by the running standard deviation of the
+discounted return), but keeps the statistics as buffers of the model (``obs_rms``), so a
+broadcast of the learner's weights hands every remote collector the same statistics. Rollouts
+keep raw observations and raw rewards (so episode returns stay true returns); the learner
+normalises a rollout with the statistics the collectors acted with, then updates them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rl.agent import Agent
+from rl.algorithm import Algorithm
+from rl.storage import Rollout
+
+__all__ = ["RunningMeanStd", "NormalizingAgent"]
+
+
+class RunningMeanStd(nn.Module):
+    """Running mean and variance of a stream of ``[N, *shape]`` batches (float64 buffers).
+
+    Batches are merged with the parallel-variance formula (Chan et al. 1979), so the result is
+    the mean and (population) variance of everything seen, in any batch sizes.
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(self, shape: tuple[int, ...] = ()) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(0.0, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: np.ndarray) -> None:
+        """Merge a batch (leading dim: samples)."""
+        x = np.asarray(x, dtype=np.float64)
+        n = x.shape[0]
+        if n == 0:
+            return
+        b_mean, b_var = x.mean(0), x.var(0)
+        count = float(self.count)
+        mean, var = self.mean.numpy(), self.var.numpy()
+        total = count + n
+        delta = b_mean - mean
+        new_mean = mean + delta * n / total
+        m2 = var * count + b_var * n + delta**2 * count * n / total
+        self.mean.copy_(torch.from_numpy(np.asarray(new_mean)))
+        self.var.copy_(torch.from_numpy(np.asarray(m2 / total)))
+        self.count.fill_(total)
+
+    def normalize(self, x: np.ndarray, clip: float, epsilon: float = 1e-8) -> np.ndarray:
+        """``clip((x - mean) / sqrt(var + eps), -clip, clip)`` as float32."""
+        out = (np.asarray(x, np.float64) - self.mean.numpy()) / np.sqrt(self.var.numpy() + epsilon)
+        return np.clip(out, -clip, clip).astype(np.float32)
+
+
+class NormalizingAgent(Agent):
+    """An :class:`rl.Agent` that standardises observations and scales rewards (see the module).
+
+    Adds ``obs_rms`` (and ``ret_rms``) to ``algorithm.model``, so they are part of its weights and
+    of its checkpoints; build it the same way in the learner and in every collector.
+    """
+
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        obs_shape: tuple[int, ...],
+        gamma: float,
+        normalize_obs: bool = True,
+        normalize_reward: bool = True,
+        clip_obs: float = 10.0,
+        clip_reward: float = 10.0,
+    ) -> None:
+        super().__init__(algorithm)
+        self.normalize_obs = normalize_obs
+        self.normalize_reward = normalize_reward
+        self.clip_obs = clip_obs
+        self.clip_reward = clip_reward
+        self.gamma = gamma
+        model = algorithm.model
+        model.add_module("obs_rms", RunningMeanStd(tuple(obs_shape)))
+        model.add_module("ret_rms", RunningMeanStd(()))
+        self.obs_rms: RunningMeanStd = model.obs_rms  # type: ignore[assignment]
+        self.ret_rms: RunningMeanStd = model.ret_rms  # type: ignore[assignment]
+        self._returns: np.ndarray | None = None
+        """Discounted return so far of each environment column, for the reward statistics."""
+
+    def preprocess_obs(self, obs: np.ndarray) -> np.ndarray:
+        """Standardised observations (what the networks see, when acting and when learning)."""
+        if not self.normalize_obs:
+            return super().preprocess_obs(obs)
+        return self.obs_rms.normalize(obs, self.clip_obs)
+
+    def scale_rewards(self, rollout: Rollout) -> np.ndarray:
+        """Update the discounted-return statistics with this rollout; rewards ``/ std(return)``."""
+        rewards = rollout.rewards
+        T, B = rewards.shape
+        if self._returns is None or len(self._returns) != B:
+            self._returns = np.zeros(B)
+        seen = np.empty((T, B))
+        done = rollout.terminated | rollout.truncated
+        for t in range(T):
+            self._returns = self._returns * self.gamma + rewards[t]
+            seen[t] = self._returns
+            self._returns[done[t]] = 0.0
+        self.ret_rms.update(seen.reshape(-1))
+        std = np.sqrt(float(self.ret_rms.var) + 1e-8)
+        return np.clip(rewards / std, -self.clip_reward, self.clip_reward).astype(np.float32)
+
+    def preprocess_batch(self, batch: Any) -> Any:
+        """A rollout with normalised observations (with the statistics the collectors used) and
+        scaled rewards; then the observation statistics take in this rollout's observations."""
+        if not isinstance(batch, Rollout):
+            return batch
+        out = batch
+        if self.normalize_reward:
+            out = out._replace(rewards=self.scale_rewards(batch))
+        if self.normalize_obs:
+            out = out._replace(
+                obs=self.preprocess_obs(batch.obs),
+                final_obs=self.preprocess_obs(batch.final_obs),
+                bootstrap_obs=self.preprocess_obs(batch.bootstrap_obs),
+            )
+            self.obs_rms.update(batch.obs.reshape(-1, *batch.obs.shape[2:]))
+        return out

@@ -1,0 +1,153 @@
+"""DDPG, TD3 and SAC: their models, their updates, and short runs on real environments."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rl
+from rl.replay import ReplayBatch
+
+OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+HIDDEN = (32, 32)
+
+
+def _make(name: str, **kwargs) -> rl.algorithms._off_policy.OffPolicyAlgorithm:  # type: ignore[no-untyped-def]
+    if name == "SAC":
+        return rl.SAC(rl.SquashedGaussianActor(OBS, ACT, HIDDEN), rl.TwinQCritic(OBS, ACT, HIDDEN), **kwargs)
+    if name == "TD3":
+        return rl.TD3(rl.DeterministicActor(OBS, ACT, HIDDEN), rl.TwinQCritic(OBS, ACT, HIDDEN), **kwargs)
+    return rl.DDPG(rl.DeterministicActor(OBS, ACT, HIDDEN), rl.QCritic(OBS, ACT, HIDDEN), **kwargs)
+
+
+def _bandit(n: int, seed: int) -> ReplayBatch:
+    """One-step episodes: reward ``-(a - 0.5 - obs_0)^2``, every transition terminal."""
+    rng = np.random.default_rng(seed)
+    obs = rng.uniform(-1, 1, (n, 2)).astype(np.float32)
+    actions = rng.uniform(-2, 2, (n, 1)).astype(np.float32)
+    rewards = -((actions[:, 0] - 0.5 - obs[:, 0]) ** 2).astype(np.float32)
+    ones = np.ones(n, bool)
+    return ReplayBatch(obs, actions, rewards, obs, ones, ~ones, np.ones(n, np.float32), np.arange(n))
+
+
+def test_squashed_gaussian_log_prob_is_the_density_of_its_actions() -> None:
+    """Against torch.distributions: Normal, then tanh, then the affine map onto [-2, 2]."""
+    torch.manual_seed(0)
+    actor = rl.SquashedGaussianActor(OBS, ACT, HIDDEN)
+    obs = torch.rand(64, 2) * 2 - 1
+    torch.manual_seed(1)
+    action, log_prob = actor.sample(obs)
+    assert action.abs().max() <= 2.0
+    mean, log_std = actor(obs)
+    dist = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()),
+        [torch.distributions.TanhTransform(), torch.distributions.AffineTransform(actor.bias, actor.scale)],
+    )
+    reference = dist.log_prob(action.clamp(-2 + 1e-5, 2 - 1e-5)).sum(-1)
+    np.testing.assert_allclose(log_prob.detach().numpy(), reference.detach().numpy(), rtol=1e-3, atol=1e-3)
+    assert (log_std >= -5).all() and (log_std <= 2).all()
+
+
+@pytest.mark.parametrize("name", ["DDPG", "TD3", "SAC"])
+def test_actor_climbs_the_critic_on_a_bandit(name: str) -> None:
+    """On one-step episodes with reward -(a - 0.5 - s_0)^2 the greedy action goes to 0.5 + s_0."""
+    torch.manual_seed(0)
+    algo = _make(name, actor_lr=3e-3, critic_lr=3e-3)
+    agent = rl.Agent(algo)
+    for i in range(400):
+        stats = agent.learn(_bandit(128, i))
+    assert all(np.isfinite(v) for v in stats.values()), stats
+    test = _bandit(256, 10_000)
+    greedy = agent.predict(test.obs)[:, 0]
+    error = np.abs(greedy - (0.5 + test.obs[:, 0]))
+    assert error.mean() < 0.15, (name, error.mean())
+    assert algo.td_errors.shape == (128,)
+
+
+def test_td3_delays_the_actor_and_targets() -> None:
+    torch.manual_seed(0)
+    algo = _make("TD3", policy_delay=2)
+    actor0 = algo.model.get_weights()
+    target0 = algo.target_critic.get_weights()
+    rl.Agent(algo).learn(_bandit(32, 0))
+    assert all(np.array_equal(actor0[k], v) for k, v in algo.model.get_weights().items())
+    assert all(np.array_equal(target0[k], v) for k, v in algo.target_critic.get_weights().items())
+    rl.Agent(algo).learn(_bandit(32, 1))
+    assert not all(np.array_equal(actor0[k], v) for k, v in algo.model.get_weights().items())
+
+
+def test_ddpg_targets_follow_by_polyak_averaging() -> None:
+    torch.manual_seed(0)
+    algo = _make("DDPG", tau=0.1)
+    before = {k: v.copy() for k, v in algo.target_critic.get_weights().items()}
+    rl.Agent(algo).learn(_bandit(32, 0))
+    online, after = algo.critic.get_weights(), algo.target_critic.get_weights()
+    for k in before:
+        np.testing.assert_allclose(after[k], 0.9 * before[k] + 0.1 * online[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target_entropy,direction", [(-50.0, -1), (50.0, +1)])
+def test_sac_temperature_moves_towards_the_entropy_target(target_entropy: float, direction: int) -> None:
+    torch.manual_seed(0)
+    algo = _make("SAC", alpha=0.5, alpha_lr=1e-2, target_entropy=target_entropy)
+    agent = rl.Agent(algo)
+    for i in range(20):
+        agent.learn(_bandit(64, i))
+    assert np.sign(algo.alpha - 0.5) == direction, algo.alpha
+
+
+def test_uniform_exploration_covers_the_bounds_and_sample_stays_inside() -> None:
+    torch.manual_seed(0)
+    for name in ("DDPG", "TD3", "SAC"):
+        algo = _make(name, **({"exploration_noise": 5.0} if name != "SAC" else {}))
+        agent = rl.Agent(algo)
+        obs = np.random.default_rng(0).uniform(-1, 1, (2000, 2)).astype(np.float32)
+        acted = agent.sample(obs)
+        assert acted.min() >= -2.0 and acted.max() <= 2.0, name
+        algo.uniform_exploration = True
+        uniform = agent.sample(obs)
+        assert uniform.min() < -1.9 and uniform.max() > 1.9 and abs(uniform.mean()) < 0.1, name
+
+
+def test_state_dict_round_trip_includes_temperature(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    algo = _make("SAC", alpha=0.3)
+    rl.Agent(algo).learn(_bandit(32, 0))
+    rl.Agent(algo).save(tmp_path / "sac.pt")
+    fresh = _make("SAC", alpha=1.0)
+    rl.Agent(fresh).restore(tmp_path / "sac.pt")
+    assert fresh.alpha == pytest.approx(algo.alpha)
+    for k, v in algo.target_critic.get_weights().items():
+        np.testing.assert_array_equal(fresh.target_critic.get_weights()[k], v)
+
+
+@pytest.mark.parametrize("name", ["DDPG", "TD3", "SAC"])
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_short_pendulum_run(name: str, prioritized: bool) -> None:
+    """A few hundred steps of the real loop: warm-up, updates at the ratio, priorities updated."""
+    torch.manual_seed(0)
+    config = rl.CollectorConfig("Pendulum-v1", num_envs=2, num_steps=4, seed=0)
+    obs_space, act_space = rl.collector.env_spaces(config)
+    actor = (rl.SquashedGaussianActor if name == "SAC" else rl.DeterministicActor)(obs_space, act_space, HIDDEN)
+    critic = (rl.QCritic if name == "DDPG" else rl.TwinQCritic)(obs_space, act_space, HIDDEN)
+    algo = getattr(rl, name)(actor, critic)
+    agent = rl.Agent(algo)
+    replay_cls = rl.PrioritizedReplay if prioritized else rl.UniformReplay
+    replay = replay_cls(10_000, obs_space.shape, act_space.shape, seed=0)
+    collector = rl.Collector(config, agent)
+    try:
+        result = rl.train_off_policy(agent, collector, replay, 600, learning_starts=200, batch_size=32,
+                                     updates_per_step=0.5)
+    finally:
+        collector.close()
+    assert result.env_steps == 600 and len(replay) == 600
+    # 0.5 updates per env step from the collect that crossed learning_starts (8 steps each).
+    assert 0.5 * (600 - 200) <= algo.updates <= 0.5 * (600 - 200 + 8)
+    assert result.episodes == 2  # 300 steps per env: one 200-step episode each
+    if prioritized:
+        leaves = replay.tree[np.arange(600)]
+        assert len(np.unique(leaves)) > 50  # priorities follow the TD errors, not all the maximum
+        assert replay.beta == pytest.approx(0.4 + 0.6 * 592 / 600)  # annealed to 1 (set before the last collect)
