@@ -430,9 +430,11 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     # ---- housekeeping -----------------------------------------------------------------------
 
-    def sweep(self) -> None:
-        """Drop silent workers and clients past their grace period. Called periodically."""
-        for worker_id in self.table.stale_workers(self.worker_timeout_s):
+    def sweep(self, period_s: float = 0.0) -> None:
+        """Drop silent workers and clients past their grace period. Called every ``period_s``
+        seconds: a worker silent for more than the timeout less one period is dropped now, so a
+        lost node is always detected within ``worker_timeout_s`` of its last heartbeat."""
+        for worker_id in self.table.stale_workers(self.worker_timeout_s - period_s):
             queue = self._to_worker.get(worker_id)
             if queue is not None:
                 queue.put_nowait(None)
@@ -551,7 +553,7 @@ class Master(Service):
         period = min(1.0, self.servicer.worker_timeout_s / 4, self.servicer.client_grace_s / 4)
         while True:
             await asyncio.sleep(period)
-            self.servicer.sweep()
+            self.servicer.sweep(period)
 
     async def _close(self) -> None:
         if self._sweeper is not None:
