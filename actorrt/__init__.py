@@ -18,7 +18,8 @@ _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import asyncio
 import logging
-from typing import Any, Coroutine, TypeVar
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from actorrt._client import Cluster, connect, kill
 from actorrt._current import current_cluster

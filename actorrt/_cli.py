@@ -15,8 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from actorrt import _ops, _resources, _rpc
 from actorrt._errors import ActorRTError
@@ -281,7 +282,7 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")
     print(f"token written to {record['token_file']} (mode 0600)")
-    print("connect from Python:   async with actorrt.connect(\"%s\") as cluster: ..." % address)
+    print(f'connect from Python:   async with actorrt.connect("{address}") as cluster: ...')
     print(f"add a machine:         ACTORRT_TOKEN=<token> actorrt connect --address {address} --node-ip <its ip>")
     print("see it:                actorrt status    stop it: actorrt stop")
     return 0

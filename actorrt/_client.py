@@ -18,8 +18,9 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Sequence
+from typing import Any
 
 import grpc
 
@@ -34,11 +35,10 @@ from actorrt._remote import options_of
 from actorrt._serialization import dumps, name_culprit, ship_local_modules
 from actorrt._session import MasterSession
 from actorrt._status import ClusterStatus
-from actorrt.v1 import actor_host_pb2
-from actorrt.v1 import common_pb2
+from actorrt.v1 import actor_host_pb2, common_pb2
 from actorrt.v1 import master_pb2 as pb
 
-__all__ = ["connect", "Cluster", "kill"]
+__all__ = ["Cluster", "connect", "kill"]
 
 log = logging.getLogger("actorrt.client")
 
@@ -84,6 +84,7 @@ class Cluster:
         self._embedded: list[Any] = []
         self._session: MasterSession | None = None
         self._thread: threading.Thread | None = None
+        self._closing: set[asyncio.Future[None]] = set()  # connections closing: the loop keeps only weak refs
 
     @property
     def embedded(self) -> bool:
@@ -134,7 +135,9 @@ class Cluster:
             conn, waiters = self.state.died(died.actor_id, died.cause)
             if conn is not None:
                 conn.mark_dead(died.cause)
-                asyncio.ensure_future(conn.close(died.cause))
+                closing = asyncio.ensure_future(conn.close(died.cause))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(died.cause)
@@ -149,7 +152,7 @@ class Cluster:
         self.state.await_death(actor_id, waiter)
         try:
             return await asyncio.wait_for(waiter, wait_s)  # type: ignore[no-any-return]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         finally:
             self.state.forget_waiter(actor_id, waiter)
@@ -246,7 +249,7 @@ class Cluster:
         try:
             # The master enforces the timeout; the margin covers a master that went away.
             return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)  # type: ignore[no-any-return]
-        except asyncio.TimeoutError as e:
+        except TimeoutError as e:
             raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
         finally:
             self.state.withdraw(request_id)
@@ -392,7 +395,7 @@ class Cluster:
 def _dump_spec(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> common_pb2.Payload:
     try:
         return dumps((cls, args, kwargs))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         try:  # an argument, or the class itself?
             dumps((args, kwargs))
         except Exception as args_error:  # noqa: BLE001

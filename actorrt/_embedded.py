@@ -3,7 +3,7 @@ this process, on the caller's loop, and stops them when the connection closes.""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from actorrt._master import Master
 from actorrt._worker import WorkerDaemon

@@ -9,16 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "ActorRTError",
-    "RemoteError",
+    "SLOT_NOT_READY",
     "ActorDiedError",
-    "SerializationError",
-    "PlacementError",
+    "ActorRTError",
+    "AuthenticationError",
     "ClusterConnectionError",
     "MasterUnreachableError",
-    "AuthenticationError",
+    "PlacementError",
     "ProtocolVersionError",
-    "SLOT_NOT_READY",
+    "RemoteError",
+    "SerializationError",
 ]
 
 # How a worker says an actor never reached its host (the slot's warm host had just died); the

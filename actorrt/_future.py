@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 __all__ = ["CallFuture", "get", "spawn"]
 

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import grpc
 
 from actorrt import _rpc, _shm, _wire
+from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
-from actorrt._codec import Encoded, PayloadTooLarge, decode, decode_streamed, encode
 from actorrt._serialization import name_culprit
 from actorrt.v1 import actor_host_pb2 as pb
 
 if TYPE_CHECKING:
     from actorrt._client import Cluster
 
-__all__ = ["ActorHandle", "ActorConnection"]
+__all__ = ["ActorConnection", "ActorHandle"]
 
 T = TypeVar("T")
 _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
@@ -92,7 +92,7 @@ class ActorConnection:
             for message in _wire.bounded(pb.CallBatch(construct=construct).SerializeToString()):
                 await self._call.write(message)
             reply = await asyncio.wait_for(self._call.read(), timeout_s if timeout_s > 0 else None)
-        except (grpc.RpcError, asyncio.TimeoutError) as e:
+        except (TimeoutError, grpc.RpcError) as e:
             await self._teardown()
             detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
             raise ActorDiedError(self.actor_id, f"could not construct {self.class_name}: {detail}") from e
@@ -136,7 +136,7 @@ class ActorConnection:
         what = f"{self.class_name}.{name}"
         try:
             encoded = encode((args, kwargs), pool=self._pool if self.shm else None, limit=self.cluster.max_payload_bytes)
-        except PayloadTooLarge as e:
+        except PayloadTooLargeError as e:
             raise SerializationError(
                 f"arguments of {what} are {e} (connect(max_payload_mb=...)); nothing was sent"
             ) from None

@@ -24,15 +24,16 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 
 import grpc
 
 from actorrt import _rpc, _shm, _wire
-from actorrt._outbox import Outbox
+from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
-from actorrt._codec import PayloadTooLarge, decode, decode_streamed, describe_size, encode
+from actorrt._outbox import Outbox
 from actorrt._serialization import EMPTY, NO_ARGS, dumps
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
@@ -67,7 +68,7 @@ class ConcurrencyLimit:
     once per call on the host's hot path. Host loop only.
     """
 
-    __slots__ = ("free", "_waiters")
+    __slots__ = ("_waiters", "free")
 
     def __init__(self, n: int) -> None:
         self.free = n
@@ -187,7 +188,7 @@ class CallStream:
         what = f"{self.actor.class_name}.{method}"  # for errors
         try:
             encoded = encode(value, pool=self.pool, limit=self.actor.max_payload_bytes)
-        except PayloadTooLarge as e:
+        except PayloadTooLargeError as e:
             err: Exception = ValueError(f"return value of {what} is {e} (connect(max_payload_mb=...))")
         except Exception as e:  # noqa: BLE001
             err = TypeError(
@@ -319,7 +320,7 @@ class CallStream:
         self.outbox.flush()
         try:
             await asyncio.wait_for(self.outbox.drain(), 1.0)
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - the client may be gone
+        except (TimeoutError, Exception):  # noqa: BLE001 - the client may be gone
             pass
         if self.actor.report_fd is not None:
             self.actor.stats.report(self.actor.report_fd)
@@ -391,7 +392,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         self.stats.bytes_out += len(data)
         return data
 
-    async def Calls(  # noqa: N802 - gRPC's name
+    async def Calls(
         self, request_iterator: AsyncIterator[pb.CallBatch], context: grpc.aio.ServicerContext
     ) -> None:
         requests = _joined(request_iterator)

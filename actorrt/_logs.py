@@ -22,16 +22,17 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from actorrt import _rpc
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = [
-    "OutputRelay",
     "LineSplitter",
+    "OutputRelay",
     "configure_logging",
     "default_log_dir",
     "ids",
@@ -382,7 +383,7 @@ class DaemonLogFile(logging.handlers.RotatingFileHandler):
             raise ValueError(f"a rotating log needs max_bytes >= 1 and backups >= 1, got {max_bytes}, {backups}")
         super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+    def handleError(self, record: logging.LogRecord) -> None:
         """Drop the record: the report would go to stderr, which is this very file."""
 
     def _open(self) -> Any:

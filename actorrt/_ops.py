@@ -10,8 +10,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from actorrt import _logs, _rpc
 
@@ -19,18 +20,18 @@ if TYPE_CHECKING:
     import grpc
     from prometheus_client import CollectorRegistry
 
-    from actorrt._status import ClusterStatus
     from actorrt._metrics import MetricsServer
+    from actorrt._status import ClusterStatus
 
 __all__ = [
     "ClusterTarget",
     "add_cluster_args",
     "add_daemon_args",
-    "default_address",
     "add_logs_parser",
     "add_status_args",
-    "start_metrics",
+    "default_address",
     "run_status",
+    "start_metrics",
 ]
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
-from typing import Any, Awaitable, Callable, Coroutine, Generic, Sequence, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Generic, TypeVar
 
 from actorrt import _wire
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from actorrt._current import current_cluster
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorHandle
 
-__all__ = ["remote_class", "ActorOptions", "RemoteClass", "options_of"]
+__all__ = ["ActorOptions", "RemoteClass", "options_of", "remote_class"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)

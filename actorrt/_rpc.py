@@ -11,9 +11,10 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import grpc
 
@@ -27,20 +28,20 @@ from actorrt._errors import (
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "TLS",
     "TokenInterceptor",
     "auth_metadata",
     "channel_options",
+    "listen",
+    "load_token",
+    "new_token",
+    "open_channel",
     "server_options",
     "state_dir",
     "token_path",
-    "load_token",
-    "write_token",
-    "new_token",
     "translate",
     "version_mismatch",
-    "TLS",
-    "open_channel",
-    "listen",
+    "write_token",
 ]
 
 log = logging.getLogger("actorrt")

@@ -23,7 +23,7 @@ import cloudpickle
 from actorrt._errors import SerializationError
 from actorrt.v1 import common_pb2
 
-__all__ = ["dumps", "name_culprit", "ship_local_modules", "EMPTY", "NO_ARGS"]
+__all__ = ["EMPTY", "NO_ARGS", "dumps", "name_culprit", "ship_local_modules"]
 
 EMPTY = common_pb2.Payload()
 NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})

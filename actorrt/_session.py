@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 
@@ -90,7 +90,7 @@ class MasterSession:
         if self._writer is not None:
             try:
                 await asyncio.wait_for(self._outbox.join(), CLOSE_WAIT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._writer.cancel()
         self.closed = True
@@ -100,7 +100,7 @@ class MasterSession:
                 await self._call.done_writing()
                 if self._reader is not None:
                     await asyncio.wait_for(asyncio.shield(self._reader), CLOSE_WAIT_S)
-            except (grpc.RpcError, asyncio.TimeoutError, asyncio.InvalidStateError):
+            except (TimeoutError, grpc.RpcError, asyncio.InvalidStateError):
                 pass
             self._call.cancel()
         if self._reader is not None:
@@ -135,7 +135,7 @@ class MasterSession:
                 except grpc.RpcError as probe:
                     e = probe
             raise _rpc.translate(e, "connect", self.address) from e
-        except asyncio.TimeoutError as e:
+        except TimeoutError as e:
             self._call.cancel()
             raise MasterUnreachableError(
                 f"connect: no actorrt master answered at {self.address} within {self.timeout:g}s"

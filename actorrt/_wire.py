@@ -14,20 +14,21 @@ messages it would build. Pure functions, thread-safe; ``Incoming`` belongs to on
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 __all__ = [
     "CALL_CHUNK",
-    "REPLY_CHUNK",
     "CHUNK_BYTES",
     "MAX_SPLIT_BYTES",
-    "chunks",
-    "chunk_data",
-    "split",
-    "bounded",
-    "Joiner",
+    "REPLY_CHUNK",
     "Incoming",
+    "Joiner",
+    "bounded",
+    "chunk_data",
+    "chunks",
     "passthrough",
+    "split",
 ]
 
 CHUNK_BYTES = 4 << 20
@@ -130,7 +131,7 @@ class Joiner:
             data, self._pending = self._pending.buffers[0], None
             try:
                 return self._parse(data)
-            except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, say
+            except Exception as e:
                 raise ValueError(f"malformed stream: a split message does not parse: {e}") from e
         if type(message) is not memoryview and message.split_bytes:
             if message.split_bytes > MAX_SPLIT_BYTES:

@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import os
@@ -83,8 +84,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Awaitable, Callable, Protocol, Sequence
+from typing import IO, Any, Protocol
 
 MIB = 2**20
 GROUPS = ("cold_start", "create", "latency", "pipelined", "payload", "cpu", "idle")
@@ -333,7 +335,7 @@ class Reporter:
             rows.append((r.system, r.bench, value, r.unit, details))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         lines = ["  ".join(cell.ljust(w) if i != 2 else cell.rjust(w) for i, (cell, w) in
-                           enumerate(zip(row[:4], widths))) + "  " + row[4] for row in rows]
+                           enumerate(zip(row[:4], widths, strict=True))) + "  " + row[4] for row in rows]
         lines.insert(1, "-" * min(120, sum(widths) + 8 + max(len(row[4]) for row in rows)))
         return "\n".join(line.rstrip() for line in lines)
 
@@ -520,7 +522,8 @@ async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorR
                 break
             value: Any = np.ones(size, dtype=np.uint8) if kind == "numpy" else b"\x01" * size
             make = a.method("make" if kind == "numpy" else "make_bytes")
-            calls = {"to_actor": lambda: take(value), "from_actor": lambda: make(size)}
+            calls: dict[str, Callable[[], Awaitable[Any]]] = {
+                "to_actor": functools.partial(take, value), "from_actor": functools.partial(make, size)}
             if kind == "bytes":
                 calls = {d: c for d, c in calls.items() if d in failed}
             prefix = "payload" if kind == "numpy" else "payload_bytes"
@@ -549,6 +552,7 @@ async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorR
                 t = statistics.median(ts)
                 report.emit(Result(f"{prefix}_{direction}_{label}", system.name, size / MIB / t, "MiB/s",
                                    {**extra, "direction": direction, "median_ms": _sig(t * 1e3)}))
+            calls.clear()  # the payload is freed before the next one is made
             del value
 
 
@@ -789,8 +793,8 @@ def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: 
 
 def _side_by_side(args: argparse.Namespace, cfg: Config, groups: set[str]) -> int:
     """Each system in its own child process, alternating, round after round; see the docstring."""
-    from side_by_side import Unavailable, run_rounds, summary_table
     from peers import parl_status
+    from side_by_side import Unavailable, run_rounds, summary_table
 
     pythons = {"actorrt": sys.executable, "ray": args.ray_python, "grpc_floor": sys.executable,
                "tcp_floor": sys.executable}

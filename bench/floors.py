@@ -22,7 +22,8 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 _METHOD = "/floor.Echo/Echo"
 _FRAME = struct.Struct("!I")

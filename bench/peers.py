@@ -11,7 +11,8 @@ import json
 import os
 import subprocess
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 # The gist of why each peer that cannot run here does not, shown in the table instead of numbers.
 PARL_PIN = "parl==2.2.1"

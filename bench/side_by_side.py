@@ -98,7 +98,7 @@ def summary_table(
             ratios.append(_fmt(ours / theirs) if ours is not None and theirs else "-")
         rows.append([bench, unit, *(_fmt(med[s]) for s in systems), *ratios, *("n/a" for _ in unavailable)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
              for row in rows]
     lines.insert(1, "-" * len(lines[0]))
     for u in unavailable:

@@ -7,15 +7,16 @@ import asyncio
 import json
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
 import actorrt
 from actorrt._cli import build_parser
-from rl.metrics import RL_METRICS, RL_METRIC_NAMES
+from rl.metrics import RL_METRIC_NAMES, RL_METRICS
 from tests.obs_helpers import MetricsCluster, scrape_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +98,7 @@ def metrics_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metric
 async def test_every_dashboard_expression_uses_exported_metrics(metrics_cluster: MetricsCluster) -> None:
     exprs = _dashboard_exprs()
     assert len(exprs) >= 20
-    async with metrics_cluster.connect() as cluster:
+    async with metrics_cluster.connect():
         a = await Echo.remote()
         await asyncio.gather(*[a.echo(i) for i in range(20)])
         with pytest.raises(RuntimeError):

@@ -5,7 +5,8 @@ cannot use), never hangs, and goes on serving everybody else."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -102,7 +103,7 @@ class Raw:
             while True:  # read until the server ends the call, or stays quiet (a live session)
                 try:
                     reply = await asyncio.wait_for(call.read(), EVERY_STEP_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     return "open"
                 if reply is grpc.aio.EOF:
                     return "ended"

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
@@ -107,7 +107,7 @@ class _RecordingProxy:
             while not self._stop.is_set():
                 try:
                     data = src.recv(65536)
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 if not data:
                     break
@@ -303,7 +303,7 @@ def test_absurd_resource_counts_are_refused_before_anything_starts(
 
     from actorrt._worker import WorkerDaemon
 
-    with pytest.raises(ValueError, match="gpus 10000000 is out of range|gpus 10000000 is more than"):
+    with pytest.raises(ValueError, match=r"gpus 10000000 is out of range|gpus 10000000 is more than"):
         WorkerDaemon("127.0.0.1:1", cpus=1, gpus=10**7)
     with pytest.raises(ValueError, match="cpus 10000000 is out of range"):
         WorkerDaemon("127.0.0.1:1", cpus=10**7)

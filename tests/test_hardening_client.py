@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 

@@ -138,7 +138,7 @@ async def test_messages_larger_than_a_hosts_bound_arrive_split(
         assert len(await sink.echo(pickled)) == 20 * MIB
         small = [np.full(900_000, i % 256, dtype=np.uint8) for i in range(12)]  # each under the shm threshold
         back = await sink.echo(small)
-        assert all(np.array_equal(a, b) for a, b in zip(back, small))
+        assert all(np.array_equal(a, b) for a, b in zip(back, small, strict=True))
         burst = [sink.length(bytes(300_000)) for _ in range(60)]  # ~18 MB queued behind each other
         assert await asyncio.gather(*burst) == [300_000] * 60
         await c.kill(sink)

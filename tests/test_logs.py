@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -107,7 +106,7 @@ async def test_logs_of_a_live_actor_and_bad_ids(cluster: ProcCluster) -> None:
         def say(self, text: str) -> None:
             print(text)
 
-    async with cluster.connect(log_to_driver=False) as c:
+    async with cluster.connect(log_to_driver=False):
         a = await Chatty.remote()
         await a.say("first line")
         cli = ["--address", cluster.address, "--token", cluster.token]

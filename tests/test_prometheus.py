@@ -12,11 +12,11 @@ import asyncio
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -127,7 +127,7 @@ async def test_prometheus_scrapes_the_cluster(metrics_cluster: MetricsCluster, t
     prom = Prometheus(tmp_path, scrape_config(master, workers, f"127.0.0.1:{learner_server.port}"))
     try:
         assert await asyncio.to_thread(wait_until, prom.ready, 30), prom.log.read_text()[-2000:]
-        async with c.connect() as cluster:
+        async with c.connect():
             p = await Pinger.remote()
             await asyncio.gather(*[p.ping(i) for i in range(30)])
             learner.frames(128)

@@ -6,8 +6,8 @@ import datetime
 import ipaddress
 import os
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import numpy as np
@@ -100,7 +100,7 @@ async def test_protocol_version_mismatch_is_refused_with_both_versions(cluster: 
 
 
 async def test_payload_over_the_limit_fails_that_call_alone(cluster: ProcCluster) -> None:
-    async with cluster.connect(max_payload_mb=1) as c:
+    async with cluster.connect(max_payload_mb=1):
         box = await Box.remote()
         with pytest.raises(actorrt.SerializationError, match=r"arguments of Box.put are 2.0 MiB, over the limit of 1.0 MiB"):
             box.put(np.zeros(2 * 2**20, dtype=np.uint8))
@@ -122,7 +122,7 @@ def _write_pem(path: Path, data: bytes) -> str:
 
 def _issue(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None,
            issuer_key: ec.EllipticCurvePrivateKey | None, ca: bool = False) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     builder = (
         x509.CertificateBuilder()
@@ -189,7 +189,7 @@ async def test_server_tls_only_for_clients_that_verify_it(tmp_path: Path, pki: d
     )
     try:
         assert len(c.status()["nodes"]) == 1
-        async with actorrt.connect(c.address, token=c.token, tls_ca=pki["ca"]) as cluster:
+        async with actorrt.connect(c.address, token=c.token, tls_ca=pki["ca"]):
             box = await Box.remote()
             assert await box.put([1]) == 1
             await actorrt.kill(box)

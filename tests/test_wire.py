@@ -114,7 +114,7 @@ async def test_large_buffers_over_the_socket_keep_order_limits_and_writability(
         assert np.array_equal(got, np.arange(5 * MIB, dtype=np.uint8))
         mixed = (np.arange(5 * MIB // 8, dtype=np.int64), b"small", np.zeros(0), np.ones(MIB // 4, np.float32))
         back = await log.echo(mixed)  # several buffers, chunked both ways, order kept
-        assert all(np.array_equal(a, b) for a, b in zip(back[:: 2], mixed[:: 2])) and back[1] == b"small"
+        assert all(np.array_equal(a, b) for a, b in zip(back[:: 2], mixed[:: 2], strict=True)) and back[1] == b"small"
         assert np.array_equal(back[3], mixed[3])
         with pytest.raises(actorrt.SerializationError, match="over the limit"):
             log.note(np.zeros(9 * MIB, dtype=np.uint8))
