@@ -102,6 +102,7 @@ class Cluster:
         if not self.address:
             from actorrt._embedded import start_embedded  # the servers load only when needed
 
+            assert self.token is not None  # __init__ makes one for an embedded cluster
             self.address, self._embedded = await start_embedded(self.token, self._embedded_cpus, self._preload)
         self._session = MasterSession(
             self.address,
@@ -151,7 +152,7 @@ class Cluster:
         waiter: asyncio.Future[Any] = self.loop.create_future()
         self.state.await_death(actor_id, waiter)
         try:
-            return await asyncio.wait_for(waiter, wait_s)  # type: ignore[no-any-return]
+            return await asyncio.wait_for(waiter, wait_s)
         except TimeoutError:
             return None
         finally:
@@ -248,7 +249,7 @@ class Cluster:
         self._session.send(msg)
         try:
             # The master enforces the timeout; the margin covers a master that went away.
-            return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)  # type: ignore[no-any-return]
+            return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)
         except TimeoutError as e:
             raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
         finally:
@@ -335,7 +336,6 @@ class Cluster:
 
     def __enter__(self) -> Cluster:
         """Blocking use from a plain script: the cluster runs on a background loop thread."""
-        ready: asyncio.Future[None] | None = None
         started = threading.Event()
         holder: dict[str, Any] = {}
 
@@ -343,7 +343,7 @@ class Cluster:
             try:
                 import uvloop
 
-                loop = uvloop.new_event_loop()
+                loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
             except ImportError:
                 loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
@@ -358,9 +358,9 @@ class Cluster:
         started.wait()
         loop = holder["loop"]
         self.loop = loop
-        ready = asyncio.run_coroutine_threadsafe(self.__aenter__(), loop)  # type: ignore[assignment]
+        ready = asyncio.run_coroutine_threadsafe(self.__aenter__(), loop)
         try:
-            ready.result()  # type: ignore[union-attr]
+            ready.result()
         except BaseException:
             self._stop_thread()
             raise

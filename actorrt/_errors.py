@@ -112,7 +112,7 @@ def rebuild_remote_error(
             _dual_classes[cls] = dual
         if dual is not RemoteError:
             try:
-                err = dual.__new__(dual, *cause.args)
+                err: RemoteError = dual.__new__(dual, *cause.args)
                 err.__dict__.update(getattr(cause, "__dict__", {}))
                 err.args = cause.args
                 RemoteError._fill(err, method, type_name, message, remote_traceback, cause)

@@ -71,7 +71,7 @@ class ActorConnection:
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
         self._channel: grpc.aio.Channel | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: grpc.aio.StreamStreamCall[pb.CallBatch | bytes, pb.ReplyBatch | memoryview] | None = None
         self._reader: asyncio.Task[None] | None = None
         # The reply whose streamed value is arriving in chunks: its buffers, and its future
         # with the pickle (None when nobody waits for it any more).
@@ -100,7 +100,7 @@ class ActorConnection:
             if probe is not None:
                 _shm.unlink([probe])
                 construct.shm_probe = ""
-        if reply is grpc.aio.EOF or not reply.replies:
+        if not isinstance(reply, pb.ReplyBatch) or not reply.replies:  # EOF, or not an answer
             await self._teardown()
             raise ActorDiedError(self.actor_id, f"actor host closed the stream while constructing {self.class_name}")
         first = reply.replies[0]
@@ -146,7 +146,7 @@ class ActorConnection:
             return encoded
         seq = next(self._seq)
         header = pb.CallBatch()
-        header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)  # type: ignore[arg-type]
+        header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
         return seq, [*_wire.bounded(header.SerializeToString()), *_wire.chunks(_wire.CALL_CHUNK, encoded.streamed)]
 
     def _enqueue(
@@ -161,13 +161,13 @@ class ActorConnection:
                 self._pool.release(packed.segments())
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
-        if type(packed) is tuple:
+        if isinstance(packed, tuple):
             seq, messages = packed
             self._pending[seq] = (fut, name, kind)
             self._outbox.push_encoded(messages)
             return
         seq = next(self._seq)
-        call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
+        call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)
         if packed is not None:
             call.args.CopyFrom(packed.payload)
         self._pending[seq] = (fut, name, kind)
@@ -179,10 +179,13 @@ class ActorConnection:
         assert self._call is not None
         detail = "the actor host closed the stream"
         try:
-            while (batch := await self._call.read()) is not grpc.aio.EOF:
-                if type(batch) is memoryview:
+            while True:
+                batch = await self._call.read()
+                if isinstance(batch, memoryview):
                     self._take_chunk(batch)
                     continue
+                if not isinstance(batch, pb.ReplyBatch):  # grpc.aio.EOF
+                    break
                 if batch.released and self._pool is not None:
                     self._pool.release(batch.released)
                 self._settle(batch.replies)
@@ -343,6 +346,9 @@ class ActorHandle(Generic[T]):
     """
 
     __slots__ = ("_conn", "_kinds", "_methods")
+    _conn: ActorConnection
+    _kinds: dict[str, bool]
+    _methods: dict[str, _Method]
 
     def __init__(self, conn: ActorConnection) -> None:
         object.__setattr__(self, "_conn", conn)

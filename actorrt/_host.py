@@ -26,7 +26,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -37,6 +37,13 @@ from actorrt._outbox import Outbox
 from actorrt._serialization import EMPTY, NO_ARGS, dumps
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    # What a Calls stream reads (batches, or chunks' data: ActorHostServicer.parse) and writes (batches, or
+    # pre-encoded bytes: ActorHostServicer.encode).
+    _Context: TypeAlias = grpc.aio.ServicerContext[pb.CallBatch | memoryview, pb.ReplyBatch | bytes]
 
 READY_PREFIX = "ACTORRT-HOST-READY"
 # A reply batch is flushed early when a sync call has kept the loop this long.
@@ -145,7 +152,7 @@ class CallStream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
     def __init__(
-        self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False, client_pid: int | None = None
+        self, actor: _Actor, context: _Context, shm: bool = False, client_pid: int | None = None
     ) -> None:
         self.actor = actor
         # The client's process, when it shares our pid namespace: if the stream ends because it
@@ -203,11 +210,11 @@ class CallStream:
             return
         self.reply(pb.Reply(seq=seq, error=_failure(err, skip_frames=0)))
 
-    async def run(self, requests: AsyncIterator[pb.CallBatch], first: pb.CallBatch) -> None:
+    async def run(self, requests: AsyncIterator[pb.CallBatch | memoryview], first: pb.CallBatch) -> None:
         try:
             await self.run_batch(first)
             async for batch in requests:
-                if type(batch) is memoryview:
+                if isinstance(batch, memoryview):
                     await self._take_chunk(batch)
                 else:
                     await self.run_batch(batch)
@@ -254,18 +261,18 @@ class CallStream:
             self.pool.release(batch.released)
         for call in batch.calls:
             try:
-                args = call.args
-                if args.streamed:
+                payload = call.args
+                if payload.streamed:
                     if streamed is None:  # the chunks come next: run it once they are here
-                        self._expect_chunks(batch, args.streamed)
+                        self._expect_chunks(batch, payload.streamed)
                         continue
                     if not streamed.buffers:
                         raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
-                    args, kwargs = decode_streamed(args.pickle, streamed.buffers)
-                elif args.pickle:
-                    if args.shared:
-                        self.seen_client_segments.update(s.name for s in args.shared)
-                    args, kwargs = decode(args, self.on_release)
+                    args, kwargs = decode_streamed(payload.pickle, streamed.buffers)
+                elif payload.pickle:
+                    if payload.shared:
+                        self.seen_client_segments.update(s.name for s in payload.shared)
+                    args, kwargs = decode(payload, self.on_release)
                 else:
                     args, kwargs = NO_ARGS
                 if call.kind != pb.CALL_KIND_METHOD:
@@ -393,7 +400,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         return data
 
     async def Calls(
-        self, request_iterator: AsyncIterator[pb.CallBatch], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[pb.CallBatch | memoryview], context: _Context
     ) -> None:
         requests = _joined(request_iterator)
         try:

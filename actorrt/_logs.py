@@ -365,8 +365,8 @@ def configure_logging(
     root.setLevel(getattr(logging, level.upper()))
     if isinstance(handler, DaemonLogFile):
         max_line = min(MAX_RAW_LINE, max(1, max_bytes // 4))  # a piece fits in a file, in UTF-8
-        sys.stdout = _HandlerStream(handler, 1, max_line)  # type: ignore[assignment]
-        sys.stderr = _HandlerStream(handler, 2, max_line)  # type: ignore[assignment]
+        sys.stdout = _HandlerStream(handler, 1, max_line)
+        sys.stderr = _HandlerStream(handler, 2, max_line)
 
 
 class DaemonLogFile(logging.handlers.RotatingFileHandler):

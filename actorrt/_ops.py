@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from actorrt import _logs, _rpc
 
@@ -33,6 +33,8 @@ __all__ = [
     "run_status",
     "start_metrics",
 ]
+
+P = TypeVar("P", bound=argparse.ArgumentParser)  # the CLI's own parser class
 
 
 class OpsError(Exception):
@@ -181,7 +183,7 @@ async def run_status(args: argparse.Namespace, fetch: Callable[[], Awaitable[Clu
 # ---- logs --------------------------------------------------------------------------------------
 
 
-def add_logs_parser(sub: Any, address_type: Callable[[str], str]) -> argparse.ArgumentParser:
+def add_logs_parser(sub: argparse._SubParsersAction[P], address_type: Callable[[str], str]) -> P:
     logs = sub.add_parser("logs", help="print a live or dead actor's output log, read from its node")
     logs.add_argument("actor_id", help="the actor's id, or a unique prefix of it (as in '(Class pid=N id=...)')")
     add_cluster_args(logs, address_type)
@@ -202,11 +204,12 @@ def run_logs(args: argparse.Namespace) -> int:
         async with target.channel() as channel:
             stub = master_pb2_grpc.MasterStub(channel)
             try:
-                return await stub.GetActorLog(
+                response: master_pb2.GetActorLogResponse = await stub.GetActorLog(
                     master_pb2.GetActorLogRequest(actor_id=args.actor_id, max_bytes=args.tail),
                     metadata=target.metadata(),
                     timeout=args.timeout,
                 )
+                return response
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                     raise OpsError(f"actorrt logs: {e.details()}") from e

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -97,6 +97,9 @@ def server_options(max_receive: int, keepalive_s: float = 5.0) -> list[tuple[str
     ]
 
 
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+
 # ---- TLS ------------------------------------------------------------------------------------
 
 
@@ -138,11 +141,13 @@ class TLS:
         return Path(path).read_bytes() if path else None
 
     def server_credentials(self) -> grpc.ServerCredentials:
-        if not self.cert:
+        if not self.cert or not self.key:  # __post_init__ has both or neither
             raise ValueError("TLS: a server needs a certificate and key")
         ca = self._read("ca")
         return grpc.ssl_server_credentials(
-            [(self._read("key"), self._read("cert"))], root_certificates=ca, require_client_auth=ca is not None
+            [(Path(self.key).read_bytes(), Path(self.cert).read_bytes())],
+            root_certificates=ca,
+            require_client_auth=ca is not None,
         )
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
@@ -253,9 +258,9 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[_Req, _Resp] | None]],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[_Req, _Resp] | None:
         presented = b""
         for key, value in details.invocation_metadata or ():
             if key == AUTH_KEY:
@@ -268,14 +273,14 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
         return _refusal(f"actorrt: {reason} (pass token=, ACTORRT_TOKEN or the token file)")
 
 
-def _refusal(message: str) -> grpc.RpcMethodHandler:
+def _refusal(message: str) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler that ends the RPC with UNAUTHENTICATED without reading a single message.
 
     A stream-stream handler whatever the method's kind: on the wire a unary call is a stream of
     one message, and a streaming handler is the only kind gRPC calls before a request is read.
     """
 
-    async def deny(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+    async def deny(_requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
     return grpc.stream_stream_rpc_method_handler(deny)

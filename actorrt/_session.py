@@ -52,7 +52,7 @@ class MasterSession:
         self.unanswered = unanswered
         self.closed = False
         self._channel: grpc.aio.Channel | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: grpc.aio.StreamStreamCall[pb.ClientEvent, pb.ClientNotice] | None = None
         self._outbox: asyncio.Queue[pb.ClientEvent] = asyncio.Queue()
         self._up = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
@@ -76,9 +76,10 @@ class MasterSession:
         assert self._channel is not None
         stub = pb_grpc.MasterStub(self._channel)
         try:
-            return await stub.GetClusterStatus(
+            response: pb.GetClusterStatusResponse = await stub.GetClusterStatus(
                 pb.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(self.token), timeout=self.timeout
             )
+            return response
         except grpc.RpcError as e:
             raise _rpc.translate(e, "status", self.address) from e
 
@@ -140,7 +141,7 @@ class MasterSession:
             raise MasterUnreachableError(
                 f"connect: no actorrt master answered at {self.address} within {self.timeout:g}s"
             ) from e
-        if first is grpc.aio.EOF or not first.HasField("session_opened"):
+        if not isinstance(first, pb.ClientNotice) or not first.HasField("session_opened"):  # or EOF
             raise ClusterConnectionError(f"connect: the master at {self.address} closed the session")
 
     async def _read_forever(self) -> None:
@@ -149,7 +150,7 @@ class MasterSession:
         while True:
             assert self._call is not None
             try:
-                while (notice := await self._call.read()) is not grpc.aio.EOF:
+                while isinstance(notice := await self._call.read(), pb.ClientNotice):  # else EOF
                     backoff = 0.1
                     self.on_notice(notice)
                 if self.closed:

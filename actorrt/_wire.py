@@ -118,7 +118,7 @@ class Joiner:
     on a malformed sequence (a split interrupted, or announced over ``MAX_SPLIT_BYTES``).
     """
 
-    def __init__(self, parse: Callable[[bytearray], Any]) -> None:
+    def __init__(self, parse: Callable[[bytes], Any]) -> None:
         self._parse = parse
         self._pending: Incoming | None = None
 
@@ -130,7 +130,8 @@ class Joiner:
                 return None
             data, self._pending = self._pending.buffers[0], None
             try:
-                return self._parse(data)
+                # protobuf parses the bytearray in place; its stubs ask for bytes (a copy, of up to 2 GiB)
+                return self._parse(data)  # type: ignore[arg-type]
             except Exception as e:
                 raise ValueError(f"malformed stream: a split message does not parse: {e}") from e
         if type(message) is not memoryview and message.split_bytes:

@@ -121,7 +121,7 @@ class Echo:
     def make_bytes(self, n: int) -> bytes:
         if self._made is None or self._made[0] != -n:
             self._made = (-n, b"\x01" * n)
-        return self._made[1]  # type: ignore[no-any-return]
+        return self._made[1]
 
     def spin(self, n: int) -> float:
         """Pure-Python busy loop of ``n`` iterations; returns the seconds it took in here."""
@@ -184,7 +184,7 @@ class _ActorrtRef:
         self.handle = handle
 
     def method(self, name: str) -> Callable[..., Awaitable[Any]]:
-        return getattr(self.handle, name)  # type: ignore[no-any-return]
+        return getattr(self.handle, name)
 
 
 def _actorrt_echo() -> Any:

@@ -24,7 +24,7 @@ class _RayRef:
 
     def method(self, name: str) -> Callable[..., Awaitable[Any]]:
         remote = getattr(self.actor, name).remote
-        return remote  # type: ignore[no-any-return]  # an ObjectRef is awaitable
+        return remote
 
 
 def _ray_init(cpus: int) -> None:

@@ -45,7 +45,7 @@ def run_ours(algo: str, seed: int, cap: int) -> dict:
     if algo == "ppo":
         config = rl.CollectorConfig("CartPole-v1", num_envs=8, num_steps=32, seed=seed)
         obs_space, act_space = env_spaces(config)
-        algorithm = rl.PPO(
+        algorithm: rl.Algorithm = rl.PPO(
             rl.ActorCritic(obs_space, act_space), lr=3e-3, gamma=0.98, gae_lambda=0.8,
             num_epochs=5, num_minibatches=1, seed=seed,
         )
@@ -164,8 +164,9 @@ def main() -> None:
             solved = f"{sum(r['solved'] for r in rows)}/{len(rows)}"
             steps, wall = med(runner, "env_steps"), med(runner, "wall_s")
             ratio = ""
-            if side == "ours" and have_sb3 and wall is not None and med(f"sb3_{algo}", "wall_s"):
-                ratio = f"{wall / med(f'sb3_{algo}', 'wall_s'):.2f}"
+            sb3_wall = med(f"sb3_{algo}", "wall_s") if side == "ours" and have_sb3 and wall is not None else None
+            if wall is not None and sb3_wall:
+                ratio = f"{wall / sb3_wall:.2f}"
             steps_s = "-" if steps is None else f"{steps:.0f}"
             wall_s = "-" if wall is None else f"{wall:.2f}"
             print(f"{algo:<5} {side:<5} {solved:>7} {steps_s:>13} {wall_s:>14} {ratio:>14}")

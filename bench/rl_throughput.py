@@ -41,7 +41,7 @@ def _example(name: str, *args: str, timeout: float = 900) -> dict:
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return {"error": proc.stderr[-1500:]}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return json.loads(lines[-1])
 
 
 def _sb3(algo: str, seed: int, cap: int) -> dict:
@@ -54,7 +54,7 @@ def _sb3(algo: str, seed: int, cap: int) -> dict:
         return {"error": proc.stderr[-1500:]}
     out = json.loads(lines[-1])
     out["frames_per_s"] = out["env_steps"] / max(out["wall_s"], 1e-9)
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def _have(module: str) -> bool:

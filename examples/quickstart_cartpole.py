@@ -82,7 +82,7 @@ def main(config: Config) -> TrainResult:
             returns.extend(rollout.episode_returns.tolist())
             logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
             logger.log_update(collector.total_steps, stats)
-            solved = solved or (len(returns) >= 20 and np.mean(returns[-20:]) >= config.solved_return)
+            solved = solved or (len(returns) >= 20 and bool(np.mean(returns[-20:]) >= config.solved_return))
             if solved and config.stop_when_solved:
                 break
     finally:

@@ -367,6 +367,6 @@ async def test_remote_class_rejects_bad_options() -> None:
     with pytest.raises(ValueError, match="num_cpus must be >= 1"):
         actorrt.remote_class(num_cpus=0)
     with pytest.raises(TypeError, match="max_concurrency must be an int"):
-        actorrt.remote_class(max_concurrency="4")  # type: ignore[arg-type]
+        actorrt.remote_class(max_concurrency="4")  # type: ignore[call-overload]  # the wrong type is the test
     with pytest.raises(actorrt.ClusterConnectionError, match="not connected"):
         Counter.remote()

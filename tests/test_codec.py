@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from actorrt import _codec, _shm
 MIB = 1 << 20
 
 
-def _round_trip(encoded: _codec.Encoded) -> object:
+def _round_trip(encoded: _codec.Encoded) -> Any:
     if encoded.streamed:
         return _codec.decode_streamed(encoded.payload.pickle, [bytearray(r) for r in encoded.streamed])
     return _codec.decode(encoded.payload)

@@ -56,7 +56,7 @@ def test_promql_reader() -> None:
 
 def _dashboard_exprs() -> list[str]:
     dash = json.loads((DEPLOY / "grafana" / "actorrt.json").read_text())
-    exprs = []
+    exprs: list[str] = []
 
     def walk(panels: list[dict[str, Any]]) -> None:
         for p in panels:
@@ -146,7 +146,7 @@ def _k8s_docs() -> list[dict[str, Any]]:
 def _pod_container(doc: dict[str, Any]) -> dict[str, Any]:
     containers = doc["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
-    return containers[0]  # type: ignore[no-any-return]
+    return containers[0]
 
 
 def _flag(args: list[str], name: str) -> str:

@@ -60,7 +60,7 @@ def two_workers(tmp_path: Path) -> Iterator[ProcCluster]:
     c.stop()
 
 
-async def _wait_for(predicate, timeout: float, interval: float = 0.05) -> float:  # type: ignore[no-untyped-def]
+async def _wait_for(predicate, timeout: float, interval: float = 0.05) -> float:
     """Seconds until ``await predicate()`` is true; fails after ``timeout``."""
     t0 = time.monotonic()
     while not await predicate():

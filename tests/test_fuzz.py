@@ -95,7 +95,7 @@ class Raw:
         return self.loop.run_until_complete(asyncio.wait_for(self._exchange(method, frames), EVERY_STEP_S * 3))
 
     async def _exchange(self, method: str, frames: list[bytes]) -> str:
-        call = self.channel.stream_stream(method)(metadata=self.metadata)
+        call: grpc.aio.StreamStreamCall[bytes, bytes] = self.channel.stream_stream(method)(metadata=self.metadata)
         try:
             for frame in frames:
                 await call.write(frame)
@@ -161,7 +161,10 @@ def test_fuzz_worker_session(cluster: ProcCluster, raw: Raw) -> None:
 def test_fuzz_cluster_status(cluster: ProcCluster, raw: Raw) -> None:
     async def unary(frame: bytes) -> str:
         try:
-            await raw.channel.unary_unary("/actorrt.v1.Master/GetClusterStatus")(
+            status: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = raw.channel.unary_unary(
+                "/actorrt.v1.Master/GetClusterStatus"
+            )
+            await status(
                 frame, metadata=raw.metadata, timeout=EVERY_STEP_S
             )
             return "OK"

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -311,7 +312,7 @@ def test_absurd_resource_counts_are_refused_before_anything_starts(
 
 @pytest.mark.parametrize("field", ["gpus", "cpus"])
 async def test_master_refuses_register_worker_with_absurd_counts(cluster: ProcCluster, field: str) -> None:
-    counts = {"cpus": 1, "gpus": 0, field: 10**7}
+    counts: dict[str, Any] = {"cpus": 1, "gpus": 0, field: 10**7}
     async with grpc.aio.insecure_channel(cluster.address) as ch:
         call = master_pb2_grpc.MasterStub(ch).WorkerSession(metadata=_rpc.auth_metadata(cluster.token))
         await call.write(master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(

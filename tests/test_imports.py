@@ -33,8 +33,8 @@ def _runtime_imports(tree: ast.AST, modules: set[str]) -> set[str]:
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
                 found.add(sub if sub in modules else node.module)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
+        for inner in ast.iter_child_nodes(node):
+            visit(inner)
 
     visit(tree)
     return {m for m in found if m in modules}

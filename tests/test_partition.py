@@ -82,7 +82,7 @@ def _status(net: NetHosts, address: str) -> dict[str, Any]:
         capture_output=True, text=True, timeout=30,
     )
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    return json.loads(out.stdout)
 
 
 def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
         def next_event() -> dict[str, Any]:
             line = driver.stdout.readline()  # type: ignore[union-attr]
             assert line, "the driver died"
-            return json.loads(line)  # type: ignore[no-any-return]
+            return json.loads(line)
 
         for _ in range(6):  # healthy calls first
             assert next_event()["ok"]

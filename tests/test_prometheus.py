@@ -88,7 +88,7 @@ class Prometheus:
     def query(self, promql: str) -> list[dict[str, Any]]:
         answer = self.get("/api/v1/query", query=promql)
         assert answer["status"] == "success", answer
-        return answer["data"]["result"]  # type: ignore[no-any-return]
+        return answer["data"]["result"]
 
     def value(self, promql: str) -> float | None:
         result = self.query(promql)

@@ -8,6 +8,7 @@ import os
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -29,7 +30,7 @@ class _CreatesFile:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self):
         return (os.system, (f"touch {self.path}",))
 
 
@@ -39,7 +40,7 @@ class Box:
         self.value = 0
 
     def put(self, x: object) -> int:
-        return len(x) if hasattr(x, "__len__") else 0  # type: ignore[arg-type]
+        return len(x) if hasattr(x, "__len__") else 0
 
     def make(self, nbytes: int) -> np.ndarray:
         return np.zeros(nbytes, dtype=np.uint8)
@@ -95,7 +96,8 @@ async def test_protocol_version_mismatch_is_refused_with_both_versions(cluster: 
             with pytest.raises(grpc.RpcError) as info:
                 await call.read()
             assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert "v99" in info.value.details() and f"v{_rpc.PROTOCOL_VERSION}" in info.value.details()
+            details = info.value.details() or ""
+            assert "v99" in details and f"v{_rpc.PROTOCOL_VERSION}" in details
     assert len(cluster.status()["nodes"]) == 2  # the master serves on
 
 
@@ -201,17 +203,18 @@ async def test_server_tls_only_for_clients_that_verify_it(tmp_path: Path, pki: d
 
 
 async def test_mutual_tls_serves_only_certified_clients(tls_cluster: ProcCluster, pki: dict[str, str]) -> None:
-    client = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
+    client: dict[str, Any] = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
     async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, **client) as c:
         box = await Box.remote()  # master and actor host both over mutual TLS
         assert await box.put(np.zeros(10)) == 10
         assert (await c.status()).slots_used == 1
         await actorrt.kill(box)
-    for refused in [
+    refusals: list[dict[str, Any]] = [
         {"tls_ca": pki["ca"]},  # no client certificate
         {"tls_ca": pki["ca"], "tls_cert": pki["stranger"], "tls_key": pki["stranger_key"]},  # not our CA
         {},  # plaintext
-    ]:
+    ]
+    for refused in refusals:
         with pytest.raises(actorrt.ClusterConnectionError):
             async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, timeout=3, **refused):
                 pass
