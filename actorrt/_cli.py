@@ -15,15 +15,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from actorrt import _ops, _resources, _rpc
 from actorrt._errors import ActorRTError
 
 DEFAULT_PORT = _ops.DEFAULT_PORT
 log = logging.getLogger("actorrt")
+
+T = TypeVar("T")
 
 
 class CLIError(Exception):
@@ -328,7 +330,7 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
             return await _ops.run_status(args, fetch)
 
     try:
-        return _run(status())  # type: ignore[no-any-return]
+        return _run(status())
     except KeyboardInterrupt:
         if args.watch:  # how a watch ends
             return 0
@@ -387,7 +389,7 @@ def _add_tls_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", help="PEM CA: verify peers with it, and require client certificates (mutual TLS)")
 
 
-def _run(coro: Any) -> Any:
+def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop
 
@@ -425,7 +427,7 @@ def _address(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """One line, not the usage block: 'actorrt connect: --address: expected HOST:PORT ...'."""
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 

@@ -76,7 +76,7 @@ class Cluster:
         self.placement_timeout = placement_timeout
         self.closed = False
         self.log_to_driver = log_to_driver
-        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.loop: asyncio.AbstractEventLoop  # the cluster's loop: set by _start
         self.state: ClientState[asyncio.Future[Any], ActorConnection] = ClientState()
         self._files_patterns = tuple(files)
         self._files: list[actor_host_pb2.ShippedFile] = []
@@ -398,7 +398,7 @@ def _dump_spec(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> comm
     except Exception as e:
         try:  # an argument, or the class itself?
             dumps((args, kwargs))
-        except Exception as args_error:  # noqa: BLE001
+        except Exception as args_error:  # noqa: BLE001 - the arguments, or else the class, are named
             name_culprit(f"{cls.__qualname__}.__init__", args, kwargs, args_error)
         raise SerializationError(f"class {cls.__qualname__} cannot be pickled: {e}") from e
 

@@ -26,6 +26,8 @@ from actorrt._serialization import name_culprit
 from actorrt.v1 import actor_host_pb2 as pb
 
 if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
     from actorrt._client import Cluster
 
 __all__ = ["ActorConnection", "ActorHandle"]
@@ -71,7 +73,8 @@ class ActorConnection:
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
         self._channel: grpc.aio.Channel | None = None
-        self._call: grpc.aio.StreamStreamCall[pb.CallBatch | bytes, pb.ReplyBatch | memoryview] | None = None
+        # Writes CallBatch messages, or pre-encoded bytes (_wire.passthrough); reads batches or chunks' data.
+        self._call: grpc.aio.StreamStreamCall[Message | bytes, pb.ReplyBatch | memoryview] | None = None
         self._reader: asyncio.Task[None] | None = None
         # The reply whose streamed value is arriving in chunks: its buffers, and its future
         # with the pickle (None when nobody waits for it any more).

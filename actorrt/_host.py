@@ -197,7 +197,7 @@ class CallStream:
             encoded = encode(value, pool=self.pool, limit=self.actor.max_payload_bytes)
         except PayloadTooLargeError as e:
             err: Exception = ValueError(f"return value of {what} is {e} (connect(max_payload_mb=...))")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any pickling failure goes back to the caller
             err = TypeError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
             )
@@ -279,7 +279,7 @@ class CallStream:
                     self._run_attr(call, args)
                     continue
                 fn, is_async = actor.method(call.method)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
                 continue
@@ -363,7 +363,7 @@ class CallStream:
         t0 = time.perf_counter()
         try:
             value = await fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
             self.actor.stats.errors += 1
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
         except SystemExit as e:
@@ -529,10 +529,10 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     if metrics_fd is not None:
         _report_on_sigterm(servicer, metrics_fd)
     await servicer.finished.wait()
-    if reporter is not None:  # now: the daemon's SIGTERM may come before the stop below ends
+    if reporter is not None and metrics_fd is not None:  # now: the daemon's SIGTERM may come before the stop below ends
         reporter.cancel()
         if servicer.actor is not None:
-            servicer.actor.stats.report(metrics_fd)  # type: ignore[arg-type]
+            servicer.actor.stats.report(metrics_fd)
     await server.stop(grace=1.0)
 
 
@@ -567,7 +567,7 @@ def main() -> None:
     for module in filter(None, os.environ.get("ACTORRT_PRELOAD", "").split(",")):
         try:
             importlib.import_module(module.strip())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - reported; the host starts without it
             print(f"actorrt: preloading {module!r} failed: {e}", file=sys.stderr, flush=True)
     token = os.environ.pop("ACTORRT_TOKEN", None)
     tls = _rpc.TLS.from_env()

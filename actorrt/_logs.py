@@ -421,7 +421,7 @@ class _HandlerStream(io.TextIOBase):
         self._writing = False
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # TextIOBase's is a read-only attribute
         return "utf-8"
 
     def writable(self) -> bool:

@@ -15,7 +15,10 @@ messages it would build. Pure functions, thread-safe; ``Incoming`` belongs to on
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 __all__ = [
     "CALL_CHUNK",
@@ -181,8 +184,8 @@ class Incoming:
             self._pos = 0
 
 
-def passthrough(message: Any) -> bytes:
+def passthrough(message: Message | bytes) -> bytes:
     """A gRPC serializer for messages that may come pre-encoded as bytes."""
     if isinstance(message, bytes):
         return message
-    return message.SerializeToString()  # type: ignore[no-any-return]
+    return message.SerializeToString()

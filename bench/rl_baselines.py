@@ -20,6 +20,7 @@ epochs, for ~1.5x the env steps); A2C: 8 envs x 8 steps, RMSprop lr 2e-3 (SB3's 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 
 SOLVED = 475.0
 WINDOW = 20
@@ -89,7 +91,9 @@ def run_sb3(algo: str, seed: int, cap: int) -> dict:
 
     env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
     if algo == "ppo":
-        lin = lambda v: (lambda progress: progress * v)  # noqa: E731
+        def lin(v: float) -> Callable[[float], float]:
+            return lambda progress: progress * v
+
         model = PPO(
             "MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
             ent_coef=0.0, learning_rate=lin(1e-3), clip_range=lin(0.2), seed=seed, device="cpu",
@@ -111,7 +115,7 @@ def _child(runner: str, seed: int, cap: int) -> None:
 # -- the benchmark (parent) -------------------------------------------------------------------
 def _sb3_available() -> bool:
     try:
-        import stable_baselines3  # noqa: F401
+        importlib.import_module("stable_baselines3")
     except ImportError:
         return False
     return True

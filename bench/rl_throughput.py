@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -139,7 +140,9 @@ def main() -> None:
             continue
         ok = [r for r in rs if "error" not in r]
         solved = f"{sum(bool(r.get('solved')) for r in ok)}/{len(rs)}"
-        fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+        def fmt(v: Any, f: str) -> str:
+            return "-" if v is None else format(v, f)
+
         print(f"{name:<12} {solved:>7} {fmt(_med(ok, 'env_steps'), '>13.0f')} {fmt(_med(ok, 'wall_s'), '>14.2f')} "
               f"{fmt(_med(ok, 'frames_per_s'), '>16,.0f')}", file=sys.stderr)
     if have_sb3:

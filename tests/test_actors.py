@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,13 +271,13 @@ def test_blocking_api_for_plain_scripts(cluster: ProcCluster) -> None:
 
 
 async def test_files_are_shipped_into_the_actor_working_directory(
-    cluster: ProcCluster, tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    cluster: ProcCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = tmp_path / "data"  # type: ignore[operator]
+    data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_text("alpha")
     (data / "b.txt").write_text("beta")
-    monkeypatch.chdir(tmp_path)  # type: ignore[arg-type]
+    monkeypatch.chdir(tmp_path)
 
     @actorrt.remote_class
     class Reader:
@@ -295,9 +296,9 @@ async def test_files_are_shipped_into_the_actor_working_directory(
 
 
 async def test_code_from_a_local_module_travels_by_value(
-    cluster: ProcCluster, tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    cluster: ProcCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pkg = tmp_path / "shipme_local"  # type: ignore[operator]
+    pkg = tmp_path / "shipme_local"
     pkg.mkdir()
     (pkg / "__init__.py").write_text(
         "import importlib.util\n"
@@ -312,7 +313,7 @@ async def test_code_from_a_local_module_travels_by_value(
         "        return importlib.util.find_spec('shipme_local') is not None\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    import shipme_local  # type: ignore[import-not-found]
+    import shipme_local  # type: ignore[import-not-found]  # written by this test, just above
 
     async with cluster.connect():
         t = await shipme_local.Tripler.remote()

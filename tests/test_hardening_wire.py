@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sized
 from pathlib import Path
 
 import grpc
@@ -31,8 +32,8 @@ class Sink:
     def sizes(self) -> tuple[int, dict[str, int]]:
         return self.blob_len, self.file_sizes
 
-    def length(self, x: object) -> int:
-        return len(x)  # type: ignore[arg-type]
+    def length(self, x: Sized) -> int:
+        return len(x)
 
     def echo(self, x: object) -> object:
         return x
@@ -46,6 +47,11 @@ def _rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
+def _ident(b: bytes) -> bytes:
+    """A gRPC (de)serializer for raw bytes."""
+    return b
+
+
 def _master_pid(cluster: ProcCluster) -> int:
     return cluster.procs[0].pid
 
@@ -54,14 +60,13 @@ async def _send_raw(address: str, method: str, body: bytes, token: str | None, u
     """Send one message of ``body`` to ``method``; return the error the server answers with."""
     options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
     async with grpc.aio.insecure_channel(address, options=options) as channel:
-        ident = lambda b: b  # noqa: E731
         try:
             if unary:
-                await channel.unary_unary(method, request_serializer=ident, response_deserializer=ident)(
+                await channel.unary_unary(method, request_serializer=_ident, response_deserializer=_ident)(
                     body, metadata=_rpc.auth_metadata(token), timeout=60
                 )
             else:
-                call = channel.stream_stream(method, request_serializer=ident, response_deserializer=ident)(
+                call = channel.stream_stream(method, request_serializer=_ident, response_deserializer=_ident)(
                     metadata=_rpc.auth_metadata(token), timeout=60
                 )
                 await call.write(body)
@@ -192,10 +197,9 @@ async def test_refusals_are_logged_rarely_short_and_escaped(cluster: ProcCluster
     path = "/actorrt.v1.Master/\x1b[2J\x1b]0;owned\x07" + "A" * 7000
     options = [("grpc.max_send_message_length", -1)]
     async with grpc.aio.insecure_channel(cluster.address, options=options) as channel:
-        ident = lambda b: b  # noqa: E731
         for _ in range(300):
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await channel.unary_unary(path, request_serializer=ident, response_deserializer=ident)(b"", timeout=10)
+                await channel.unary_unary(path, request_serializer=_ident, response_deserializer=_ident)(b"", timeout=10)
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
     await asyncio.sleep(0.5)
     with open(log_path, "rb") as f:
@@ -307,7 +311,10 @@ def test_a_client_killed_with_large_calls_queued_leaves_no_shared_memory(cluster
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
-        files = lambda: list(Path("/dev/shm").glob(f"actorrt-{proc.pid}-*"))  # noqa: E731
+
+        def files() -> list[Path]:
+            return list(Path("/dev/shm").glob(f"actorrt-{proc.pid}-*"))
+
         assert len(files()) >= 40, "the client should have its calls' segments written"
         killed = time.monotonic()
         proc.send_signal(signal.SIGKILL)

@@ -65,7 +65,9 @@ def run_script(tmp_path: Path, address: str, token: str, log_to_driver: bool) ->
 def test_actor_output_reaches_the_owning_client(cluster: ProcCluster, tmp_path: Path) -> None:
     out = run_script(tmp_path, cluster.address, cluster.token, True)
     assert out.returncode == 0, out.stderr
-    actor_id = re.search(r"ACTOR (\w+)", out.stdout).group(1)  # type: ignore[union-attr]
+    found = re.search(r"ACTOR (\w+)", out.stdout)
+    assert found is not None, out.stdout
+    actor_id = found.group(1)
     label = re.escape(f" id={actor_id[:8]})")
     assert re.search(r"^\(Talker pid=\d+" + label + " constructed$", out.stdout, re.M), out.stdout
     assert re.search(r"^\(Talker pid=\d+" + label + " hello 1$", out.stdout, re.M), out.stdout
@@ -85,7 +87,9 @@ def test_log_to_driver_false_keeps_the_terminal_quiet(cluster: ProcCluster, tmp_
     out = run_script(tmp_path, cluster.address, cluster.token, False)
     assert out.returncode == 0, out.stderr
     assert "hello" not in out.stdout and "warning" not in out.stderr and "(Talker" not in out.stdout + out.stderr
-    actor_id = re.search(r"ACTOR (\w+)", out.stdout).group(1)  # type: ignore[union-attr]
+    found = re.search(r"ACTOR (\w+)", out.stdout)
+    assert found is not None, out.stdout
+    actor_id = found.group(1)
     got = actorrt_cli("logs", actor_id, "--address", cluster.address, "--token", cluster.token)
     assert got.returncode == 0 and "hello 1" in got.stdout  # still in its log file
 

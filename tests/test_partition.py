@@ -119,8 +119,10 @@ def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
         cut_actor = next(k for k, ip in ready["where"].items() if ip == net.ip("w1"))
         kept_actor = "b" if cut_actor == "a" else "a"
 
+        events = driver.stdout
+
         def next_event() -> dict[str, Any]:
-            line = driver.stdout.readline()  # type: ignore[union-attr]
+            line = events.readline()
             assert line, "the driver died"
             return json.loads(line)
 

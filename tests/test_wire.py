@@ -9,8 +9,10 @@ import pickle
 import numpy as np
 import pytest
 
+import actorrt
 from actorrt import _wire
 from actorrt.v1 import actor_host_pb2 as pb
+from tests.conftest import ProcCluster
 
 
 def _parts(value: object) -> tuple[bytes, list[memoryview]]:
@@ -68,9 +70,6 @@ def test_passthrough() -> None:
 
 
 # ---- end to end, without shared memory (as between two hosts) ---------------------------------
-
-import actorrt  # noqa: E402
-from tests.conftest import ProcCluster  # noqa: E402
 
 MIB = 2**20
 
