@@ -1,11 +1,11 @@
 """actorrt: an asyncio actor runtime over gRPC.
 
-    @actorrt.remote_class
-    class Counter: ...
+@actorrt.remote_class
+class Counter: ...
 
-    async with actorrt.connect() as cluster:      # no address: an embedded local cluster
-        c = await Counter.remote(5)
-        print(await c.add(1))
+async with actorrt.connect() as cluster:      # no address: an embedded local cluster
+    c = await Counter.remote(5)
+    print(await c.add(1))
 """
 
 from __future__ import annotations

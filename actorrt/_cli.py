@@ -92,8 +92,11 @@ def _configure_logging(args: argparse.Namespace) -> None:
     from actorrt._logs import configure_logging
 
     configure_logging(
-        args.log_level, args.log_format, path=Path(args.log_file) if args.log_file else None,
-        max_bytes=args.log_max_bytes, backups=args.log_backups,
+        args.log_level,
+        args.log_format,
+        path=Path(args.log_file) if args.log_file else None,
+        max_bytes=args.log_max_bytes,
+        backups=args.log_backups,
     )
 
 
@@ -183,8 +186,15 @@ async def _run_start(args: argparse.Namespace) -> None:
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry()  # the master's and the local worker's metrics, one endpoint
-    master = Master(args.host, args.port, token=token, tls=tls, worker_timeout_s=args.worker_timeout,
-                    client_grace_s=args.client_grace, metrics_registry=registry)
+    master = Master(
+        args.host,
+        args.port,
+        token=token,
+        tls=tls,
+        worker_timeout_s=args.worker_timeout,
+        client_grace_s=args.client_grace,
+        metrics_registry=registry,
+    )
     try:
         await master.start()
     except OSError as e:
@@ -194,8 +204,15 @@ async def _run_start(args: argparse.Namespace) -> None:
     services: list[Any] = [master]
     if args.cpus != 0:  # --cpus 0: a head node that only schedules
         worker = WorkerDaemon(
-            master.address, token=token, tls=tls, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True,
-            preload=_modules(args.preload), metrics_registry=registry,
+            master.address,
+            token=token,
+            tls=tls,
+            cpus=args.cpus,
+            gpus=args.gpus,
+            node_ip=node_ip,
+            wait_ready=True,
+            preload=_modules(args.preload),
+            metrics_registry=registry,
         )
         try:
             await worker.start()
@@ -210,8 +227,13 @@ async def _run_start(args: argparse.Namespace) -> None:
             await service.close()
         raise CLIError(str(e)) from e
     (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
-    record = _write_record(kind="master", address=master.address, token_file=str(token_file), ready=True,
-                           metrics=metrics.url if metrics else "")
+    record = _write_record(
+        kind="master",
+        address=master.address,
+        token_file=str(token_file),
+        ready=True,
+        metrics=metrics.url if metrics else "",
+    )
     cpus = services[1].cpus if len(services) > 1 else 0
     print(f"actorrt master running at {master.address} with a local worker of {cpus} cpus", flush=True)
     try:
@@ -252,8 +274,13 @@ async def _run_connect(args: argparse.Namespace) -> None:
     except _ops.OpsError as e:
         await worker.close()
         raise CLIError(str(e)) from e
-    record = _write_record(kind="worker", address=args.address, worker_id=worker.worker_id, ready=True,
-                           metrics=metrics.url if metrics else "")
+    record = _write_record(
+        kind="worker",
+        address=args.address,
+        worker_id=worker.worker_id,
+        ready=True,
+        metrics=metrics.url if metrics else "",
+    )
     print(f"actorrt worker {worker.worker_id} joined {args.address} with {worker.cpus} cpus", flush=True)
     try:
         await _serve_until_signal(worker, *([metrics] if metrics else []), ended=worker.refused)
@@ -355,8 +382,10 @@ def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
         else:  # gone, or its PID now belongs to another process: nothing of ours to signal
             Path(record["_path"]).unlink(missing_ok=True)
             if record.get("start_time") is None and _start_time(pid) is not None:
-                print(f"not signalling pid {pid}: its record has no start time to tell it from a recycled PID; "
-                      f"kill it yourself if it is an actorrt {record.get('kind', 'process')}")
+                print(
+                    f"not signalling pid {pid}: its record has no start time to tell it from a recycled PID; "
+                    f"kill it yourself if it is an actorrt {record.get('kind', 'process')}"
+                )
     deadline = time.monotonic() + args.timeout
     while any(_alive(r) for r in targets) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -218,8 +218,10 @@ class Cluster:
                 retry = _never_constructed(e, self.state.cause(placed.actor_id))
                 out_of_time = deadline is not None and self.loop.time() >= deadline
                 if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
-                    self._send_release(placed.actor_id, "its constructor failed" if not retry else
-                                       "its host was gone before its constructor ran")
+                    self._send_release(
+                        placed.actor_id,
+                        "its constructor failed" if not retry else "its host was gone before its constructor ran",
+                    )
                     raise
                 self._send_release(placed.actor_id, "its host was gone before its constructor ran")
                 log.info("placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause)
@@ -240,9 +242,7 @@ class Cluster:
         self, class_name: str, resources: common_pb2.Resources, timeout_s: float, asked_s: float
     ) -> pb.ActorPlaced:
         """Ask the master for a slot; waits at most ``timeout_s`` (0: forever) plus a margin."""
-        msg = pb.ClientEvent(
-            place_actor=pb.PlaceActor(resources=resources, class_name=class_name, timeout_s=timeout_s)
-        )
+        msg = pb.ClientEvent(place_actor=pb.PlaceActor(resources=resources, class_name=class_name, timeout_s=timeout_s))
         fut: asyncio.Future[Any] = self.loop.create_future()
         request_id = self.state.request(msg, fut)
         assert self._session is not None

@@ -49,9 +49,7 @@ def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
 class ActorConnection:
     """One actor's Calls stream, pending futures and outgoing batch."""
 
-    def __init__(
-        self, cluster: Cluster, actor_id: str, endpoint: str, cls: type, class_name: str
-    ) -> None:
+    def __init__(self, cluster: Cluster, actor_id: str, endpoint: str, cls: type, class_name: str) -> None:
         self.cluster = cluster
         self.loop = cluster.loop
         self.actor_id = actor_id
@@ -132,13 +130,17 @@ class ActorConnection:
             self.loop.call_soon_threadsafe(self._enqueue, kind, name, packed, fut)
         return fut
 
-    def _pack(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Encoded | tuple[int, list[bytes]]:
+    def _pack(
+        self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Encoded | tuple[int, list[bytes]]:
         """The arguments encoded (``_codec``), or, when their buffers are streamed, ``(seq,
         messages)``: a one-call header batch and the chunks (``_wire``) with the buffers, copied
         now, when the call is made."""
         what = f"{self.class_name}.{name}"
         try:
-            encoded = encode((args, kwargs), pool=self._pool if self.shm else None, limit=self.cluster.max_payload_bytes)
+            encoded = encode(
+                (args, kwargs), pool=self._pool if self.shm else None, limit=self.cluster.max_payload_bytes
+            )
         except PayloadTooLargeError as e:
             raise SerializationError(
                 f"arguments of {what} are {e} (connect(max_payload_mb=...)); nothing was sent"
@@ -311,7 +313,6 @@ def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:
     return chunk if chunk is not None else pb.ReplyBatch.FromString(data)
 
 
-
 def _member_kinds(cls: type) -> dict[str, bool]:
     """name -> True for methods, False for other class attributes (properties, constants)."""
     kinds: dict[str, bool] = {}
@@ -319,8 +320,10 @@ def _member_kinds(cls: type) -> dict[str, bool]:
         if name.startswith("__"):
             continue
         attr = inspect.getattr_static(cls, name)
-        kinds[name] = isinstance(attr, (staticmethod, classmethod)) or inspect.isfunction(attr) or (
-            callable(attr) and not isinstance(attr, (property, type))
+        kinds[name] = (
+            isinstance(attr, (staticmethod, classmethod))
+            or inspect.isfunction(attr)
+            or (callable(attr) and not isinstance(attr, (property, type)))
         )
     return kinds
 

@@ -151,9 +151,7 @@ class _Actor:
 class CallStream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
-    def __init__(
-        self, actor: _Actor, context: _Context, shm: bool = False, client_pid: int | None = None
-    ) -> None:
+    def __init__(self, actor: _Actor, context: _Context, shm: bool = False, client_pid: int | None = None) -> None:
         self.actor = actor
         # The client's process, when it shares our pid namespace: if the stream ends because it
         # died, the segments it wrote and we never saw (calls still queued on its side) are
@@ -206,7 +204,9 @@ class CallStream:
                 self.reply(pb.Reply(seq=seq, value=encoded.payload))
             else:  # its buffers are streamed in chunks after a header (``_wire``)
                 header = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
-                self.outbox.push_encoded([header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, encoded.streamed)])
+                self.outbox.push_encoded(
+                    [header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, encoded.streamed)]
+                )
             return
         self.reply(pb.Reply(seq=seq, error=_failure(err, skip_frames=0)))
 
@@ -376,7 +376,6 @@ class CallStream:
         self.outbox.flush()
 
 
-
 class ActorHostServicer(pb_grpc.ActorHostServicer):
     """Serves one actor; ``finished`` is set when its constructor failed."""
 
@@ -399,9 +398,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         self.stats.bytes_out += len(data)
         return data
 
-    async def Calls(
-        self, request_iterator: AsyncIterator[pb.CallBatch | memoryview], context: _Context
-    ) -> None:
+    async def Calls(self, request_iterator: AsyncIterator[pb.CallBatch | memoryview], context: _Context) -> None:
         requests = _joined(request_iterator)
         try:
             first = await anext(requests)

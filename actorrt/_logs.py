@@ -227,8 +227,11 @@ class OutputRelay:
         _rpc.private_dir(self.log_dir)
         self._prune()
         handler = logging.handlers.RotatingFileHandler(
-            self.log_dir / f"{_safe(actor_id)}.log", maxBytes=self.max_bytes, backupCount=self.backups,
-            encoding="utf-8", delay=True,
+            self.log_dir / f"{_safe(actor_id)}.log",
+            maxBytes=self.max_bytes,
+            backupCount=self.backups,
+            encoding="utf-8",
+            delay=True,
         )
         handler.setFormatter(logging.Formatter("%(message)s"))
         s = _ActorLog(actor_id, class_name, pid, handler)

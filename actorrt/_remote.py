@@ -68,8 +68,11 @@ class _Factory(Generic[T]):
         cluster = current_cluster()
         cls = self._cls
         if options_of(cls) != self._options:
-            cls = type(cls.__name__, (cls,), {"_actorrt_options": self._options, "__qualname__": cls.__qualname__,
-                                             "__module__": cls.__module__})
+            cls = type(
+                cls.__name__,
+                (cls,),
+                {"_actorrt_options": self._options, "__qualname__": cls.__qualname__, "__module__": cls.__module__},
+            )
         return spawn(cluster.loop, lambda: cluster.create_actor(cls, args, kwargs))
 
     def options(self, **overrides: Any) -> _Factory[T]:

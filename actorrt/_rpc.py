@@ -332,10 +332,7 @@ class RateLimitedLog:
 
 
 def version_mismatch(theirs: int) -> str:
-    return (
-        f"{VERSION_MISMATCH}: peer speaks actorrt protocol v{theirs}, "
-        f"this side speaks v{PROTOCOL_VERSION}"
-    )
+    return f"{VERSION_MISMATCH}: peer speaks actorrt protocol v{theirs}, this side speaks v{PROTOCOL_VERSION}"
 
 
 def translate(e: grpc.RpcError, operation: str, address: str) -> ActorRTError:

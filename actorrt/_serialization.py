@@ -54,8 +54,7 @@ def _check_one(what: str, name: str, value: Any, original: Exception) -> None:
         cloudpickle.dumps(value, protocol=5, buffer_callback=lambda b: None)
     except Exception as e:  # noqa: BLE001 - whatever pickle raises, the culprit is named
         raise SerializationError(
-            f"{name} of {what} ({type(value).__module__}.{type(value).__qualname__}) "
-            f"cannot be pickled: {e}"
+            f"{name} of {what} ({type(value).__module__}.{type(value).__qualname__}) cannot be pickled: {e}"
         ) from original
 
 

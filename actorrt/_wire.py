@@ -75,7 +75,7 @@ def chunks(tag: int, buffers: Sequence[memoryview], size: int = CHUNK_BYTES) -> 
     head = bytes([tag])
     for buf in buffers:
         for start in range(0, buf.nbytes, size):
-            piece = buf[start:start + size]
+            piece = buf[start : start + size]
             data_len = _varint(piece.nbytes)
             yield b"".join((head, _varint(1 + len(data_len) + piece.nbytes), _DATA, data_len, piece))
 
@@ -172,7 +172,7 @@ class Incoming:
             room = self.sizes[self._index] - self._pos
             take = min(room, data.nbytes)
             if self._keep:
-                self.buffers[self._index][self._pos:self._pos + take] = data[:take]
+                self.buffers[self._index][self._pos : self._pos + take] = data[:take]
             self._pos += take
             data = data[take:]
             self._skip_full()

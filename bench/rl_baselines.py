@@ -48,8 +48,13 @@ def run_ours(algo: str, seed: int, cap: int) -> dict:
         config = rl.CollectorConfig("CartPole-v1", num_envs=8, num_steps=32, seed=seed)
         obs_space, act_space = env_spaces(config)
         algorithm: rl.Algorithm = rl.PPO(
-            rl.ActorCritic(obs_space, act_space), lr=3e-3, gamma=0.98, gae_lambda=0.8,
-            num_epochs=5, num_minibatches=1, seed=seed,
+            rl.ActorCritic(obs_space, act_space),
+            lr=3e-3,
+            gamma=0.98,
+            gae_lambda=0.8,
+            num_epochs=5,
+            num_minibatches=1,
+            seed=seed,
         )
     else:
         config = rl.CollectorConfig("CartPole-v1", num_envs=8, num_steps=8, seed=seed)
@@ -91,12 +96,23 @@ def run_sb3(algo: str, seed: int, cap: int) -> dict:
 
     env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
     if algo == "ppo":
+
         def lin(v: float) -> Callable[[float], float]:
             return lambda progress: progress * v
 
         model = PPO(
-            "MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-            ent_coef=0.0, learning_rate=lin(1e-3), clip_range=lin(0.2), seed=seed, device="cpu",
+            "MlpPolicy",
+            env,
+            n_steps=32,
+            batch_size=256,
+            gae_lambda=0.8,
+            gamma=0.98,
+            n_epochs=20,
+            ent_coef=0.0,
+            learning_rate=lin(1e-3),
+            clip_range=lin(0.2),
+            seed=seed,
+            device="cpu",
         )
     else:
         model = A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu")
@@ -142,7 +158,10 @@ def main() -> None:
             cap = 2000 if args.quick else CAPS[runner.split("_")[1]]
             proc = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--child", runner, str(seed), str(cap)],
-                capture_output=True, text=True, env=env, check=False,
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
             )
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
             if proc.returncode != 0 or not lines:

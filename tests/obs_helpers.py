@@ -34,15 +34,37 @@ class MetricsCluster(ProcCluster):
         self.env.pop("ACTORRT_TOKEN", None)
         self.env.pop("ACTORRT_ADDRESS", None)
         port, self.master_metrics = free_port(), free_port()
-        self.spawn("start", "--port", str(port), "--cpus", "0", "--worker-timeout", "3", "--client-grace", "2",
-                   "--metrics-port", str(self.master_metrics), *master_args)
+        self.spawn(
+            "start",
+            "--port",
+            str(port),
+            "--cpus",
+            "0",
+            "--worker-timeout",
+            "3",
+            "--client-grace",
+            "2",
+            "--metrics-port",
+            str(self.master_metrics),
+            *master_args,
+        )
         self.address = f"127.0.0.1:{port}"
         self.token = (self.home / "token").read_text().strip()
         for _ in range(workers):
             metrics = free_port()
             self.worker_metrics.append(metrics)
-            self.spawn("connect", "--address", self.address, "--cpus", str(cpus_per_worker), "--token", self.token,
-                       "--metrics-port", str(metrics), *worker_args)
+            self.spawn(
+                "connect",
+                "--address",
+                self.address,
+                "--cpus",
+                str(cpus_per_worker),
+                "--token",
+                self.token,
+                "--metrics-port",
+                str(metrics),
+                *worker_args,
+            )
         return self
 
     @property

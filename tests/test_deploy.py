@@ -24,8 +24,20 @@ DEPLOY = ROOT / "deploy"
 
 # PromQL words that are not metric names.
 _PROMQL_WORDS = {
-    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset",
-    "inf", "nan", "le",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+    "inf",
+    "nan",
+    "le",
 }
 
 
@@ -39,7 +51,7 @@ def promql_metric_names(expr: str) -> set[str]:
     names = set()
     for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
         word = m.group(0)
-        following = text[m.end():].lstrip()
+        following = text[m.end() :].lstrip()
         if following.startswith("(") or word.lower() in _PROMQL_WORDS:
             continue  # a function or aggregation, or a keyword
         if m.start() > 0 and (text[m.start() - 1].isdigit() or text[m.start() - 1] == "."):
@@ -163,8 +175,9 @@ def test_kubernetes_manifests_fit_together() -> None:
     service = kinds[("Service", "actorrt-master")]
     worker = kinds.get(("Deployment", "actorrt-worker")) or kinds[("DaemonSet", "actorrt-worker")]
     kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
-    assert sorted(kustomization["resources"]) == sorted(p.name for p in (DEPLOY / "k8s").glob("*.yaml")
-                                                        if p.name != "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == sorted(
+        p.name for p in (DEPLOY / "k8s").glob("*.yaml") if p.name != "kustomization.yaml"
+    )
 
     parser = build_parser()
     for deployment in (master, worker):
@@ -210,7 +223,11 @@ def test_dockerfile_builds_one_cpu_image_with_the_cli_as_entrypoint() -> None:
     assert lines[0] == "FROM python:3.11-slim"
     torch = next(ln for ln in lines if "torch" in ln)
     assert shlex.split(torch)[1:] == [
-        "pip", "install", "torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cpu"
+        "pip",
+        "install",
+        "torch==2.13.0",
+        "--index-url",
+        "https://download.pytorch.org/whl/cpu",
     ]
     install = next(i for i, ln in enumerate(lines) if ln.startswith("RUN pip install ."))
     assert install > lines.index(torch), "torch must be installed before the package"

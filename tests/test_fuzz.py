@@ -44,13 +44,19 @@ VALID_CLIENT = [
     master_pb2.ClientEvent(open_session=master_pb2.OpenSession(version=_rpc.PROTOCOL_VERSION, client_id="fuzz")),
     master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=1, resources=common_pb2.Resources(num_cpus=1))),
     master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=2, resources=common_pb2.Resources(num_cpus=0))),
-    master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=3, resources=common_pb2.Resources(num_cpus=10**9))),
+    master_pb2.ClientEvent(
+        place_actor=master_pb2.PlaceActor(request_id=3, resources=common_pb2.Resources(num_cpus=10**9))
+    ),
     master_pb2.ClientEvent(release_actor=master_pb2.ReleaseActor(actor_id="nope")),
     master_pb2.ClientEvent(close_session=master_pb2.CloseSession()),
 ]
 VALID_WORKER = [
-    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=1)),
-    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=0)),
+    master_pb2.WorkerEvent(
+        register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=1)
+    ),
+    master_pb2.WorkerEvent(
+        register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=0)
+    ),
     master_pb2.WorkerEvent(heartbeat=master_pb2.Heartbeat(load=1.0, actor_rss_bytes={"x": 5})),
     master_pb2.WorkerEvent(slot_ready=master_pb2.SlotReady(slot=10**6, endpoint="127.0.0.1:1")),
     master_pb2.WorkerEvent(actor_exited=master_pb2.ActorExited(actor_id="nope", cause="fuzz")),
@@ -59,7 +65,9 @@ VALID_CALLS = [
     actor_host_pb2.CallBatch(attach=actor_host_pb2.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id="nope")),
     actor_host_pb2.CallBatch(calls=[actor_host_pb2.Call(seq=1, method="ping")]),
     actor_host_pb2.CallBatch(
-        construct=actor_host_pb2.ConstructActor(version=_rpc.PROTOCOL_VERSION, actor_id="a", spec=common_pb2.Payload(pickle=b"\x80\x05junk"))
+        construct=actor_host_pb2.ConstructActor(
+            version=_rpc.PROTOCOL_VERSION, actor_id="a", spec=common_pb2.Payload(pickle=b"\x80\x05junk")
+        )
     ),
 ]
 
@@ -69,7 +77,9 @@ def messages(valid: list[Any]) -> st.SearchStrategy[bytes]:
     return st.one_of(
         st.binary(max_size=64),  # garbage
         st.sampled_from(encoded),  # valid, out of order
-        st.sampled_from(encoded).flatmap(lambda b: st.integers(0, max(0, len(b) - 1)).map(lambda n: b[:n])),  # truncated
+        st.sampled_from(encoded).flatmap(
+            lambda b: st.integers(0, max(0, len(b) - 1)).map(lambda n: b[:n])
+        ),  # truncated
         st.tuples(st.integers(1, 20), st.integers(2**20, 2**31)).map(  # a field claiming a huge length
             lambda t: bytes([(t[0] << 3) | 2]) + _varint(t[1]) + b"x" * 8
         ),
@@ -164,9 +174,7 @@ def test_fuzz_cluster_status(cluster: ProcCluster, raw: Raw) -> None:
             status: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = raw.channel.unary_unary(
                 "/actorrt.v1.Master/GetClusterStatus"
             )
-            await status(
-                frame, metadata=raw.metadata, timeout=EVERY_STEP_S
-            )
+            await status(frame, metadata=raw.metadata, timeout=EVERY_STEP_S)
             return "OK"
         except grpc.RpcError as e:
             return e.code().name

@@ -158,7 +158,8 @@ async def test_a_split_message_interrupted_or_garbled_is_refused_and_the_actor_l
         ):
             channel = _rpc.open_channel(sink._conn.endpoint, c.tls)
             call = channel.stream_stream(
-                "/actorrt.v1.ActorHost/Calls", request_serializer=_wire.passthrough,
+                "/actorrt.v1.ActorHost/Calls",
+                request_serializer=_wire.passthrough,
                 response_deserializer=pb.ReplyBatch.FromString,
             )(metadata=_rpc.auth_metadata(c.token))
             await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=sink.actor_id)))
@@ -199,7 +200,9 @@ async def test_refusals_are_logged_rarely_short_and_escaped(cluster: ProcCluster
     async with grpc.aio.insecure_channel(cluster.address, options=options) as channel:
         for _ in range(300):
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await channel.unary_unary(path, request_serializer=_ident, response_deserializer=_ident)(b"", timeout=10)
+                await channel.unary_unary(path, request_serializer=_ident, response_deserializer=_ident)(
+                    b"", timeout=10
+                )
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
     await asyncio.sleep(0.5)
     with open(log_path, "rb") as f:
@@ -227,11 +230,13 @@ def test_the_refusal_log_counts_what_it_suppressed(caplog: pytest.LogCaptureFixt
         now[0] = 61
         assert limited.warning("refused %s", 5)
     assert [r.getMessage() for r in caplog.records] == [
-        "refused 0", "refused 1", "refused 5 (3 similar lines suppressed before this one)"
+        "refused 0",
+        "refused 1",
+        "refused 5 (3 similar lines suppressed before this one)",
     ]
 
 
-_EXITING_SCRIPT = '''
+_EXITING_SCRIPT = """
 import sys, actorrt
 @actorrt.remote_class
 class Quitter:
@@ -253,7 +258,7 @@ with actorrt.connect(num_cpus=1) as c:
     except actorrt.ActorDiedError as e:
         print("died:", e.cause)
     print("free", c.status().result().slots_free)
-'''
+"""
 
 
 def test_sys_exit_in_a_method_ends_the_actor_with_its_exit_code_as_the_cause(tmp_path: Path) -> None:
@@ -274,7 +279,7 @@ def test_sys_exit_in_a_method_ends_the_actor_with_its_exit_code_as_the_cause(tmp
     assert "never retrieved" not in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
-_QUEUEING_CLIENT = '''
+_QUEUEING_CLIENT = """
 import sys, time, numpy as np, actorrt
 @actorrt.remote_class
 class Slow:
@@ -289,7 +294,7 @@ with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
     time.sleep(0.5)
     print("queued", flush=True)
     time.sleep(60)
-'''
+"""
 
 
 @pytest.mark.timeout(90)

@@ -94,7 +94,9 @@ def test_master_metrics_read_the_table() -> None:
     ]:
         assert line in text, line
     exported = {f.name for f in metrics.registry.collect()}
-    assert {n.removesuffix("_total") for n in METRIC_NAMES if n.startswith(("actorrt_nodes", "actorrt_slots"))} <= exported
+    assert {
+        n.removesuffix("_total") for n in METRIC_NAMES if n.startswith(("actorrt_nodes", "actorrt_slots"))
+    } <= exported
 
 
 # ---- a real cluster --------------------------------------------------------------------------

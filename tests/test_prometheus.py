@@ -138,7 +138,7 @@ async def test_prometheus_scrapes_the_cluster(metrics_cluster: MetricsCluster, t
                 return wait_until(lambda: prom.value(promql) == expected, timeout, 0.25)
 
             targets = 'count(up{job="actorrt"} == 1)'
-            assert await asyncio.to_thread(until, targets, 3), prom.query('up')
+            assert await asyncio.to_thread(until, targets, 3), prom.query("up")
             assert await asyncio.to_thread(until, 'up{job="actorrt-rl"}', 1)
             assert await asyncio.to_thread(until, 'sum(actorrt_nodes{role="master"})', 2)
             assert await asyncio.to_thread(until, 'sum(actorrt_slots{kind="cpu"})', 2)
@@ -150,7 +150,7 @@ async def test_prometheus_scrapes_the_cluster(metrics_cluster: MetricsCluster, t
             assert await asyncio.to_thread(until, 'actorrt_rl_episode_return{learner="test"}', 15)
             await actorrt.kill(p)
             assert await asyncio.to_thread(until, 'sum(actorrt_actor_deaths_total{cause="killed"})', 1)
-            assert await asyncio.to_thread(until, 'sum(actorrt_actors) or vector(0)', 0)
+            assert await asyncio.to_thread(until, "sum(actorrt_actors) or vector(0)", 0)
         # Over the whole histogram (a rate() would be 0/0 here: the series appeared already at 30).
         p99 = prom.value('histogram_quantile(0.99, sum by (le) (actorrt_call_latency_seconds_bucket{class="Pinger"}))')
         assert p99 is not None and 0 < p99 < 1

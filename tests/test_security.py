@@ -87,10 +87,14 @@ async def test_protocol_version_mismatch_is_refused_with_both_versions(cluster: 
     async with grpc.aio.insecure_channel(cluster.address) as ch:
         stub = master_pb2_grpc.MasterStub(ch)
         for call, opening in [
-            (stub.ClientSession(metadata=metadata), master_pb2.ClientEvent(
-                open_session=master_pb2.OpenSession(version=99, client_id="old-client"))),
-            (stub.WorkerSession(metadata=metadata), master_pb2.WorkerEvent(
-                register_worker=master_pb2.RegisterWorker(version=99, node="old", cpus=1))),
+            (
+                stub.ClientSession(metadata=metadata),
+                master_pb2.ClientEvent(open_session=master_pb2.OpenSession(version=99, client_id="old-client")),
+            ),
+            (
+                stub.WorkerSession(metadata=metadata),
+                master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=99, node="old", cpus=1)),
+            ),
         ]:
             await call.write(opening)
             with pytest.raises(grpc.RpcError) as info:
@@ -104,7 +108,9 @@ async def test_protocol_version_mismatch_is_refused_with_both_versions(cluster: 
 async def test_payload_over_the_limit_fails_that_call_alone(cluster: ProcCluster) -> None:
     async with cluster.connect(max_payload_mb=1):
         box = await Box.remote()
-        with pytest.raises(actorrt.SerializationError, match=r"arguments of Box.put are 2.0 MiB, over the limit of 1.0 MiB"):
+        with pytest.raises(
+            actorrt.SerializationError, match=r"arguments of Box.put are 2.0 MiB, over the limit of 1.0 MiB"
+        ):
             box.put(np.zeros(2 * 2**20, dtype=np.uint8))
         with pytest.raises(actorrt.RemoteError, match=r"return value of Box.make is 2.0 MiB, over the limit"):
             await box.make(2 * 2**20)
@@ -122,8 +128,13 @@ def _write_pem(path: Path, data: bytes) -> str:
     return str(path)
 
 
-def _issue(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None,
-           issuer_key: ec.EllipticCurvePrivateKey | None, ca: bool = False) -> x509.Certificate:
+def _issue(
+    name: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey | None,
+    ca: bool = False,
+) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     builder = (
@@ -151,8 +162,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out: dict[str, str] = {}
 
     def key_pem(k: ec.EllipticCurvePrivateKey) -> bytes:
-        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                               serialization.NoEncryption())
+        return k.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _issue("actorrt test CA", ca_key, None, None, ca=True)

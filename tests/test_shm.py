@@ -241,8 +241,11 @@ def test_a_client_killed_with_segments_out_leaves_no_file(cluster: ProcCluster, 
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", _CLIENT, cluster.address, cluster.token], stdout=subprocess.PIPE,
-                            cwd=Path(__file__).resolve().parent.parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLIENT, cluster.address, cluster.token],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"sent"
         pid = proc.pid

@@ -116,7 +116,7 @@ async def test_large_buffers_over_the_socket_keep_order_limits_and_writability(
         assert np.array_equal(got, np.arange(5 * MIB, dtype=np.uint8))
         mixed = (np.arange(5 * MIB // 8, dtype=np.int64), b"small", np.zeros(0), np.ones(MIB // 4, np.float32))
         back = await log.echo(mixed)  # several buffers, chunked both ways, order kept
-        assert all(np.array_equal(a, b) for a, b in zip(back[:: 2], mixed[:: 2], strict=True)) and back[1] == b"small"
+        assert all(np.array_equal(a, b) for a, b in zip(back[::2], mixed[::2], strict=True)) and back[1] == b"small"
         assert np.array_equal(back[3], mixed[3])
         with pytest.raises(actorrt.SerializationError, match="over the limit"):
             log.note(np.zeros(9 * MIB, dtype=np.uint8))
@@ -135,7 +135,8 @@ async def test_a_chunk_without_its_call_is_refused_and_the_actor_lives_on(cluste
         log = await Log.remote()
         channel = _rpc.open_channel(log._conn.endpoint, c.tls)
         call = channel.stream_stream(
-            "/actorrt.v1.ActorHost/Calls", request_serializer=_wire.passthrough,
+            "/actorrt.v1.ActorHost/Calls",
+            request_serializer=_wire.passthrough,
             response_deserializer=pb.ReplyBatch.FromString,
         )(metadata=_rpc.auth_metadata(c.token))
         await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=log.actor_id)))
