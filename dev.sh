@@ -2,6 +2,7 @@
 # One entry point for the project; each command sets up what it needs first.
 #   ./dev.sh demo            the main job: IMPALA on CartPole with remote collectors (embedded cluster)
 #   ./dev.sh test [ARGS]     the test suite (what CI runs); ARGS go to pytest
+#   ./dev.sh lint            ruff check, ruff format --check and mypy over the project
 #   ./dev.sh bench [ARGS]    bench/actor_calls.py
 #   ./dev.sh setup           only create .venv and install (torch 2.13.0 CPU first)
 set -euo pipefail
@@ -51,12 +52,20 @@ case "$cmd" in
         setup
         exec "$PY" -m pytest "$@"
         ;;
+    lint)
+        setup
+        rc=0
+        "$VENV/bin/ruff" check . || rc=1
+        "$VENV/bin/ruff" format --check . || rc=1
+        "$VENV/bin/mypy" || rc=1
+        exit $rc
+        ;;
     bench)
         setup
         exec "$PY" bench/actor_calls.py "$@"
         ;;
     *)
-        sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
         [ "$cmd" = help ] || exit 2
         ;;
 esac

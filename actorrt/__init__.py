@@ -1,11 +1,11 @@
 """actorrt: an asyncio actor runtime over gRPC.
 
-    @actorrt.remote_class
-    class Counter: ...
+@actorrt.remote_class
+class Counter: ...
 
-    async with actorrt.connect() as cluster:      # no address: an embedded local cluster
-        c = await Counter.remote(5)
-        print(await c.add(1))
+async with actorrt.connect() as cluster:      # no address: an embedded local cluster
+    c = await Counter.remote(5)
+    print(await c.add(1))
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import asyncio
 import logging
-from typing import Any, Coroutine, TypeVar
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from actorrt._client import Cluster, connect, kill
 from actorrt._current import current_cluster

@@ -15,14 +15,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, TypeVar
 
 from actorrt import _ops, _resources, _rpc
 from actorrt._errors import ActorRTError
 
 DEFAULT_PORT = _ops.DEFAULT_PORT
 log = logging.getLogger("actorrt")
+
+T = TypeVar("T")
 
 
 class CLIError(Exception):
@@ -89,8 +92,11 @@ def _configure_logging(args: argparse.Namespace) -> None:
     from actorrt._logs import configure_logging
 
     configure_logging(
-        args.log_level, args.log_format, path=Path(args.log_file) if args.log_file else None,
-        max_bytes=args.log_max_bytes, backups=args.log_backups,
+        args.log_level,
+        args.log_format,
+        path=Path(args.log_file) if args.log_file else None,
+        max_bytes=args.log_max_bytes,
+        backups=args.log_backups,
     )
 
 
@@ -180,8 +186,15 @@ async def _run_start(args: argparse.Namespace) -> None:
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry()  # the master's and the local worker's metrics, one endpoint
-    master = Master(args.host, args.port, token=token, tls=tls, worker_timeout_s=args.worker_timeout,
-                    client_grace_s=args.client_grace, metrics_registry=registry)
+    master = Master(
+        args.host,
+        args.port,
+        token=token,
+        tls=tls,
+        worker_timeout_s=args.worker_timeout,
+        client_grace_s=args.client_grace,
+        metrics_registry=registry,
+    )
     try:
         await master.start()
     except OSError as e:
@@ -191,8 +204,15 @@ async def _run_start(args: argparse.Namespace) -> None:
     services: list[Any] = [master]
     if args.cpus != 0:  # --cpus 0: a head node that only schedules
         worker = WorkerDaemon(
-            master.address, token=token, tls=tls, cpus=args.cpus, gpus=args.gpus, node_ip=node_ip, wait_ready=True,
-            preload=_modules(args.preload), metrics_registry=registry,
+            master.address,
+            token=token,
+            tls=tls,
+            cpus=args.cpus,
+            gpus=args.gpus,
+            node_ip=node_ip,
+            wait_ready=True,
+            preload=_modules(args.preload),
+            metrics_registry=registry,
         )
         try:
             await worker.start()
@@ -207,8 +227,13 @@ async def _run_start(args: argparse.Namespace) -> None:
             await service.close()
         raise CLIError(str(e)) from e
     (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
-    record = _write_record(kind="master", address=master.address, token_file=str(token_file), ready=True,
-                           metrics=metrics.url if metrics else "")
+    record = _write_record(
+        kind="master",
+        address=master.address,
+        token_file=str(token_file),
+        ready=True,
+        metrics=metrics.url if metrics else "",
+    )
     cpus = services[1].cpus if len(services) > 1 else 0
     print(f"actorrt master running at {master.address} with a local worker of {cpus} cpus", flush=True)
     try:
@@ -249,8 +274,13 @@ async def _run_connect(args: argparse.Namespace) -> None:
     except _ops.OpsError as e:
         await worker.close()
         raise CLIError(str(e)) from e
-    record = _write_record(kind="worker", address=args.address, worker_id=worker.worker_id, ready=True,
-                           metrics=metrics.url if metrics else "")
+    record = _write_record(
+        kind="worker",
+        address=args.address,
+        worker_id=worker.worker_id,
+        ready=True,
+        metrics=metrics.url if metrics else "",
+    )
     print(f"actorrt worker {worker.worker_id} joined {args.address} with {worker.cpus} cpus", flush=True)
     try:
         await _serve_until_signal(worker, *([metrics] if metrics else []), ended=worker.refused)
@@ -281,7 +311,7 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")
     print(f"token written to {record['token_file']} (mode 0600)")
-    print("connect from Python:   async with actorrt.connect(\"%s\") as cluster: ..." % address)
+    print(f'connect from Python:   async with actorrt.connect("{address}") as cluster: ...')
     print(f"add a machine:         ACTORRT_TOKEN=<token> actorrt connect --address {address} --node-ip <its ip>")
     print("see it:                actorrt status    stop it: actorrt stop")
     return 0
@@ -327,7 +357,7 @@ def cmd_status(args: argparse.Namespace, argv: list[str]) -> int:
             return await _ops.run_status(args, fetch)
 
     try:
-        return _run(status())  # type: ignore[no-any-return]
+        return _run(status())
     except KeyboardInterrupt:
         if args.watch:  # how a watch ends
             return 0
@@ -352,8 +382,10 @@ def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
         else:  # gone, or its PID now belongs to another process: nothing of ours to signal
             Path(record["_path"]).unlink(missing_ok=True)
             if record.get("start_time") is None and _start_time(pid) is not None:
-                print(f"not signalling pid {pid}: its record has no start time to tell it from a recycled PID; "
-                      f"kill it yourself if it is an actorrt {record.get('kind', 'process')}")
+                print(
+                    f"not signalling pid {pid}: its record has no start time to tell it from a recycled PID; "
+                    f"kill it yourself if it is an actorrt {record.get('kind', 'process')}"
+                )
     deadline = time.monotonic() + args.timeout
     while any(_alive(r) for r in targets) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -386,7 +418,7 @@ def _add_tls_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", help="PEM CA: verify peers with it, and require client certificates (mutual TLS)")
 
 
-def _run(coro: Any) -> Any:
+def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop
 
@@ -424,7 +456,7 @@ def _address(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """One line, not the usage block: 'actorrt connect: --address: expected HOST:PORT ...'."""
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 

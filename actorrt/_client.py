@@ -18,8 +18,9 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Sequence
+from typing import Any
 
 import grpc
 
@@ -34,11 +35,10 @@ from actorrt._remote import options_of
 from actorrt._serialization import dumps, name_culprit, ship_local_modules
 from actorrt._session import MasterSession
 from actorrt._status import ClusterStatus
-from actorrt.v1 import actor_host_pb2
-from actorrt.v1 import common_pb2
+from actorrt.v1 import actor_host_pb2, common_pb2
 from actorrt.v1 import master_pb2 as pb
 
-__all__ = ["connect", "Cluster", "kill"]
+__all__ = ["Cluster", "connect", "kill"]
 
 log = logging.getLogger("actorrt.client")
 
@@ -76,7 +76,7 @@ class Cluster:
         self.placement_timeout = placement_timeout
         self.closed = False
         self.log_to_driver = log_to_driver
-        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.loop: asyncio.AbstractEventLoop  # the cluster's loop: set by _start
         self.state: ClientState[asyncio.Future[Any], ActorConnection] = ClientState()
         self._files_patterns = tuple(files)
         self._files: list[actor_host_pb2.ShippedFile] = []
@@ -84,6 +84,7 @@ class Cluster:
         self._embedded: list[Any] = []
         self._session: MasterSession | None = None
         self._thread: threading.Thread | None = None
+        self._closing: set[asyncio.Future[None]] = set()  # connections closing: the loop keeps only weak refs
 
     @property
     def embedded(self) -> bool:
@@ -101,6 +102,7 @@ class Cluster:
         if not self.address:
             from actorrt._embedded import start_embedded  # the servers load only when needed
 
+            assert self.token is not None  # __init__ makes one for an embedded cluster
             self.address, self._embedded = await start_embedded(self.token, self._embedded_cpus, self._preload)
         self._session = MasterSession(
             self.address,
@@ -134,7 +136,9 @@ class Cluster:
             conn, waiters = self.state.died(died.actor_id, died.cause)
             if conn is not None:
                 conn.mark_dead(died.cause)
-                asyncio.ensure_future(conn.close(died.cause))
+                closing = asyncio.ensure_future(conn.close(died.cause))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(died.cause)
@@ -148,8 +152,8 @@ class Cluster:
         waiter: asyncio.Future[Any] = self.loop.create_future()
         self.state.await_death(actor_id, waiter)
         try:
-            return await asyncio.wait_for(waiter, wait_s)  # type: ignore[no-any-return]
-        except asyncio.TimeoutError:
+            return await asyncio.wait_for(waiter, wait_s)
+        except TimeoutError:
             return None
         finally:
             self.state.forget_waiter(actor_id, waiter)
@@ -214,8 +218,10 @@ class Cluster:
                 retry = _never_constructed(e, self.state.cause(placed.actor_id))
                 out_of_time = deadline is not None and self.loop.time() >= deadline
                 if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
-                    self._send_release(placed.actor_id, "its constructor failed" if not retry else
-                                       "its host was gone before its constructor ran")
+                    self._send_release(
+                        placed.actor_id,
+                        "its constructor failed" if not retry else "its host was gone before its constructor ran",
+                    )
                     raise
                 self._send_release(placed.actor_id, "its host was gone before its constructor ran")
                 log.info("placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause)
@@ -236,17 +242,15 @@ class Cluster:
         self, class_name: str, resources: common_pb2.Resources, timeout_s: float, asked_s: float
     ) -> pb.ActorPlaced:
         """Ask the master for a slot; waits at most ``timeout_s`` (0: forever) plus a margin."""
-        msg = pb.ClientEvent(
-            place_actor=pb.PlaceActor(resources=resources, class_name=class_name, timeout_s=timeout_s)
-        )
+        msg = pb.ClientEvent(place_actor=pb.PlaceActor(resources=resources, class_name=class_name, timeout_s=timeout_s))
         fut: asyncio.Future[Any] = self.loop.create_future()
         request_id = self.state.request(msg, fut)
         assert self._session is not None
         self._session.send(msg)
         try:
             # The master enforces the timeout; the margin covers a master that went away.
-            return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)  # type: ignore[no-any-return]
-        except asyncio.TimeoutError as e:
+            return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)
+        except TimeoutError as e:
             raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
         finally:
             self.state.withdraw(request_id)
@@ -332,7 +336,6 @@ class Cluster:
 
     def __enter__(self) -> Cluster:
         """Blocking use from a plain script: the cluster runs on a background loop thread."""
-        ready: asyncio.Future[None] | None = None
         started = threading.Event()
         holder: dict[str, Any] = {}
 
@@ -340,7 +343,7 @@ class Cluster:
             try:
                 import uvloop
 
-                loop = uvloop.new_event_loop()
+                loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
             except ImportError:
                 loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
@@ -355,9 +358,9 @@ class Cluster:
         started.wait()
         loop = holder["loop"]
         self.loop = loop
-        ready = asyncio.run_coroutine_threadsafe(self.__aenter__(), loop)  # type: ignore[assignment]
+        ready = asyncio.run_coroutine_threadsafe(self.__aenter__(), loop)
         try:
-            ready.result()  # type: ignore[union-attr]
+            ready.result()
         except BaseException:
             self._stop_thread()
             raise
@@ -392,10 +395,10 @@ class Cluster:
 def _dump_spec(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> common_pb2.Payload:
     try:
         return dumps((cls, args, kwargs))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         try:  # an argument, or the class itself?
             dumps((args, kwargs))
-        except Exception as args_error:  # noqa: BLE001
+        except Exception as args_error:  # noqa: BLE001 - the arguments, or else the class, are named
             name_culprit(f"{cls.__qualname__}.__init__", args, kwargs, args_error)
         raise SerializationError(f"class {cls.__qualname__} cannot be pickled: {e}") from e
 

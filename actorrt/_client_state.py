@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 
 from actorrt.v1 import master_pb2 as pb
 
-__all__ = ["ClientState", "Placement", "DEATHS_KEPT"]
+__all__ = ["DEATHS_KEPT", "ClientState", "Placement"]
 
 W = TypeVar("W")
 C = TypeVar("C")

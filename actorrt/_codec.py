@@ -11,7 +11,7 @@ The rules, in one place:
   (``Payload.streamed``): one copy on each side instead of four. Smaller ones go inline in the
   payload (``Payload.buffers``).
 - **The size limit** (``connect(max_payload_mb=...)``) counts the pickle and every buffer,
-  shared ones included; over it, ``encode`` raises ``PayloadTooLarge`` and keeps no segment.
+  shared ones included; over it, ``encode`` raises ``PayloadTooLargeError`` and keeps no segment.
 - Decoding gives writable buffers: inline ones copied, streamed ones as received, shared ones
   mapped (no copy); ``on_release(name)`` tells the sender's pool when a mapped segment is free.
 
@@ -22,21 +22,22 @@ errors come at the call site).
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import cloudpickle
 
 from actorrt import _shm
 from actorrt.v1 import common_pb2
 
-__all__ = ["STREAM_MIN", "Encoded", "PayloadTooLarge", "encode", "decode", "decode_streamed", "describe_size"]
+__all__ = ["STREAM_MIN", "Encoded", "PayloadTooLargeError", "decode", "decode_streamed", "describe_size", "encode"]
 
 # Inline buffers adding up to at least this much are streamed in chunks after the message.
 STREAM_MIN = 1 << 20
 
 
-class PayloadTooLarge(ValueError):
+class PayloadTooLargeError(ValueError):
     """The value is over the size limit; nothing of it was kept."""
 
     def __init__(self, size: int, limit: int) -> None:
@@ -62,17 +63,17 @@ class Encoded:
 def encode(value: Any, *, pool: _shm.Pool | None = None, limit: int = 0) -> Encoded:
     """Pickle ``value`` for the wire. ``pool``: the sender's shared-memory pool, when the stream
     has one. ``limit``: the largest payload in bytes (0: none). Raises what pickling raises, or
-    ``PayloadTooLarge``."""
+    ``PayloadTooLargeError``."""
     buffers: list[pickle.PickleBuffer] = []
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     if not buffers:  # the common case: a small value with nothing out of band
         if limit and len(data) > limit:
-            raise PayloadTooLarge(len(data), limit)
+            raise PayloadTooLargeError(len(data), limit)
         return Encoded(common_pb2.Payload(pickle=data))
     raws = [b.raw() for b in buffers]
     size = len(data) + sum(r.nbytes for r in raws)
     if limit and size > limit:
-        raise PayloadTooLarge(size, limit)
+        raise PayloadTooLargeError(size, limit)
     shared: list[common_pb2.SharedBuffer] = []
     inline: list[memoryview] = []
     if pool is not None:

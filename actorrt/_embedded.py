@@ -3,15 +3,15 @@ this process, on the caller's loop, and stops them when the connection closes.""
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from actorrt._master import Master
 from actorrt._worker import WorkerDaemon
 
 __all__ = ["start_embedded"]
 
 
-async def start_embedded(token: str, cpus: int | None, preload: Sequence[str]) -> tuple[str, list[Master | WorkerDaemon]]:
+async def start_embedded(
+    token: str, cpus: int | None, preload: tuple[str, ...]
+) -> tuple[str, list[Master | WorkerDaemon]]:
     """Start a master on a free loopback port and a worker with ``cpus`` slots (default: all
     cores); returns the master's address and the services, to close in reverse order. On failure
     whatever started is closed again."""

@@ -9,16 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "ActorRTError",
-    "RemoteError",
+    "SLOT_NOT_READY",
     "ActorDiedError",
-    "SerializationError",
-    "PlacementError",
+    "ActorRTError",
+    "AuthenticationError",
     "ClusterConnectionError",
     "MasterUnreachableError",
-    "AuthenticationError",
+    "PlacementError",
     "ProtocolVersionError",
-    "SLOT_NOT_READY",
+    "RemoteError",
+    "SerializationError",
 ]
 
 # How a worker says an actor never reached its host (the slot's warm host had just died); the
@@ -112,7 +112,7 @@ def rebuild_remote_error(
             _dual_classes[cls] = dual
         if dual is not RemoteError:
             try:
-                err = dual.__new__(dual, *cause.args)
+                err: RemoteError = dual.__new__(dual, *cause.args)
                 err.__dict__.update(getattr(cause, "__dict__", {}))
                 err.args = cause.args
                 RemoteError._fill(err, method, type_name, message, remote_traceback, cause)

@@ -15,9 +15,9 @@ import itertools
 import logging
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from actorrt._codec import describe_size
 from actorrt.v1 import actor_host_pb2

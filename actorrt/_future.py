@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 __all__ = ["CallFuture", "get", "spawn"]
 
 T = TypeVar("T")
 
 
-class CallFuture(asyncio.Future, Generic[T]):  # type: ignore[type-arg]
-    def result(self, timeout: float | None = None) -> T:  # type: ignore[override]
+class CallFuture(asyncio.Future[T]):
+    def result(self, timeout: float | None = None) -> T:
         """The value; blocks this thread (never the loop's) until it is there.
 
         Raises the call's error, ``TimeoutError`` after ``timeout`` seconds, or ``RuntimeError``
         when called on the loop's own thread before the value is there.
         """
         if self.done():  # also how every await ends (asyncio's Task asks a subclass for result())
-            return asyncio.Future.result(self)  # type: ignore[no-any-return]
+            return asyncio.Future.result(self)
         loop = self.get_loop()
         if _on_loop_thread(loop):
             raise RuntimeError("CallFuture.result() would block the event loop it waits for; use 'await'")
@@ -33,7 +34,7 @@ class CallFuture(asyncio.Future, Generic[T]):  # type: ignore[type-arg]
         loop.call_soon_threadsafe(self.add_done_callback, lambda _: ready.set())
         if not ready.wait(timeout):
             raise TimeoutError(f"no result within {timeout}s")
-        return asyncio.Future.result(self)  # type: ignore[no-any-return]
+        return asyncio.Future.result(self)
 
 
 def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
@@ -55,8 +56,8 @@ def spawn(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[T]]) -> 
                 return
             if t.cancelled():
                 fut.cancel()
-            elif t.exception() is not None:
-                fut.set_exception(t.exception())  # type: ignore[arg-type]
+            elif (error := t.exception()) is not None:
+                fut.set_exception(error)
             else:
                 fut.set_result(t.result())
 
@@ -72,6 +73,6 @@ def spawn(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[T]]) -> 
 
 def get(futures: Iterable[CallFuture[Any]] | CallFuture[Any], timeout: float | None = None) -> Any:
     """Block until one future or each of many is done; their values (PARL/Ray ``get`` habit)."""
-    if isinstance(futures, asyncio.Future):
-        return futures.result(timeout)  # type: ignore[call-arg]
-    return [f.result(timeout) for f in futures]  # type: ignore[call-arg]
+    if isinstance(futures, CallFuture):
+        return futures.result(timeout)
+    return [f.result(timeout) for f in futures]

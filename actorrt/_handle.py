@@ -18,17 +18,19 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import grpc
 
 from actorrt import _rpc, _shm, _wire
+from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
-from actorrt._codec import Encoded, PayloadTooLarge, decode, decode_streamed, encode
 from actorrt._serialization import name_culprit
 from actorrt.v1 import actor_host_pb2 as pb
 
 if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
     from actorrt._client import Cluster
 
-__all__ = ["ActorHandle", "ActorConnection"]
+__all__ = ["ActorConnection", "ActorHandle"]
 
 T = TypeVar("T")
 _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
@@ -47,9 +49,7 @@ def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
 class ActorConnection:
     """One actor's Calls stream, pending futures and outgoing batch."""
 
-    def __init__(
-        self, cluster: Cluster, actor_id: str, endpoint: str, cls: type, class_name: str
-    ) -> None:
+    def __init__(self, cluster: Cluster, actor_id: str, endpoint: str, cls: type, class_name: str) -> None:
         self.cluster = cluster
         self.loop = cluster.loop
         self.actor_id = actor_id
@@ -71,7 +71,8 @@ class ActorConnection:
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
         self._channel: grpc.aio.Channel | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
+        # Writes CallBatch messages, or pre-encoded bytes (_wire.passthrough); reads batches or chunks' data.
+        self._call: grpc.aio.StreamStreamCall[Message | bytes, pb.ReplyBatch | memoryview] | None = None
         self._reader: asyncio.Task[None] | None = None
         # The reply whose streamed value is arriving in chunks: its buffers, and its future
         # with the pickle (None when nobody waits for it any more).
@@ -92,7 +93,7 @@ class ActorConnection:
             for message in _wire.bounded(pb.CallBatch(construct=construct).SerializeToString()):
                 await self._call.write(message)
             reply = await asyncio.wait_for(self._call.read(), timeout_s if timeout_s > 0 else None)
-        except (grpc.RpcError, asyncio.TimeoutError) as e:
+        except (TimeoutError, grpc.RpcError) as e:
             await self._teardown()
             detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
             raise ActorDiedError(self.actor_id, f"could not construct {self.class_name}: {detail}") from e
@@ -100,7 +101,7 @@ class ActorConnection:
             if probe is not None:
                 _shm.unlink([probe])
                 construct.shm_probe = ""
-        if reply is grpc.aio.EOF or not reply.replies:
+        if not isinstance(reply, pb.ReplyBatch) or not reply.replies:  # EOF, or not an answer
             await self._teardown()
             raise ActorDiedError(self.actor_id, f"actor host closed the stream while constructing {self.class_name}")
         first = reply.replies[0]
@@ -129,14 +130,18 @@ class ActorConnection:
             self.loop.call_soon_threadsafe(self._enqueue, kind, name, packed, fut)
         return fut
 
-    def _pack(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Encoded | tuple[int, list[bytes]]:
+    def _pack(
+        self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Encoded | tuple[int, list[bytes]]:
         """The arguments encoded (``_codec``), or, when their buffers are streamed, ``(seq,
         messages)``: a one-call header batch and the chunks (``_wire``) with the buffers, copied
         now, when the call is made."""
         what = f"{self.class_name}.{name}"
         try:
-            encoded = encode((args, kwargs), pool=self._pool if self.shm else None, limit=self.cluster.max_payload_bytes)
-        except PayloadTooLarge as e:
+            encoded = encode(
+                (args, kwargs), pool=self._pool if self.shm else None, limit=self.cluster.max_payload_bytes
+            )
+        except PayloadTooLargeError as e:
             raise SerializationError(
                 f"arguments of {what} are {e} (connect(max_payload_mb=...)); nothing was sent"
             ) from None
@@ -146,7 +151,7 @@ class ActorConnection:
             return encoded
         seq = next(self._seq)
         header = pb.CallBatch()
-        header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)  # type: ignore[arg-type]
+        header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
         return seq, [*_wire.bounded(header.SerializeToString()), *_wire.chunks(_wire.CALL_CHUNK, encoded.streamed)]
 
     def _enqueue(
@@ -161,13 +166,13 @@ class ActorConnection:
                 self._pool.release(packed.segments())
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
-        if type(packed) is tuple:
+        if isinstance(packed, tuple):
             seq, messages = packed
             self._pending[seq] = (fut, name, kind)
             self._outbox.push_encoded(messages)
             return
         seq = next(self._seq)
-        call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)  # type: ignore[arg-type]
+        call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)
         if packed is not None:
             call.args.CopyFrom(packed.payload)
         self._pending[seq] = (fut, name, kind)
@@ -179,10 +184,13 @@ class ActorConnection:
         assert self._call is not None
         detail = "the actor host closed the stream"
         try:
-            while (batch := await self._call.read()) is not grpc.aio.EOF:
-                if type(batch) is memoryview:
+            while True:
+                batch = await self._call.read()
+                if isinstance(batch, memoryview):
                     self._take_chunk(batch)
                     continue
+                if not isinstance(batch, pb.ReplyBatch):  # grpc.aio.EOF
+                    break
                 if batch.released and self._pool is not None:
                     self._pool.release(batch.released)
                 self._settle(batch.replies)
@@ -305,7 +313,6 @@ def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:
     return chunk if chunk is not None else pb.ReplyBatch.FromString(data)
 
 
-
 def _member_kinds(cls: type) -> dict[str, bool]:
     """name -> True for methods, False for other class attributes (properties, constants)."""
     kinds: dict[str, bool] = {}
@@ -313,8 +320,10 @@ def _member_kinds(cls: type) -> dict[str, bool]:
         if name.startswith("__"):
             continue
         attr = inspect.getattr_static(cls, name)
-        kinds[name] = isinstance(attr, (staticmethod, classmethod)) or inspect.isfunction(attr) or (
-            callable(attr) and not isinstance(attr, (property, type))
+        kinds[name] = (
+            isinstance(attr, (staticmethod, classmethod))
+            or inspect.isfunction(attr)
+            or (callable(attr) and not isinstance(attr, (property, type)))
         )
     return kinds
 
@@ -343,6 +352,9 @@ class ActorHandle(Generic[T]):
     """
 
     __slots__ = ("_conn", "_kinds", "_methods")
+    _conn: ActorConnection
+    _kinds: dict[str, bool]
+    _methods: dict[str, _Method]
 
     def __init__(self, conn: ActorConnection) -> None:
         object.__setattr__(self, "_conn", conn)

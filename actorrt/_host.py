@@ -24,18 +24,26 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from actorrt import _rpc, _shm, _wire
-from actorrt._outbox import Outbox
+from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
-from actorrt._codec import PayloadTooLarge, decode, decode_streamed, describe_size, encode
+from actorrt._outbox import Outbox
 from actorrt._serialization import EMPTY, NO_ARGS, dumps
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    # What a Calls stream reads (batches, or chunks' data: ActorHostServicer.parse) and writes (batches, or
+    # pre-encoded bytes: ActorHostServicer.encode).
+    _Context: TypeAlias = grpc.aio.ServicerContext[pb.CallBatch | memoryview, pb.ReplyBatch | bytes]
 
 READY_PREFIX = "ACTORRT-HOST-READY"
 # A reply batch is flushed early when a sync call has kept the loop this long.
@@ -67,7 +75,7 @@ class ConcurrencyLimit:
     once per call on the host's hot path. Host loop only.
     """
 
-    __slots__ = ("free", "_waiters")
+    __slots__ = ("_waiters", "free")
 
     def __init__(self, n: int) -> None:
         self.free = n
@@ -143,9 +151,7 @@ class _Actor:
 class CallStream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
-    def __init__(
-        self, actor: _Actor, context: grpc.aio.ServicerContext, shm: bool = False, client_pid: int | None = None
-    ) -> None:
+    def __init__(self, actor: _Actor, context: _Context, shm: bool = False, client_pid: int | None = None) -> None:
         self.actor = actor
         # The client's process, when it shares our pid namespace: if the stream ends because it
         # died, the segments it wrote and we never saw (calls still queued on its side) are
@@ -187,9 +193,9 @@ class CallStream:
         what = f"{self.actor.class_name}.{method}"  # for errors
         try:
             encoded = encode(value, pool=self.pool, limit=self.actor.max_payload_bytes)
-        except PayloadTooLarge as e:
+        except PayloadTooLargeError as e:
             err: Exception = ValueError(f"return value of {what} is {e} (connect(max_payload_mb=...))")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any pickling failure goes back to the caller
             err = TypeError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
             )
@@ -198,15 +204,17 @@ class CallStream:
                 self.reply(pb.Reply(seq=seq, value=encoded.payload))
             else:  # its buffers are streamed in chunks after a header (``_wire``)
                 header = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
-                self.outbox.push_encoded([header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, encoded.streamed)])
+                self.outbox.push_encoded(
+                    [header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, encoded.streamed)]
+                )
             return
         self.reply(pb.Reply(seq=seq, error=_failure(err, skip_frames=0)))
 
-    async def run(self, requests: AsyncIterator[pb.CallBatch], first: pb.CallBatch) -> None:
+    async def run(self, requests: AsyncIterator[pb.CallBatch | memoryview], first: pb.CallBatch) -> None:
         try:
             await self.run_batch(first)
             async for batch in requests:
-                if type(batch) is memoryview:
+                if isinstance(batch, memoryview):
                     await self._take_chunk(batch)
                 else:
                     await self.run_batch(batch)
@@ -253,25 +261,25 @@ class CallStream:
             self.pool.release(batch.released)
         for call in batch.calls:
             try:
-                args = call.args
-                if args.streamed:
+                payload = call.args
+                if payload.streamed:
                     if streamed is None:  # the chunks come next: run it once they are here
-                        self._expect_chunks(batch, args.streamed)
+                        self._expect_chunks(batch, payload.streamed)
                         continue
                     if not streamed.buffers:
                         raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
-                    args, kwargs = decode_streamed(args.pickle, streamed.buffers)
-                elif args.pickle:
-                    if args.shared:
-                        self.seen_client_segments.update(s.name for s in args.shared)
-                    args, kwargs = decode(args, self.on_release)
+                    args, kwargs = decode_streamed(payload.pickle, streamed.buffers)
+                elif payload.pickle:
+                    if payload.shared:
+                        self.seen_client_segments.update(s.name for s in payload.shared)
+                    args, kwargs = decode(payload, self.on_release)
                 else:
                     args, kwargs = NO_ARGS
                 if call.kind != pb.CALL_KIND_METHOD:
                     self._run_attr(call, args)
                     continue
                 fn, is_async = actor.method(call.method)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
                 self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
                 continue
@@ -319,7 +327,7 @@ class CallStream:
         self.outbox.flush()
         try:
             await asyncio.wait_for(self.outbox.drain(), 1.0)
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - the client may be gone
+        except (TimeoutError, Exception):  # noqa: BLE001 - the client may be gone
             pass
         if self.actor.report_fd is not None:
             self.actor.stats.report(self.actor.report_fd)
@@ -355,7 +363,7 @@ class CallStream:
         t0 = time.perf_counter()
         try:
             value = await fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
             self.actor.stats.errors += 1
             self.reply(pb.Reply(seq=seq, error=_failure(e)))
         except SystemExit as e:
@@ -366,7 +374,6 @@ class CallStream:
             self.actor.running.give()
             self.actor.stats.observe(time.perf_counter() - t0)
         self.outbox.flush()
-
 
 
 class ActorHostServicer(pb_grpc.ActorHostServicer):
@@ -391,9 +398,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         self.stats.bytes_out += len(data)
         return data
 
-    async def Calls(  # noqa: N802 - gRPC's name
-        self, request_iterator: AsyncIterator[pb.CallBatch], context: grpc.aio.ServicerContext
-    ) -> None:
+    async def Calls(self, request_iterator: AsyncIterator[pb.CallBatch | memoryview], context: _Context) -> None:
         requests = _joined(request_iterator)
         try:
             first = await anext(requests)
@@ -521,10 +526,10 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     if metrics_fd is not None:
         _report_on_sigterm(servicer, metrics_fd)
     await servicer.finished.wait()
-    if reporter is not None:  # now: the daemon's SIGTERM may come before the stop below ends
+    if reporter is not None and metrics_fd is not None:  # now: the daemon's SIGTERM may come before the stop below ends
         reporter.cancel()
         if servicer.actor is not None:
-            servicer.actor.stats.report(metrics_fd)  # type: ignore[arg-type]
+            servicer.actor.stats.report(metrics_fd)
     await server.stop(grace=1.0)
 
 
@@ -559,7 +564,7 @@ def main() -> None:
     for module in filter(None, os.environ.get("ACTORRT_PRELOAD", "").split(",")):
         try:
             importlib.import_module(module.strip())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - reported; the host starts without it
             print(f"actorrt: preloading {module!r} failed: {e}", file=sys.stderr, flush=True)
     token = os.environ.pop("ACTORRT_TOKEN", None)
     tls = _rpc.TLS.from_env()

@@ -22,16 +22,17 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from actorrt import _rpc
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = [
-    "OutputRelay",
     "LineSplitter",
+    "OutputRelay",
     "configure_logging",
     "default_log_dir",
     "ids",
@@ -226,8 +227,11 @@ class OutputRelay:
         _rpc.private_dir(self.log_dir)
         self._prune()
         handler = logging.handlers.RotatingFileHandler(
-            self.log_dir / f"{_safe(actor_id)}.log", maxBytes=self.max_bytes, backupCount=self.backups,
-            encoding="utf-8", delay=True,
+            self.log_dir / f"{_safe(actor_id)}.log",
+            maxBytes=self.max_bytes,
+            backupCount=self.backups,
+            encoding="utf-8",
+            delay=True,
         )
         handler.setFormatter(logging.Formatter("%(message)s"))
         s = _ActorLog(actor_id, class_name, pid, handler)
@@ -364,8 +368,8 @@ def configure_logging(
     root.setLevel(getattr(logging, level.upper()))
     if isinstance(handler, DaemonLogFile):
         max_line = min(MAX_RAW_LINE, max(1, max_bytes // 4))  # a piece fits in a file, in UTF-8
-        sys.stdout = _HandlerStream(handler, 1, max_line)  # type: ignore[assignment]
-        sys.stderr = _HandlerStream(handler, 2, max_line)  # type: ignore[assignment]
+        sys.stdout = _HandlerStream(handler, 1, max_line)
+        sys.stderr = _HandlerStream(handler, 2, max_line)
 
 
 class DaemonLogFile(logging.handlers.RotatingFileHandler):
@@ -382,7 +386,7 @@ class DaemonLogFile(logging.handlers.RotatingFileHandler):
             raise ValueError(f"a rotating log needs max_bytes >= 1 and backups >= 1, got {max_bytes}, {backups}")
         super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+    def handleError(self, record: logging.LogRecord) -> None:
         """Drop the record: the report would go to stderr, which is this very file."""
 
     def _open(self) -> Any:
@@ -420,7 +424,7 @@ class _HandlerStream(io.TextIOBase):
         self._writing = False
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # TextIOBase's is a read-only attribute
         return "utf-8"
 
     def writable(self) -> bool:

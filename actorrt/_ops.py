@@ -10,8 +10,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from actorrt import _logs, _rpc
 
@@ -19,19 +20,21 @@ if TYPE_CHECKING:
     import grpc
     from prometheus_client import CollectorRegistry
 
-    from actorrt._status import ClusterStatus
     from actorrt._metrics import MetricsServer
+    from actorrt._status import ClusterStatus
 
 __all__ = [
     "ClusterTarget",
     "add_cluster_args",
     "add_daemon_args",
-    "default_address",
     "add_logs_parser",
     "add_status_args",
-    "start_metrics",
+    "default_address",
     "run_status",
+    "start_metrics",
 ]
+
+P = TypeVar("P", bound=argparse.ArgumentParser)  # the CLI's own parser class
 
 
 class OpsError(Exception):
@@ -43,30 +46,39 @@ class OpsError(Exception):
 
 def add_daemon_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--metrics-port", type=_port, default=0,
+        "--metrics-port",
+        type=_port,
+        default=0,
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off)",
     )
     parser.add_argument(
-        "--metrics-host", default=None,
+        "--metrics-host",
+        default=None,
         help="address the metrics endpoint listens on (default: --host for start, --node-ip for connect)",
     )
     parser.add_argument(
-        "--log-format", default="text", choices=["text", "json"],
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
         help="daemon log lines: 'text' (one line per event, ids as key=value) or 'json'",
     )
     parser.add_argument(
-        "--log-file", default=None,
+        "--log-file",
+        default=None,
         help="write the daemon's log, stdout and stderr to this file, rotated by size (default: stderr "
         "with --block, else ACTORRT_HOME/logs/<kind>-<ms>.log)",
     )
     parser.add_argument(
-        "--log-max-bytes", type=_log_bytes, default=_logs.DAEMON_LOG_BYTES,
+        "--log-max-bytes",
+        type=_log_bytes,
+        default=_logs.DAEMON_LOG_BYTES,
         help=f"rotate the log file at this size (default {_logs.DAEMON_LOG_BYTES // 2**20} MiB)",
     )
     parser.add_argument(
-        "--log-backups", type=_positive_int, default=_logs.DAEMON_LOG_BACKUPS,
-        help=f"rotated log files kept (default {_logs.DAEMON_LOG_BACKUPS}): at most "
-        "(backups + 1) x max bytes on disk",
+        "--log-backups",
+        type=_positive_int,
+        default=_logs.DAEMON_LOG_BACKUPS,
+        help=f"rotated log files kept (default {_logs.DAEMON_LOG_BACKUPS}): at most (backups + 1) x max bytes on disk",
     )
 
 
@@ -172,19 +184,23 @@ async def run_status(args: argparse.Namespace, fetch: Callable[[], Awaitable[Clu
         if clear:
             sys.stdout.write("\x1b[H\x1b[2J")
         stamp = time.strftime("%H:%M:%S")
-        print(text if args.json else f"{text}\n\n(every {args.interval:g}s at {stamp}; Ctrl-C to stop)\n",
-              flush=True)
+        print(text if args.json else f"{text}\n\n(every {args.interval:g}s at {stamp}; Ctrl-C to stop)\n", flush=True)
         await asyncio.sleep(args.interval)
 
 
 # ---- logs --------------------------------------------------------------------------------------
 
 
-def add_logs_parser(sub: Any, address_type: Callable[[str], str]) -> argparse.ArgumentParser:
+def add_logs_parser(sub: argparse._SubParsersAction[P], address_type: Callable[[str], str]) -> P:
     logs = sub.add_parser("logs", help="print a live or dead actor's output log, read from its node")
     logs.add_argument("actor_id", help="the actor's id, or a unique prefix of it (as in '(Class pid=N id=...)')")
     add_cluster_args(logs, address_type)
-    logs.add_argument("--tail", type=_positive_int, default=2**20, help="print at most the last N bytes (default 1 MiB; at most 3 MiB, the rest stays in the file on the actor's node)")
+    logs.add_argument(
+        "--tail",
+        type=_positive_int,
+        default=2**20,
+        help="print at most the last N bytes (default 1 MiB; at most 3 MiB, the rest stays in the file on the actor's node)",
+    )
     logs.add_argument("--timeout", type=float, default=15.0)
     return logs
 
@@ -201,11 +217,12 @@ def run_logs(args: argparse.Namespace) -> int:
         async with target.channel() as channel:
             stub = master_pb2_grpc.MasterStub(channel)
             try:
-                return await stub.GetActorLog(
+                response: master_pb2.GetActorLogResponse = await stub.GetActorLog(
                     master_pb2.GetActorLogRequest(actor_id=args.actor_id, max_bytes=args.tail),
                     metadata=target.metadata(),
                     timeout=args.timeout,
                 )
+                return response
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                     raise OpsError(f"actorrt logs: {e.details()}") from e

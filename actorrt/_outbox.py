@@ -17,13 +17,28 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
-from typing import Any, Awaitable, Callable, Coroutine, Generic, Sequence, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from actorrt import _wire
 
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedScalarFieldContainer
+
 __all__ = ["Outbox"]
 
-B = TypeVar("B")  # the batch message type: pb.CallBatch or pb.ReplyBatch
+
+class _Batch(Protocol):
+    """What the outbox uses of a batch message."""
+
+    released: RepeatedScalarFieldContainer[str]
+
+    def ByteSize(self) -> int: ...
+
+    def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...
+
+
+B = TypeVar("B", bound=_Batch)  # the batch message type: pb.CallBatch or pb.ReplyBatch
 
 
 class Outbox(Generic[B]):
@@ -38,7 +53,7 @@ class Outbox(Generic[B]):
 
     def __init__(
         self,
-        write: Callable[[Any], Awaitable[None]],
+        write: Callable[[Any], Coroutine[Any, Any, None]],
         new_batch: Callable[[], B],
         entries: str,
         split_above: int = 0,
@@ -83,7 +98,7 @@ class Outbox(Generic[B]):
                 self._idle.set_result(None)
             return
         self._writing = True
-        self._step(self._write(message))  # type: ignore[arg-type]
+        self._step(self._write(message))
 
     async def drain(self) -> None:
         """Return once everything added so far is written (or the stream failed)."""
@@ -101,12 +116,12 @@ class Outbox(Generic[B]):
         elif self.released or len(self._entries(self.batch)):
             message, self.batch = self.batch, self._new_batch()
             if self.released:
-                message.released.extend(self.released)  # type: ignore[attr-defined]
+                message.released.extend(self.released)
                 self.released = []
         else:
             return None
-        if self._split_above and type(message) is not bytes and message.ByteSize() > self._split_above:  # type: ignore[attr-defined]
-            first, *rest = _wire.split(message.SerializeToString())  # type: ignore[attr-defined]
+        if self._split_above and not isinstance(message, bytes) and message.ByteSize() > self._split_above:
+            first, *rest = _wire.split(message.SerializeToString())
             self._queue[:0] = rest
             return first
         return message

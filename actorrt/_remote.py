@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, cast, overload
 
 from actorrt._current import current_cluster
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorHandle
 
-__all__ = ["remote_class", "ActorOptions", "RemoteClass", "options_of"]
+__all__ = ["ActorOptions", "RemoteClass", "options_of", "remote_class"]
 
 T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,14 @@ def options_of(cls: type) -> ActorOptions:
     return getattr(cls, "_actorrt_options", None) or ActorOptions()
 
 
-class RemoteClass(Protocol[T_co]):
+class RemoteClass(Protocol[T]):
     """What ``@remote_class`` makes of a class ``T``: still ``T``, plus ``remote``/``options``."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> T_co: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> T: ...
 
-    def remote(self, *args: Any, **kwargs: Any) -> CallFuture[ActorHandle[T_co]]: ...
+    def remote(self, *args: Any, **kwargs: Any) -> CallFuture[ActorHandle[T]]: ...
 
-    def options(self, **overrides: Any) -> _Factory[T_co]: ...
+    def options(self, **overrides: Any) -> _Factory[T]: ...
 
 
 class _Factory(Generic[T]):
@@ -68,8 +68,11 @@ class _Factory(Generic[T]):
         cluster = current_cluster()
         cls = self._cls
         if options_of(cls) != self._options:
-            cls = type(cls.__name__, (cls,), {"_actorrt_options": self._options, "__qualname__": cls.__qualname__,
-                                             "__module__": cls.__module__})
+            cls = type(
+                cls.__name__,
+                (cls,),
+                {"_actorrt_options": self._options, "__qualname__": cls.__qualname__, "__module__": cls.__module__},
+            )
         return spawn(cluster.loop, lambda: cluster.create_actor(cls, args, kwargs))
 
     def options(self, **overrides: Any) -> _Factory[T]:
@@ -84,8 +87,9 @@ class _RemoteDescriptor:
         self.attr = attr
 
     def __get__(self, obj: Any, owner: type) -> Callable[..., Any]:
-        factory = _Factory(owner, options_of(owner))
-        return getattr(factory, self.attr)  # type: ignore[no-any-return]
+        factory: _Factory[Any] = _Factory(owner, options_of(owner))
+        method: Callable[..., Any] = getattr(factory, self.attr)
+        return method
 
 
 @overload
@@ -125,9 +129,10 @@ def remote_class(
     def wrap(target: type[T]) -> RemoteClass[T]:
         if not isinstance(target, type):
             raise TypeError(f"remote_class decorates classes, not {type(target).__name__}")
+        # What this decorator is for: attributes the class did not declare (mypy cannot see them).
         target._actorrt_options = options  # type: ignore[attr-defined]
         target.remote = _RemoteDescriptor("remote")  # type: ignore[attr-defined]
         target.options = _RemoteDescriptor("options")  # type: ignore[attr-defined]
-        return target  # type: ignore[return-value]
+        return cast("RemoteClass[T]", target)  # the class, with remote/options added just above
 
     return wrap(cls) if cls is not None else wrap

@@ -11,9 +11,10 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -27,20 +28,20 @@ from actorrt._errors import (
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "TLS",
     "TokenInterceptor",
     "auth_metadata",
     "channel_options",
+    "listen",
+    "load_token",
+    "new_token",
+    "open_channel",
     "server_options",
     "state_dir",
     "token_path",
-    "load_token",
-    "write_token",
-    "new_token",
     "translate",
     "version_mismatch",
-    "TLS",
-    "open_channel",
-    "listen",
+    "write_token",
 ]
 
 log = logging.getLogger("actorrt")
@@ -96,6 +97,9 @@ def server_options(max_receive: int, keepalive_s: float = 5.0) -> list[tuple[str
     ]
 
 
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+
 # ---- TLS ------------------------------------------------------------------------------------
 
 
@@ -137,11 +141,13 @@ class TLS:
         return Path(path).read_bytes() if path else None
 
     def server_credentials(self) -> grpc.ServerCredentials:
-        if not self.cert:
+        if not self.cert or not self.key:  # __post_init__ has both or neither
             raise ValueError("TLS: a server needs a certificate and key")
         ca = self._read("ca")
         return grpc.ssl_server_credentials(
-            [(self._read("key"), self._read("cert"))], root_certificates=ca, require_client_auth=ca is not None
+            [(Path(self.key).read_bytes(), Path(self.cert).read_bytes())],
+            root_certificates=ca,
+            require_client_auth=ca is not None,
         )
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
@@ -252,9 +258,9 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[_Req, _Resp] | None]],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[_Req, _Resp] | None:
         presented = b""
         for key, value in details.invocation_metadata or ():
             if key == AUTH_KEY:
@@ -267,14 +273,14 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
         return _refusal(f"actorrt: {reason} (pass token=, ACTORRT_TOKEN or the token file)")
 
 
-def _refusal(message: str) -> grpc.RpcMethodHandler:
+def _refusal(message: str) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler that ends the RPC with UNAUTHENTICATED without reading a single message.
 
     A stream-stream handler whatever the method's kind: on the wire a unary call is a stream of
     one message, and a streaming handler is the only kind gRPC calls before a request is read.
     """
 
-    async def deny(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+    async def deny(_requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
     return grpc.stream_stream_rpc_method_handler(deny)
@@ -326,10 +332,7 @@ class RateLimitedLog:
 
 
 def version_mismatch(theirs: int) -> str:
-    return (
-        f"{VERSION_MISMATCH}: peer speaks actorrt protocol v{theirs}, "
-        f"this side speaks v{PROTOCOL_VERSION}"
-    )
+    return f"{VERSION_MISMATCH}: peer speaks actorrt protocol v{theirs}, this side speaks v{PROTOCOL_VERSION}"
 
 
 def translate(e: grpc.RpcError, operation: str, address: str) -> ActorRTError:

@@ -23,7 +23,7 @@ import cloudpickle
 from actorrt._errors import SerializationError
 from actorrt.v1 import common_pb2
 
-__all__ = ["dumps", "name_culprit", "ship_local_modules", "EMPTY", "NO_ARGS"]
+__all__ = ["EMPTY", "NO_ARGS", "dumps", "name_culprit", "ship_local_modules"]
 
 EMPTY = common_pb2.Payload()
 NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
@@ -52,10 +52,9 @@ def name_culprit(what: str, args: tuple[Any, ...], kwargs: dict[str, Any], e: Ex
 def _check_one(what: str, name: str, value: Any, original: Exception) -> None:
     try:
         cloudpickle.dumps(value, protocol=5, buffer_callback=lambda b: None)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - whatever pickle raises, the culprit is named
         raise SerializationError(
-            f"{name} of {what} ({type(value).__module__}.{type(value).__qualname__}) "
-            f"cannot be pickled: {e}"
+            f"{name} of {what} ({type(value).__module__}.{type(value).__qualname__}) cannot be pickled: {e}"
         ) from original
 
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 
@@ -52,7 +52,7 @@ class MasterSession:
         self.unanswered = unanswered
         self.closed = False
         self._channel: grpc.aio.Channel | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: grpc.aio.StreamStreamCall[pb.ClientEvent, pb.ClientNotice] | None = None
         self._outbox: asyncio.Queue[pb.ClientEvent] = asyncio.Queue()
         self._up = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
@@ -76,9 +76,10 @@ class MasterSession:
         assert self._channel is not None
         stub = pb_grpc.MasterStub(self._channel)
         try:
-            return await stub.GetClusterStatus(
+            response: pb.GetClusterStatusResponse = await stub.GetClusterStatus(
                 pb.GetClusterStatusRequest(), metadata=_rpc.auth_metadata(self.token), timeout=self.timeout
             )
+            return response
         except grpc.RpcError as e:
             raise _rpc.translate(e, "status", self.address) from e
 
@@ -90,7 +91,7 @@ class MasterSession:
         if self._writer is not None:
             try:
                 await asyncio.wait_for(self._outbox.join(), CLOSE_WAIT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._writer.cancel()
         self.closed = True
@@ -100,7 +101,7 @@ class MasterSession:
                 await self._call.done_writing()
                 if self._reader is not None:
                     await asyncio.wait_for(asyncio.shield(self._reader), CLOSE_WAIT_S)
-            except (grpc.RpcError, asyncio.TimeoutError, asyncio.InvalidStateError):
+            except (TimeoutError, grpc.RpcError, asyncio.InvalidStateError):
                 pass
             self._call.cancel()
         if self._reader is not None:
@@ -135,12 +136,12 @@ class MasterSession:
                 except grpc.RpcError as probe:
                     e = probe
             raise _rpc.translate(e, "connect", self.address) from e
-        except asyncio.TimeoutError as e:
+        except TimeoutError as e:
             self._call.cancel()
             raise MasterUnreachableError(
                 f"connect: no actorrt master answered at {self.address} within {self.timeout:g}s"
             ) from e
-        if first is grpc.aio.EOF or not first.HasField("session_opened"):
+        if not isinstance(first, pb.ClientNotice) or not first.HasField("session_opened"):  # or EOF
             raise ClusterConnectionError(f"connect: the master at {self.address} closed the session")
 
     async def _read_forever(self) -> None:
@@ -149,7 +150,7 @@ class MasterSession:
         while True:
             assert self._call is not None
             try:
-                while (notice := await self._call.read()) is not grpc.aio.EOF:
+                while isinstance(notice := await self._call.read(), pb.ClientNotice):  # else EOF
                     backoff = 0.1
                     self.on_notice(notice)
                 if self.closed:

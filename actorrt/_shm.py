@@ -28,22 +28,22 @@ import re
 import secrets
 import threading
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 __all__ = [
     "THRESHOLD",
-    "available",
-    "write",
-    "unlink",
-    "make_probe",
-    "check_probe",
-    "remove_owned_by",
-    "probe_owner",
-    "alive",
-    "remove_if_gone",
     "Pool",
+    "alive",
+    "available",
+    "check_probe",
+    "make_probe",
     "map_pooled",
+    "probe_owner",
+    "remove_if_gone",
+    "remove_owned_by",
+    "unlink",
+    "write",
 ]
 
 SHM_DIR = "/dev/shm"

@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import os
@@ -83,8 +84,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Awaitable, Callable, Protocol, Sequence
+from typing import IO, Any, Protocol
 
 MIB = 2**20
 GROUPS = ("cold_start", "create", "latency", "pipelined", "payload", "cpu", "idle")
@@ -119,7 +121,7 @@ class Echo:
     def make_bytes(self, n: int) -> bytes:
         if self._made is None or self._made[0] != -n:
             self._made = (-n, b"\x01" * n)
-        return self._made[1]  # type: ignore[no-any-return]
+        return self._made[1]
 
     def spin(self, n: int) -> float:
         """Pure-Python busy loop of ``n`` iterations; returns the seconds it took in here."""
@@ -182,7 +184,7 @@ class _ActorrtRef:
         self.handle = handle
 
     def method(self, name: str) -> Callable[..., Awaitable[Any]]:
-        return getattr(self.handle, name)  # type: ignore[no-any-return]
+        return getattr(self.handle, name)
 
 
 def _actorrt_echo() -> Any:
@@ -303,8 +305,15 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({"bench": self.bench, "system": self.system, "value": None if self.value is None else _sig(self.value),
-                           "unit": self.unit, **self.extra})
+        return json.dumps(
+            {
+                "bench": self.bench,
+                "system": self.system,
+                "value": None if self.value is None else _sig(self.value),
+                "unit": self.unit,
+                **self.extra,
+            }
+        )
 
 
 def _sig(x: float, digits: int = 4) -> float:
@@ -332,8 +341,15 @@ class Reporter:
             value = "FAILED" if r.value is None else f"{_sig(r.value):g}"
             rows.append((r.system, r.bench, value, r.unit, details))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines = ["  ".join(cell.ljust(w) if i != 2 else cell.rjust(w) for i, (cell, w) in
-                           enumerate(zip(row[:4], widths))) + "  " + row[4] for row in rows]
+        lines = [
+            "  ".join(
+                cell.ljust(w) if i != 2 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(row[:4], widths, strict=True))
+            )
+            + "  "
+            + row[4]
+            for row in rows
+        ]
         lines.insert(1, "-" * min(120, sum(widths) + 8 + max(len(row[4]) for row in rows)))
         return "\n".join(line.rstrip() for line in lines)
 
@@ -410,10 +426,24 @@ def bench_cold_start(system_name: str, cfg: Config, report: Reporter) -> None:
         inner.append(seen["connect_to_first_call_s"])
         imports.append(seen["import_s"])
     extra = {"reps": cfg.reps, "embedded": not cfg.address}
-    report.emit(Result("cold_start_connect_to_first_call", system_name, statistics.median(inner), "s",
-                       {**extra, "import_s": _sig(statistics.median(imports)), "samples": [_sig(x) for x in inner]}))
-    report.emit(Result("cold_start_process_to_first_call", system_name, statistics.median(outer), "s",
-                       {**extra, "samples": [_sig(x) for x in outer]}))
+    report.emit(
+        Result(
+            "cold_start_connect_to_first_call",
+            system_name,
+            statistics.median(inner),
+            "s",
+            {**extra, "import_s": _sig(statistics.median(imports)), "samples": [_sig(x) for x in inner]},
+        )
+    )
+    report.emit(
+        Result(
+            "cold_start_process_to_first_call",
+            system_name,
+            statistics.median(outer),
+            "s",
+            {**extra, "samples": [_sig(x) for x in outer]},
+        )
+    )
 
 
 async def bench_create(system: System, cfg: Config, report: Reporter) -> None:
@@ -427,8 +457,15 @@ async def bench_create(system: System, cfg: Config, report: Reporter) -> None:
         samples.append(time.perf_counter() - start)
         await system.kill(actor)
     await system.wait_idle()
-    report.emit(Result("actor_create_warm", system.name, statistics.median(samples), "s",
-                       {"n": n, "min": _sig(min(samples)), "max": _sig(max(samples))}))
+    report.emit(
+        Result(
+            "actor_create_warm",
+            system.name,
+            statistics.median(samples),
+            "s",
+            {"n": n, "min": _sig(min(samples)), "max": _sig(max(samples))},
+        )
+    )
 
 
 async def bench_latency(system: System, cfg: Config, report: Reporter, a: ActorRef) -> None:
@@ -443,8 +480,9 @@ async def bench_latency(system: System, cfg: Config, report: Reporter, a: ActorR
         samples.append(clock() - start)
     extra = {"n": cfg.latency_calls, "warmup": cfg.latency_warmup}
     report.emit(Result("call_latency_median", system.name, statistics.median(samples) * 1e6, "us", extra))
-    report.emit(Result("call_latency_p99", system.name, p99(samples) * 1e6, "us",
-                       {**extra, "max_us": _sig(max(samples) * 1e6)}))
+    report.emit(
+        Result("call_latency_p99", system.name, p99(samples) * 1e6, "us", {**extra, "max_us": _sig(max(samples) * 1e6)})
+    )
 
 
 async def bench_latency_paired(system: System, cfg: Config, report: Reporter, a: ActorRef) -> None:
@@ -477,12 +515,21 @@ async def bench_latency_paired(system: System, cfg: Config, report: Reporter, a:
             ratios.append(medians["ours"] / medians["floor"])
         ratios.sort()
         quarter = len(ratios) // 4
-        report.emit(Result("call_latency_over_grpc_pingpong", system.name, statistics.median(ratios), "x", {
-            "blocks": len(ratios), "block": block,
-            "ours_median_us": _sig(statistics.median(samples["ours"]) * 1e6),
-            "floor_median_us": _sig(statistics.median(samples["floor"]) * 1e6),
-            "iqr": [_sig(ratios[quarter]), _sig(ratios[-quarter - 1])],
-        }))
+        report.emit(
+            Result(
+                "call_latency_over_grpc_pingpong",
+                system.name,
+                statistics.median(ratios),
+                "x",
+                {
+                    "blocks": len(ratios),
+                    "block": block,
+                    "ours_median_us": _sig(statistics.median(samples["ours"]) * 1e6),
+                    "floor_median_us": _sig(statistics.median(samples["floor"]) * 1e6),
+                    "iqr": [_sig(ratios[quarter]), _sig(ratios[-quarter - 1])],
+                },
+            )
+        )
     finally:
         await floor.close()
 
@@ -501,9 +548,15 @@ async def bench_pipelined(system: System, cfg: Config, report: Reporter, a: Acto
         pings = [x.method("ping") for x in actors]
         await _pipelined_once(pings, min(n, 1000))  # warm-up
         rates = [n / await _pipelined_once(pings, n) for _ in range(cfg.reps)]
-        report.emit(Result(label, system.name, statistics.median(rates), "calls/s",
-                           {"calls": n, "actors": len(actors), "reps": cfg.reps,
-                            "samples": [_sig(x) for x in rates]}))
+        report.emit(
+            Result(
+                label,
+                system.name,
+                statistics.median(rates),
+                "calls/s",
+                {"calls": n, "actors": len(actors), "reps": cfg.reps, "samples": [_sig(x) for x in rates]},
+            )
+        )
 
 
 async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorRef) -> None:
@@ -520,7 +573,10 @@ async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorR
                 break
             value: Any = np.ones(size, dtype=np.uint8) if kind == "numpy" else b"\x01" * size
             make = a.method("make" if kind == "numpy" else "make_bytes")
-            calls = {"to_actor": lambda: take(value), "from_actor": lambda: make(size)}
+            calls: dict[str, Callable[[], Awaitable[Any]]] = {
+                "to_actor": functools.partial(take, value),
+                "from_actor": functools.partial(make, size),
+            }
             if kind == "bytes":
                 calls = {d: c for d, c in calls.items() if d in failed}
             prefix = "payload" if kind == "numpy" else "payload_bytes"
@@ -537,8 +593,15 @@ async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorR
                     failed.add(direction)
                     del calls[direction]
                     error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    report.emit(Result(f"{prefix}_{direction}_{label}", system.name, None, "MiB/s",
-                                       {**extra, "direction": direction, "error": error[:300]}))
+                    report.emit(
+                        Result(
+                            f"{prefix}_{direction}_{label}",
+                            system.name,
+                            None,
+                            "MiB/s",
+                            {**extra, "direction": direction, "error": error[:300]},
+                        )
+                    )
             times: dict[str, list[float]] = {d: [] for d in calls}
             for _ in range(cfg.reps):  # directions alternate so drift hits both alike
                 for direction, call in calls.items():
@@ -547,8 +610,16 @@ async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorR
                     times[direction].append(time.perf_counter() - start)
             for direction, ts in times.items():
                 t = statistics.median(ts)
-                report.emit(Result(f"{prefix}_{direction}_{label}", system.name, size / MIB / t, "MiB/s",
-                                   {**extra, "direction": direction, "median_ms": _sig(t * 1e3)}))
+                report.emit(
+                    Result(
+                        f"{prefix}_{direction}_{label}",
+                        system.name,
+                        size / MIB / t,
+                        "MiB/s",
+                        {**extra, "direction": direction, "median_ms": _sig(t * 1e3)},
+                    )
+                )
+            calls.clear()  # the payload is freed before the next one is made
             del value
 
 
@@ -589,13 +660,36 @@ async def bench_cpu(system: System, cfg: Config, report: Reporter, a: ActorRef, 
     best = {k: min(v) for k, v in times.items()}
     extra = {"iterations": n, "reps": cfg.reps}
     ours, ceiling = 2 * med["a1"] / med["a2"], 2 * med["p1"] / med["p2"]
-    report.emit(Result("cpu_1_actor", system.name, med["a1"], "s", {**extra, "samples": [_sig(x) for x in times["a1"]]}))
-    report.emit(Result("cpu_2_actors", system.name, med["a2"], "s", {**extra, "samples": [_sig(x) for x in times["a2"]]}))
-    report.emit(Result("cpu_speedup_2_actors", system.name, ours, "x", {
-        **extra, "cpus": os.cpu_count(), "best_of": _sig(2 * best["a1"] / best["a2"])}))
-    report.emit(Result("cpu_speedup_2_processes", system.name, ceiling, "x", {
-        **extra, "plain": "multiprocessing spawn pool", "best_of": _sig(2 * best["p1"] / best["p2"]),
-        "samples_1": [_sig(x) for x in times["p1"]], "samples_2": [_sig(x) for x in times["p2"]]}))
+    report.emit(
+        Result("cpu_1_actor", system.name, med["a1"], "s", {**extra, "samples": [_sig(x) for x in times["a1"]]})
+    )
+    report.emit(
+        Result("cpu_2_actors", system.name, med["a2"], "s", {**extra, "samples": [_sig(x) for x in times["a2"]]})
+    )
+    report.emit(
+        Result(
+            "cpu_speedup_2_actors",
+            system.name,
+            ours,
+            "x",
+            {**extra, "cpus": os.cpu_count(), "best_of": _sig(2 * best["a1"] / best["a2"])},
+        )
+    )
+    report.emit(
+        Result(
+            "cpu_speedup_2_processes",
+            system.name,
+            ceiling,
+            "x",
+            {
+                **extra,
+                "plain": "multiprocessing spawn pool",
+                "best_of": _sig(2 * best["p1"] / best["p2"]),
+                "samples_1": [_sig(x) for x in times["p1"]],
+                "samples_2": [_sig(x) for x in times["p2"]],
+            },
+        )
+    )
     report.emit(Result("cpu_speedup_over_processes", system.name, ours / ceiling, "x", extra))
 
 
@@ -702,26 +796,49 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default=None, help="master host:port (default: an embedded local cluster)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and reps: a smoke test for CI")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per bench (default 5; 1 with --quick; "
-                        "side by side: per child, default 3)")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="repetitions per bench (default 5; 1 with --quick; side by side: per child, default 3)",
+    )
     parser.add_argument("--out", default=None, help="also write the JSON lines to this file")
-    parser.add_argument("--only", default=",".join(GROUPS),
-                        help=f"comma-separated bench groups to run (default all: {','.join(GROUPS)})")
-    parser.add_argument("--cpu-seconds", type=float, default=None,
-                        help="work per actor in the cpu bench (default 1.0; 0.1 with --quick)")
-    parser.add_argument("--idle-seconds", type=float, default=None,
-                        help="how long the idle bench watches (default 10; 1 with --quick)")
+    parser.add_argument(
+        "--only",
+        default=",".join(GROUPS),
+        help=f"comma-separated bench groups to run (default all: {','.join(GROUPS)})",
+    )
+    parser.add_argument(
+        "--cpu-seconds",
+        type=float,
+        default=None,
+        help="work per actor in the cpu bench (default 1.0; 0.1 with --quick)",
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=None, help="how long the idle bench watches (default 10; 1 with --quick)"
+    )
     parser.add_argument("--peers", default="", help="other systems to run side by side: ray, parl")
-    parser.add_argument("--floors", action="store_true",
-                        help="run the grpc/tcp echo floors side by side (implied by --peers)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="side by side: rounds of alternation, one child per system each (default 4; 1 quick)")
+    parser.add_argument(
+        "--floors", action="store_true", help="run the grpc/tcp echo floors side by side (implied by --peers)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="side by side: rounds of alternation, one child per system each (default 4; 1 quick)",
+    )
     default_ray = os.path.join(os.path.dirname(HERE), ".venv-ray", "bin", "python")
-    parser.add_argument("--ray-python", default=default_ray if os.path.exists(default_ray) else sys.executable,
-                        help="the interpreter that has Ray (default .venv-ray/bin/python if there)")
+    parser.add_argument(
+        "--ray-python",
+        default=default_ray if os.path.exists(default_ray) else sys.executable,
+        help="the interpreter that has Ray (default .venv-ray/bin/python if there)",
+    )
     default_parl = os.path.join(os.path.dirname(HERE), ".venv-parl", "bin", "python")
-    parser.add_argument("--parl-python", default=default_parl if os.path.exists(default_parl) else sys.executable,
-                        help="the interpreter that has PARL (default .venv-parl/bin/python if there)")
+    parser.add_argument(
+        "--parl-python",
+        default=default_parl if os.path.exists(default_parl) else sys.executable,
+        help="the interpreter that has PARL (default .venv-parl/bin/python if there)",
+    )
     parser.add_argument("--_cold-start-child", dest="cold_start_child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_system-child", dest="system_child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_floor-server", dest="floor_server", default=None, help=argparse.SUPPRESS)
@@ -778,8 +895,11 @@ def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: 
         if table and report.results:
             mode = "quick" if cfg.quick else "full"
             where = cfg.address or "embedded"
-            print(f"\nactor call benchmarks ({mode}, {where}, reps {cfg.reps}, {os.cpu_count()} cpus, "
-                  f"{time.perf_counter() - started:.1f} s)\n{report.table()}", file=sys.stderr)
+            print(
+                f"\nactor call benchmarks ({mode}, {where}, reps {cfg.reps}, {os.cpu_count()} cpus, "
+                f"{time.perf_counter() - started:.1f} s)\n{report.table()}",
+                file=sys.stderr,
+            )
     failed = [r.bench for r in report.results if r.value is None]
     if failed:
         print(f"\n{len(failed)} measurement(s) FAILED (value null in the JSON): {', '.join(failed)}", file=sys.stderr)
@@ -789,11 +909,15 @@ def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: 
 
 def _side_by_side(args: argparse.Namespace, cfg: Config, groups: set[str]) -> int:
     """Each system in its own child process, alternating, round after round; see the docstring."""
-    from side_by_side import Unavailable, run_rounds, summary_table
     from peers import parl_status
+    from side_by_side import Unavailable, run_rounds, summary_table
 
-    pythons = {"actorrt": sys.executable, "ray": args.ray_python, "grpc_floor": sys.executable,
-               "tcp_floor": sys.executable}
+    pythons = {
+        "actorrt": sys.executable,
+        "ray": args.ray_python,
+        "grpc_floor": sys.executable,
+        "tcp_floor": sys.executable,
+    }
     systems = ["actorrt"]
     unavailable: list[Unavailable] = []
     for peer in args.peer_list:
@@ -817,8 +941,11 @@ def _side_by_side(args: argparse.Namespace, cfg: Config, groups: set[str]) -> in
     finally:
         if out is not None:
             out.close()
-    print(f"\nside by side: {rounds} round(s), {os.cpu_count()} cpus, systems alternating in each round\n"
-          f"{summary_table(results, systems, unavailable)}", file=sys.stderr)
+    print(
+        f"\nside by side: {rounds} round(s), {os.cpu_count()} cpus, systems alternating in each round\n"
+        f"{summary_table(results, systems, unavailable)}",
+        file=sys.stderr,
+    )
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0

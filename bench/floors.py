@@ -22,7 +22,8 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 _METHOD = "/floor.Echo/Echo"
 _FRAME = struct.Struct("!I")
@@ -188,7 +189,7 @@ class PingPong:
 
     async def ping(self) -> bytes:
         await self.call.write(PING)
-        return await self.call.read()  # type: ignore[no-any-return]
+        return await self.call.read()
 
     async def close(self) -> None:
         if self.call is not None:
@@ -257,5 +258,5 @@ class FloorSystem:
     async def wait_idle(self, timeout_s: float = 60.0) -> None:
         return None
 
-    def cold_start_child(self) -> None:
+    def cold_start_child(self, started: float) -> None:
         raise NotImplementedError("the floors have no cluster to start")

@@ -11,7 +11,8 @@ import json
 import os
 import subprocess
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 # The gist of why each peer that cannot run here does not, shown in the table instead of numbers.
 PARL_PIN = "parl==2.2.1"
@@ -23,7 +24,7 @@ class _RayRef:
 
     def method(self, name: str) -> Callable[..., Awaitable[Any]]:
         remote = getattr(self.actor, name).remote
-        return remote  # type: ignore[no-any-return]  # an ObjectRef is awaitable
+        return remote
 
 
 def _ray_init(cpus: int) -> None:
@@ -83,19 +84,24 @@ class RaySystem:
         actor = ray.remote(num_cpus=1)(self.echo_cls).remote()
         ray.get(actor.ping.remote())
         done = time.perf_counter()
-        print(json.dumps({"first_call": True, "connect_to_first_call_s": done - entered,
-                          "import_s": imported - started}), flush=True)
+        print(
+            json.dumps({"first_call": True, "connect_to_first_call_s": done - entered, "import_s": imported - started}),
+            flush=True,
+        )
         ray.shutdown()
 
 
 def parl_status(python: str) -> str | None:
     """None when PARL imports in ``python``; else why not, in a line."""
     try:
-        out = subprocess.run([python, "-c", "import parl; print(parl.__version__)"], capture_output=True,
-                             text=True, timeout=120)
+        out = subprocess.run(
+            [python, "-c", "import parl; print(parl.__version__)"], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"no PARL interpreter ({e})"
     if out.returncode == 0:
         return None
-    return (f"not installed: `pip install {PARL_PIN}` fails on Python 3.11: it pins grpcio==1.37.0, which has "
-            "no 3.11 wheel, and building that sdist fails (ModuleNotFoundError: pkg_resources)")
+    return (
+        f"not installed: `pip install {PARL_PIN}` fails on Python 3.11: it pins grpcio==1.37.0, which has "
+        "no 3.11 wheel, and building that sdist fails (ModuleNotFoundError: pkg_resources)"
+    )

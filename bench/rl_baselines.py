@@ -20,6 +20,7 @@ epochs, for ~1.5x the env steps); A2C: 8 envs x 8 steps, RMSprop lr 2e-3 (SB3's 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 
 SOLVED = 475.0
 WINDOW = 20
@@ -45,9 +47,14 @@ def run_ours(algo: str, seed: int, cap: int) -> dict:
     if algo == "ppo":
         config = rl.CollectorConfig("CartPole-v1", num_envs=8, num_steps=32, seed=seed)
         obs_space, act_space = env_spaces(config)
-        algorithm = rl.PPO(
-            rl.ActorCritic(obs_space, act_space), lr=3e-3, gamma=0.98, gae_lambda=0.8,
-            num_epochs=5, num_minibatches=1, seed=seed,
+        algorithm: rl.Algorithm = rl.PPO(
+            rl.ActorCritic(obs_space, act_space),
+            lr=3e-3,
+            gamma=0.98,
+            gae_lambda=0.8,
+            num_epochs=5,
+            num_minibatches=1,
+            seed=seed,
         )
     else:
         config = rl.CollectorConfig("CartPole-v1", num_envs=8, num_steps=8, seed=seed)
@@ -89,10 +96,23 @@ def run_sb3(algo: str, seed: int, cap: int) -> dict:
 
     env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
     if algo == "ppo":
-        lin = lambda v: (lambda progress: progress * v)  # noqa: E731
+
+        def lin(v: float) -> Callable[[float], float]:
+            return lambda progress: progress * v
+
         model = PPO(
-            "MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-            ent_coef=0.0, learning_rate=lin(1e-3), clip_range=lin(0.2), seed=seed, device="cpu",
+            "MlpPolicy",
+            env,
+            n_steps=32,
+            batch_size=256,
+            gae_lambda=0.8,
+            gamma=0.98,
+            n_epochs=20,
+            ent_coef=0.0,
+            learning_rate=lin(1e-3),
+            clip_range=lin(0.2),
+            seed=seed,
+            device="cpu",
         )
     else:
         model = A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu")
@@ -111,7 +131,7 @@ def _child(runner: str, seed: int, cap: int) -> None:
 # -- the benchmark (parent) -------------------------------------------------------------------
 def _sb3_available() -> bool:
     try:
-        import stable_baselines3  # noqa: F401
+        importlib.import_module("stable_baselines3")
     except ImportError:
         return False
     return True
@@ -138,7 +158,10 @@ def main() -> None:
             cap = 2000 if args.quick else CAPS[runner.split("_")[1]]
             proc = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--child", runner, str(seed), str(cap)],
-                capture_output=True, text=True, env=env, check=False,
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
             )
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
             if proc.returncode != 0 or not lines:
@@ -164,8 +187,9 @@ def main() -> None:
             solved = f"{sum(r['solved'] for r in rows)}/{len(rows)}"
             steps, wall = med(runner, "env_steps"), med(runner, "wall_s")
             ratio = ""
-            if side == "ours" and have_sb3 and wall is not None and med(f"sb3_{algo}", "wall_s"):
-                ratio = f"{wall / med(f'sb3_{algo}', 'wall_s'):.2f}"
+            sb3_wall = med(f"sb3_{algo}", "wall_s") if side == "ours" and have_sb3 and wall is not None else None
+            if wall is not None and sb3_wall:
+                ratio = f"{wall / sb3_wall:.2f}"
             steps_s = "-" if steps is None else f"{steps:.0f}"
             wall_s = "-" if wall is None else f"{wall:.2f}"
             print(f"{algo:<5} {side:<5} {solved:>7} {steps_s:>13} {wall_s:>14} {ratio:>14}")

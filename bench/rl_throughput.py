@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -34,27 +35,41 @@ ENV = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
 def _example(name: str, *args: str, timeout: float = 900) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
         proc = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "examples", f"{name}.py"), "--no-progress", "--no-tensorboard",
-             "--run-dir", run_dir, *args],
-            capture_output=True, text=True, env=ENV, timeout=timeout, check=False,
+            [
+                sys.executable,
+                os.path.join(ROOT, "examples", f"{name}.py"),
+                "--no-progress",
+                "--no-tensorboard",
+                "--run-dir",
+                run_dir,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=timeout,
+            check=False,
         )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return {"error": proc.stderr[-1500:]}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return json.loads(lines[-1])
 
 
 def _sb3(algo: str, seed: int, cap: int) -> dict:
     proc = subprocess.run(
         [sys.executable, os.path.join(HERE, "rl_baselines.py"), "--child", f"sb3_{algo}", str(seed), str(cap)],
-        capture_output=True, text=True, env=ENV, check=False,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=False,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return {"error": proc.stderr[-1500:]}
     out = json.loads(lines[-1])
     out["frames_per_s"] = out["env_steps"] / max(out["wall_s"], 1e-9)
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def _have(module: str) -> bool:
@@ -117,8 +132,9 @@ def main() -> None:
     if not args.no_curve:
         budget = "3000" if args.quick else "150000"
         for n in (1, 2, 4):
-            r = _example("impala_cartpole", "--num-collectors", str(n), "--total-steps", budget,
-                         "--solved-return", "1e9")
+            r = _example(
+                "impala_cartpole", "--num-collectors", str(n), "--total-steps", budget, "--solved-return", "1e9"
+            )
             curve.append(_emit({"runner": "impala_curve", "collectors": n, **r}))
 
     pong: dict[str, float | str] = {}
@@ -126,33 +142,54 @@ def main() -> None:
         if _have("ale_py") and _have("cv2"):
             pong["raw_ale_frames_per_s"] = pong_raw_fps(500 if args.quick else 5000)
             r = _example("impala_atari", "--total-steps", "2000" if args.quick else "40000")
-            pong["impala_frames_per_s"] = r.get("frames_per_s", float("nan")) * 4 if "frames_per_s" in r else r.get("error", "?")
+            pong["impala_frames_per_s"] = (
+                r.get("frames_per_s", float("nan")) * 4 if "frames_per_s" in r else r.get("error", "?")
+            )
             _emit({"runner": "pong", **pong})
         else:
             pong["note"] = "ale-py / opencv not installed (pip install .[atari])"
 
-    print(f"\nCartPole-v1, {seeds} seed(s): training time to a mean return of 475 over the last 20 episodes", file=sys.stderr)
-    print(f"{'runner':<12} {'solved':>7} {'median steps':>13} {'median wall s':>14} {'median frames/s':>16}", file=sys.stderr)
+    print(
+        f"\nCartPole-v1, {seeds} seed(s): training time to a mean return of 475 over the last 20 episodes",
+        file=sys.stderr,
+    )
+    print(
+        f"{'runner':<12} {'solved':>7} {'median steps':>13} {'median wall s':>14} {'median frames/s':>16}",
+        file=sys.stderr,
+    )
     for name, rs in rows.items():
         if name.startswith("sb3") and not have_sb3:
             print(f"{name:<12} stable-baselines3 not installed (pip install .[bench])", file=sys.stderr)
             continue
         ok = [r for r in rs if "error" not in r]
         solved = f"{sum(bool(r.get('solved')) for r in ok)}/{len(rs)}"
-        fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
-        print(f"{name:<12} {solved:>7} {fmt(_med(ok, 'env_steps'), '>13.0f')} {fmt(_med(ok, 'wall_s'), '>14.2f')} "
-              f"{fmt(_med(ok, 'frames_per_s'), '>16,.0f')}", file=sys.stderr)
+
+        def fmt(v: Any, f: str) -> str:
+            return "-" if v is None else format(v, f)
+
+        print(
+            f"{name:<12} {solved:>7} {fmt(_med(ok, 'env_steps'), '>13.0f')} {fmt(_med(ok, 'wall_s'), '>14.2f')} "
+            f"{fmt(_med(ok, 'frames_per_s'), '>16,.0f')}",
+            file=sys.stderr,
+        )
     if have_sb3:
+
         def ratio(a: str, b: str, key: str) -> str:
             x, y = _med(rows[a], key), _med(rows[b], key)
             return "-" if not x or not y else f"{x / y:.2f}"
 
-        print(f"IMPALA wall / SB3 PPO wall: {ratio('ours_impala', 'sb3_ppo', 'wall_s')}   "
-              f"IMPALA frames/s / SB3 A2C frames/s: {ratio('ours_impala', 'sb3_a2c', 'frames_per_s')}   "
-              f"our A2C wall / SB3 A2C wall: {ratio('ours_a2c', 'sb3_a2c', 'wall_s')}", file=sys.stderr)
+        print(
+            f"IMPALA wall / SB3 PPO wall: {ratio('ours_impala', 'sb3_ppo', 'wall_s')}   "
+            f"IMPALA frames/s / SB3 A2C frames/s: {ratio('ours_impala', 'sb3_a2c', 'frames_per_s')}   "
+            f"our A2C wall / SB3 A2C wall: {ratio('ours_a2c', 'sb3_a2c', 'wall_s')}",
+            file=sys.stderr,
+        )
     if curve:
-        print("IMPALA frames/s by collectors: " + ", ".join(
-            f"{c['collectors']}: {c.get('frames_per_s', float('nan')):,.0f}" for c in curve), file=sys.stderr)
+        print(
+            "IMPALA frames/s by collectors: "
+            + ", ".join(f"{c['collectors']}: {c.get('frames_per_s', float('nan')):,.0f}" for c in curve),
+            file=sys.stderr,
+        )
     if pong:
         print(f"Pong: {pong}", file=sys.stderr)
 

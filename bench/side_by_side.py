@@ -27,7 +27,11 @@ class Unavailable:
 
 
 def run_rounds(
-    script: str, systems: list[str], pythons: dict[str, str], child_args: list[str], rounds: int,
+    script: str,
+    systems: list[str],
+    pythons: dict[str, str],
+    child_args: list[str],
+    rounds: int,
     out: IO[str] | None,
 ) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
     """(bench, system) -> the child results of every round, and the failures as lines."""
@@ -60,8 +64,11 @@ def run_rounds(
             if code != 0:
                 tail = " | ".join(stderr.strip().splitlines()[-5:])
                 failures.append(f"round {r} {name}: exit {code}: {tail[-800:]}")
-            print(f"[round {r + 1}/{rounds}] {name}: {time.perf_counter() - start:.1f} s, exit {code}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[round {r + 1}/{rounds}] {name}: {time.perf_counter() - start:.1f} s, exit {code}",
+                file=sys.stderr,
+                flush=True,
+            )
     return results, failures
 
 
@@ -98,12 +105,16 @@ def summary_table(
             ratios.append(_fmt(ours / theirs) if ours is not None and theirs else "-")
         rows.append([bench, unit, *(_fmt(med[s]) for s in systems), *ratios, *("n/a" for _ in unavailable)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in rows]
+    lines = [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        for row in rows
+    ]
     lines.insert(1, "-" * len(lines[0]))
     for u in unavailable:
         lines.append(f"{u.system}: {u.reason}")
     rounds = max((len(v) for v in results.values()), default=0)
-    lines.append(f"values: median over {rounds} round(s) of each child's median; "
-                 f"{OURS}/peer < 1 is better for s/us/MB/%, > 1 for calls/s, MiB/s, x")
+    lines.append(
+        f"values: median over {rounds} round(s) of each child's median; "
+        f"{OURS}/peer < 1 is better for s/us/MB/%, > 1 for calls/s, MiB/s, x"
+    )
     return "\n".join(lines)

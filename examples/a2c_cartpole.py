@@ -40,8 +40,13 @@ class MakeAgent:
     def __call__(self) -> rl.Agent:
         c = self.config
         obs_space, action_space = env_spaces(rl.CollectorConfig(c.env_id))
-        algorithm = rl.A2C(rl.ActorCritic(obs_space, action_space), lr=c.lr, gamma=c.gamma,
-                           gae_lambda=c.gae_lambda, ent_coef=c.ent_coef)
+        algorithm = rl.A2C(
+            rl.ActorCritic(obs_space, action_space),
+            lr=c.lr,
+            gamma=c.gamma,
+            gae_lambda=c.gae_lambda,
+            ent_coef=c.ent_coef,
+        )
         return rl.Agent(algorithm)
 
 

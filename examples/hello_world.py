@@ -1,7 +1,7 @@
 """Hello World on actorrt: an actor placed on the embedded local cluster, called asynchronously.
 
-    python examples/hello_world.py                  # embedded cluster
-    python examples/hello_world.py --address H:P    # a running cluster (actorrt start)
+python examples/hello_world.py                  # embedded cluster
+python examples/hello_world.py --address H:P    # a running cluster (actorrt start)
 """
 
 from __future__ import annotations

@@ -66,10 +66,12 @@ async def main(cfg: Config) -> dict[str, float]:
     async with actorrt.connect(cfg.address, num_cpus=cfg.workers) as cluster:
         summers = await asyncio.gather(*[Summer.remote() for _ in parts])
         t0 = time.perf_counter()
-        results = await asyncio.gather(*[s.run(lo, hi) for s, (lo, hi) in zip(summers, parts)])
+        results = await asyncio.gather(*[s.run(lo, hi) for s, (lo, hi) in zip(summers, parts, strict=True)])
         actors_s = time.perf_counter() - t0
         assert sum(results) == expected
-        print(f"{cfg.workers} actors              {actors_s:6.2f} s   ({serial_s / actors_s:.2f}x) on {cluster.address}")
+        print(
+            f"{cfg.workers} actors              {actors_s:6.2f} s   ({serial_s / actors_s:.2f}x) on {cluster.address}"
+        )
         await asyncio.gather(*[actorrt.kill(s) for s in summers])
     report = {
         "workers": cfg.workers,

@@ -1,9 +1,9 @@
 """PPO (clipped, GAE, Gaussian policy) on Pendulum-v1: mean of the last 20 returns >= -200.
 
-    python examples/ppo_pendulum.py                 # train; outputs under runs/ppo_pendulum/
-    python examples/ppo_pendulum.py --seed 3 --save runs/ppo_pendulum.pt
-    python examples/ppo_pendulum.py --restore runs/ppo_pendulum.pt --total-steps 10000
-    tensorboard --logdir runs
+python examples/ppo_pendulum.py                 # train; outputs under runs/ppo_pendulum/
+python examples/ppo_pendulum.py --seed 3 --save runs/ppo_pendulum.pt
+python examples/ppo_pendulum.py --restore runs/ppo_pendulum.pt --total-steps 10000
+tensorboard --logdir runs
 """
 
 from __future__ import annotations

@@ -72,7 +72,9 @@ def main(config: Config) -> TrainResult:
         agent.restore(config.restore)
     collector = rl.Collector(collector_config, agent)  # 4. Collector
 
-    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress)
+    logger = rl.TrainingLogger(
+        config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress
+    )
     returns: list[float] = []
     solved = False
     try:

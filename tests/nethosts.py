@@ -15,8 +15,9 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Sequence
+from typing import Any
 
 
 def can_create_namespaces() -> str | None:

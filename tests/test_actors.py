@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ class Counter:
         raise ValueError(message)
 
     def fail_custom(self) -> None:
-        raise QuotaExceeded("over quota", 7)
+        raise QuotaExceededError("over quota", 7)
 
     def give_lock(self) -> threading.Lock:
         return threading.Lock()
@@ -55,7 +56,7 @@ class Counter:
         return start, time.time()
 
 
-class QuotaExceeded(Exception):
+class QuotaExceededError(Exception):
     def __init__(self, message: str, used: int) -> None:
         super().__init__(message, used)
         self.used = used
@@ -75,7 +76,7 @@ class Broken:
 
 
 async def test_call_and_attributes(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         counter = await Counter.remote(5)
         assert await counter.add(1) == 6
         assert await counter.n == 6  # read a plain attribute
@@ -88,7 +89,7 @@ async def test_call_and_attributes(cluster: ProcCluster) -> None:
 
 
 async def test_10000_pipelined_calls_keep_their_order(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         counter = await Counter.remote(0)
         futures = [counter.add(1) for _ in range(10_000)]  # all sent before any is awaited
         results = await asyncio.gather(*futures)
@@ -97,7 +98,7 @@ async def test_10000_pipelined_calls_keep_their_order(cluster: ProcCluster) -> N
 
 
 async def test_numpy_arrays_travel_both_ways(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         counter = await Counter.remote()
         for shape in [(3,), (1024, 1024), (5, 7, 9)]:
             x = np.random.default_rng(0).random(shape)
@@ -111,7 +112,7 @@ async def test_numpy_arrays_travel_both_ways(cluster: ProcCluster) -> None:
 
 
 async def test_exception_fails_the_call_and_the_actor_lives_on(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         counter = await Counter.remote(0)
         with pytest.raises(actorrt.RemoteError) as info:
             await counter.fail("bad input 42")
@@ -119,7 +120,7 @@ async def test_exception_fails_the_call_and_the_actor_lives_on(cluster: ProcClus
         assert isinstance(err, ValueError)  # an instance of the original type as well
         assert err.method == "Counter.fail"
         assert "bad input 42" in str(err) and "in fail" in err.remote_traceback
-        with pytest.raises(QuotaExceeded) as custom:  # a class defined in the test module
+        with pytest.raises(QuotaExceededError) as custom:  # a class defined in the test module
             await counter.fail_custom()
         assert custom.value.used == 7 and isinstance(custom.value, actorrt.RemoteError)
         assert await counter.add(1) == 1  # the actor lives on
@@ -127,7 +128,7 @@ async def test_exception_fails_the_call_and_the_actor_lives_on(cluster: ProcClus
 
 
 async def test_unpicklable_argument_fails_at_call_site(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         counter = await Counter.remote(0)
         with pytest.raises(actorrt.SerializationError, match=r"argument 0 of Counter.add .*lock"):
             counter.add(threading.Lock())
@@ -141,7 +142,7 @@ async def test_unpicklable_argument_fails_at_call_site(cluster: ProcCluster) -> 
 
 
 async def test_constructor_error_raises_and_frees_the_slot(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         with pytest.raises(actorrt.RemoteError, match="constructor exploded") as info:
             await Broken.remote()
         assert isinstance(info.value, RuntimeError)
@@ -174,7 +175,7 @@ async def test_kill_fails_pending_calls_and_frees_the_slot(cluster: ProcCluster)
         busy = counter.burn(5.0)
         await asyncio.sleep(0.2)
         await actorrt.kill(counter)
-        with pytest.raises(actorrt.ActorDiedError, match="killed by actorrt.kill"):
+        with pytest.raises(actorrt.ActorDiedError, match=r"killed by actorrt\.kill"):
             await busy
         with pytest.raises(actorrt.ActorDiedError):
             await counter.add(1)
@@ -183,7 +184,7 @@ async def test_kill_fails_pending_calls_and_frees_the_slot(cluster: ProcCluster)
 
 
 async def test_actor_killed_by_signal_reports_the_cause(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         counter = await Counter.remote(0)
         pid = await counter.pid()
         pending = counter.burn(10.0)
@@ -197,7 +198,7 @@ async def test_actor_killed_by_signal_reports_the_cause(cluster: ProcCluster) ->
 
 async def test_two_cpu_bound_actors_run_in_parallel(cluster: ProcCluster) -> None:
     """The GIL is escaped: two actors burn CPU at the same time, in two processes."""
-    async with cluster.connect() as c:
+    async with cluster.connect():
         a, b = await asyncio.gather(Counter.remote(), Counter.remote())
         assert await a.pid() != await b.pid()
         t0 = time.perf_counter()
@@ -210,7 +211,7 @@ async def test_two_cpu_bound_actors_run_in_parallel(cluster: ProcCluster) -> Non
 
 
 async def test_async_methods_interleave_up_to_max_concurrency(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         s = await Sleeper.remote()
         t0 = time.perf_counter()
         assert await asyncio.gather(*[s.nap(0.5) for _ in range(4)]) == [0.5] * 4
@@ -270,13 +271,13 @@ def test_blocking_api_for_plain_scripts(cluster: ProcCluster) -> None:
 
 
 async def test_files_are_shipped_into_the_actor_working_directory(
-    cluster: ProcCluster, tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    cluster: ProcCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = tmp_path / "data"  # type: ignore[operator]
+    data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_text("alpha")
     (data / "b.txt").write_text("beta")
-    monkeypatch.chdir(tmp_path)  # type: ignore[arg-type]
+    monkeypatch.chdir(tmp_path)
 
     @actorrt.remote_class
     class Reader:
@@ -284,7 +285,7 @@ async def test_files_are_shipped_into_the_actor_working_directory(
             with open(path) as f:
                 return f.read()
 
-    async with cluster.connect(files=["data/*.txt"]) as c:
+    async with cluster.connect(files=["data/*.txt"]):
         reader = await Reader.remote()
         assert await reader.read("data/a.txt") == "alpha"
         assert await reader.read("data/b.txt") == "beta"
@@ -295,9 +296,9 @@ async def test_files_are_shipped_into_the_actor_working_directory(
 
 
 async def test_code_from_a_local_module_travels_by_value(
-    cluster: ProcCluster, tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    cluster: ProcCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pkg = tmp_path / "shipme_local"  # type: ignore[operator]
+    pkg = tmp_path / "shipme_local"
     pkg.mkdir()
     (pkg / "__init__.py").write_text(
         "import importlib.util\n"
@@ -312,9 +313,9 @@ async def test_code_from_a_local_module_travels_by_value(
         "        return importlib.util.find_spec('shipme_local') is not None\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    import shipme_local  # type: ignore[import-not-found]
+    import shipme_local  # type: ignore[import-not-found]  # written by this test, just above
 
-    async with cluster.connect() as c:
+    async with cluster.connect():
         t = await shipme_local.Tripler.remote()
         assert await t.run(14) == 42
         assert await t.importable_here() is False  # the worker never had the module
@@ -334,7 +335,7 @@ async def test_status_reports_nodes_slots_actors_and_clients(cluster: ProcCluste
 
 
 async def test_closing_the_connection_stops_its_actors(cluster: ProcCluster) -> None:
-    async with cluster.connect() as c:
+    async with cluster.connect():
         await Counter.remote()
         await Counter.remote()
     # the autouse leak check asserts both slots are free again
@@ -367,6 +368,6 @@ async def test_remote_class_rejects_bad_options() -> None:
     with pytest.raises(ValueError, match="num_cpus must be >= 1"):
         actorrt.remote_class(num_cpus=0)
     with pytest.raises(TypeError, match="max_concurrency must be an int"):
-        actorrt.remote_class(max_concurrency="4")  # type: ignore[arg-type]
+        actorrt.remote_class(max_concurrency="4")  # type: ignore[call-overload]  # the wrong type is the test
     with pytest.raises(actorrt.ClusterConnectionError, match="not connected"):
         Counter.remote()

@@ -12,8 +12,9 @@ BENCH = ROOT / "bench" / "actor_calls.py"
 
 
 def _run(*args: str) -> list[dict[str, object]]:
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", *args], capture_output=True, text=True,
-                          timeout=240, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", *args], capture_output=True, text=True, timeout=240, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert rows, proc.stderr[-4000:]
@@ -26,8 +27,15 @@ def _run(*args: str) -> list[dict[str, object]]:
 def test_quick_bench_prints_json_lines() -> None:
     rows = _run()
     benches = {row["bench"] for row in rows}
-    assert {"cold_start_connect_to_first_call", "actor_create_warm", "call_latency_median",
-            "pipelined_calls_1_actor", "payload_to_actor_1MiB", "cpu_speedup_2_actors", "idle_rss_mb"} <= benches
+    assert {
+        "cold_start_connect_to_first_call",
+        "actor_create_warm",
+        "call_latency_median",
+        "pipelined_calls_1_actor",
+        "payload_to_actor_1MiB",
+        "cpu_speedup_2_actors",
+        "idle_rss_mb",
+    } <= benches
     assert {row["system"] for row in rows} == {"actorrt"}
 
 

@@ -27,7 +27,7 @@ def _pids(home: Path) -> list[int]:
 
 
 @pytest.fixture
-def started(fresh_home: Path):  # type: ignore[no-untyped-def]
+def started(fresh_home: Path):
     port = free_port()
     out = actorrt_cli("start", "--port", str(port), "--cpus", "1")
     assert out.returncode == 0, out.stderr
@@ -39,7 +39,7 @@ def started(fresh_home: Path):  # type: ignore[no-untyped-def]
             os.kill(pid, 9)
 
 
-def test_start_status_connect_stop(started, fresh_home: Path) -> None:  # type: ignore[no-untyped-def]
+def test_start_status_connect_stop(started, fresh_home: Path) -> None:
     address, out = started
     assert f"master at {address}" in out.stdout and "actorrt connect --address" in out.stdout
     token_file = fresh_home / "token"
@@ -66,7 +66,7 @@ def test_start_status_connect_stop(started, fresh_home: Path) -> None:  # type: 
     assert "nothing to stop" in actorrt_cli("stop").stdout
 
 
-def test_a_script_runs_against_a_started_cluster(started, fresh_home: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_script_runs_against_a_started_cluster(started, fresh_home: Path) -> None:
     address, _ = started
     root = Path(__file__).resolve().parent.parent
     run = subprocess.run(
@@ -105,7 +105,7 @@ def test_connect_without_a_token_says_where_to_get_one(fresh_home: Path) -> None
     assert out.returncode == 1 and "no token" in out.stderr and "ACTORRT_TOKEN" in out.stderr
 
 
-def test_wrong_token_is_refused(started, fresh_home: Path) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_token_is_refused(started, fresh_home: Path) -> None:
     address, _ = started
     out = actorrt_cli("status", "--address", address, "--token", "wrong")
     assert out.returncode == 1 and "wrong token" in out.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from actorrt import _codec, _shm
 MIB = 1 << 20
 
 
-def _round_trip(encoded: _codec.Encoded) -> object:
+def _round_trip(encoded: _codec.Encoded) -> Any:
     if encoded.streamed:
         return _codec.decode_streamed(encoded.payload.pickle, [bytearray(r) for r in encoded.streamed])
     return _codec.decode(encoded.payload)
@@ -31,13 +33,13 @@ def test_buffers_go_inline_below_the_stream_threshold_and_streamed_from_it() -> 
     streamed = _codec.encode(big)
     assert list(streamed.payload.streamed) == [_codec.STREAM_MIN // 2] * 2 and not streamed.payload.buffers
     back = _round_trip(streamed)
-    assert all(np.array_equal(a, b) for a, b in zip(back, big)) and back[0].flags.writeable
+    assert all(np.array_equal(a, b) for a, b in zip(back, big, strict=True)) and back[0].flags.writeable
 
 
 def test_the_limit_counts_pickle_and_buffers() -> None:
-    with pytest.raises(_codec.PayloadTooLarge, match="over the limit of 1000 bytes"):
+    with pytest.raises(_codec.PayloadTooLargeError, match="over the limit of 1000 bytes"):
         _codec.encode(b"x" * 2000, limit=1000)
-    with pytest.raises(_codec.PayloadTooLarge) as info:
+    with pytest.raises(_codec.PayloadTooLargeError) as info:
         _codec.encode(np.zeros(5000, np.uint8), limit=1000)
     assert info.value.size > 5000 and info.value.limit == 1000
 
@@ -53,7 +55,7 @@ def test_large_buffers_go_through_the_pool_and_a_refusal_keeps_no_segment() -> N
         back = _codec.decode(encoded.payload, released.append)
         assert np.array_equal(back[0], value[0]) and np.array_equal(back[1], value[1])
         assert encoded.segments() == pool.names()
-        with pytest.raises(_codec.PayloadTooLarge):
+        with pytest.raises(_codec.PayloadTooLargeError):
             _codec.encode(np.ones(3 * MIB, np.uint8), pool=pool, limit=MIB)
         assert pool.names() == encoded.segments()  # the refused one took no segment
         del back

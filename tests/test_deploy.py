@@ -7,15 +7,16 @@ import asyncio
 import json
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
 import actorrt
 from actorrt._cli import build_parser
-from rl.metrics import RL_METRICS, RL_METRIC_NAMES
+from rl.metrics import RL_METRIC_NAMES, RL_METRICS
 from tests.obs_helpers import MetricsCluster, scrape_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,8 +24,20 @@ DEPLOY = ROOT / "deploy"
 
 # PromQL words that are not metric names.
 _PROMQL_WORDS = {
-    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset",
-    "inf", "nan", "le",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+    "inf",
+    "nan",
+    "le",
 }
 
 
@@ -38,7 +51,7 @@ def promql_metric_names(expr: str) -> set[str]:
     names = set()
     for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
         word = m.group(0)
-        following = text[m.end():].lstrip()
+        following = text[m.end() :].lstrip()
         if following.startswith("(") or word.lower() in _PROMQL_WORDS:
             continue  # a function or aggregation, or a keyword
         if m.start() > 0 and (text[m.start() - 1].isdigit() or text[m.start() - 1] == "."):
@@ -55,7 +68,7 @@ def test_promql_reader() -> None:
 
 def _dashboard_exprs() -> list[str]:
     dash = json.loads((DEPLOY / "grafana" / "actorrt.json").read_text())
-    exprs = []
+    exprs: list[str] = []
 
     def walk(panels: list[dict[str, Any]]) -> None:
         for p in panels:
@@ -97,7 +110,7 @@ def metrics_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metric
 async def test_every_dashboard_expression_uses_exported_metrics(metrics_cluster: MetricsCluster) -> None:
     exprs = _dashboard_exprs()
     assert len(exprs) >= 20
-    async with metrics_cluster.connect() as cluster:
+    async with metrics_cluster.connect():
         a = await Echo.remote()
         await asyncio.gather(*[a.echo(i) for i in range(20)])
         with pytest.raises(RuntimeError):
@@ -145,7 +158,7 @@ def _k8s_docs() -> list[dict[str, Any]]:
 def _pod_container(doc: dict[str, Any]) -> dict[str, Any]:
     containers = doc["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
-    return containers[0]  # type: ignore[no-any-return]
+    return containers[0]
 
 
 def _flag(args: list[str], name: str) -> str:
@@ -162,8 +175,9 @@ def test_kubernetes_manifests_fit_together() -> None:
     service = kinds[("Service", "actorrt-master")]
     worker = kinds.get(("Deployment", "actorrt-worker")) or kinds[("DaemonSet", "actorrt-worker")]
     kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
-    assert sorted(kustomization["resources"]) == sorted(p.name for p in (DEPLOY / "k8s").glob("*.yaml")
-                                                        if p.name != "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == sorted(
+        p.name for p in (DEPLOY / "k8s").glob("*.yaml") if p.name != "kustomization.yaml"
+    )
 
     parser = build_parser()
     for deployment in (master, worker):
@@ -209,7 +223,11 @@ def test_dockerfile_builds_one_cpu_image_with_the_cli_as_entrypoint() -> None:
     assert lines[0] == "FROM python:3.11-slim"
     torch = next(ln for ln in lines if "torch" in ln)
     assert shlex.split(torch)[1:] == [
-        "pip", "install", "torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cpu"
+        "pip",
+        "install",
+        "torch==2.13.0",
+        "--index-url",
+        "https://download.pytorch.org/whl/cpu",
     ]
     install = next(i for i, ln in enumerate(lines) if ln.startswith("RUN pip install ."))
     assert install > lines.index(torch), "torch must be installed before the package"

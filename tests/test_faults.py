@@ -13,8 +13,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -60,7 +60,7 @@ def two_workers(tmp_path: Path) -> Iterator[ProcCluster]:
     c.stop()
 
 
-async def _wait_for(predicate, timeout: float, interval: float = 0.05) -> float:  # type: ignore[no-untyped-def]
+async def _wait_for(predicate, timeout: float, interval: float = 0.05) -> float:
     """Seconds until ``await predicate()`` is true; fails after ``timeout``."""
     t0 = time.monotonic()
     while not await predicate():
@@ -94,7 +94,9 @@ async def test_actor_killed_mid_call(one_worker: ProcCluster) -> None:
             return (await c.status()).nodes[0]["slots_ready"] == 1
 
         refilled_s = freed_s + await _wait_for(pool_refilled, 10.0)
-        print(f"\nactor SIGKILL: call failed {failed_s:.3f}s, slot free {freed_s:.3f}s, pool refilled {refilled_s:.3f}s")
+        print(
+            f"\nactor SIGKILL: call failed {failed_s:.3f}s, slot free {freed_s:.3f}s, pool refilled {refilled_s:.3f}s"
+        )
         assert await bystander.echo(7) == 7  # the other actor on that worker is untouched
         replacement = await Worker.remote()
         assert await replacement.echo(3) == 3
@@ -140,8 +142,19 @@ async def test_master_restarted_on_the_same_address(tmp_path: Path) -> None:
                 assert await a.echo(i) == i and await b.echo(-i) == -i
                 await asyncio.sleep(0.02)
             port = cluster.address.rsplit(":", 1)[1]
-            cluster.spawn("start", "--port", port, "--cpus", "0", "--token", cluster.token,
-                          "--worker-timeout", "3", "--client-grace", "2")
+            cluster.spawn(
+                "start",
+                "--port",
+                port,
+                "--cpus",
+                "0",
+                "--token",
+                cluster.token,
+                "--worker-timeout",
+                "3",
+                "--client-grace",
+                "2",
+            )
 
             async def rebuilt() -> bool:
                 try:
@@ -208,12 +221,12 @@ def test_client_killed_its_actors_stop_after_the_grace_period(two_workers: ProcC
 async def test_memory_limit_stops_the_actor_and_names_it(one_worker: ProcCluster) -> None:
     async with one_worker.connect() as c:
         hog = await Worker.options(max_memory_mb=150).remote()
-        with pytest.raises(actorrt.ActorDiedError, match=r"memory limit exceeded: \d+ MB used, max_memory_mb=150") as info:
+        with pytest.raises(
+            actorrt.ActorDiedError, match=r"memory limit exceeded: \d+ MB used, max_memory_mb=150"
+        ) as info:
             await hog.grow(20, 40)
         print(f"\nmemory limit: {info.value}")
-        assert (await c.status()).slots_used == 0 or await _wait_for(
-            lambda: _slots_used_is(c, 0), 2.0
-        ) >= 0
+        assert (await c.status()).slots_used == 0 or await _wait_for(lambda: _slots_used_is(c, 0), 2.0) >= 0
 
 
 async def _slots_used_is(c: actorrt.Cluster, n: int) -> bool:
@@ -236,6 +249,11 @@ async def test_an_actors_children_die_with_it_and_do_not_delay_its_exit(one_work
         t0 = time.monotonic()
         await actorrt.kill(actor)
         assert time.monotonic() - t0 < 3.0  # the exit was reported though the child held the pipe
-        assert wait_until(lambda: not Path(f"/proc/{child}").exists() or
-                          Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] == "Z", 5)
+        assert wait_until(
+            lambda: (
+                not Path(f"/proc/{child}").exists()
+                or Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] == "Z"
+            ),
+            5,
+        )
         assert (await c.status()).slots_used == 0

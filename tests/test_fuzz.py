@@ -5,7 +5,8 @@ cannot use), never hangs, and goes on serving everybody else."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -43,13 +44,19 @@ VALID_CLIENT = [
     master_pb2.ClientEvent(open_session=master_pb2.OpenSession(version=_rpc.PROTOCOL_VERSION, client_id="fuzz")),
     master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=1, resources=common_pb2.Resources(num_cpus=1))),
     master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=2, resources=common_pb2.Resources(num_cpus=0))),
-    master_pb2.ClientEvent(place_actor=master_pb2.PlaceActor(request_id=3, resources=common_pb2.Resources(num_cpus=10**9))),
+    master_pb2.ClientEvent(
+        place_actor=master_pb2.PlaceActor(request_id=3, resources=common_pb2.Resources(num_cpus=10**9))
+    ),
     master_pb2.ClientEvent(release_actor=master_pb2.ReleaseActor(actor_id="nope")),
     master_pb2.ClientEvent(close_session=master_pb2.CloseSession()),
 ]
 VALID_WORKER = [
-    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=1)),
-    master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=0)),
+    master_pb2.WorkerEvent(
+        register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=1)
+    ),
+    master_pb2.WorkerEvent(
+        register_worker=master_pb2.RegisterWorker(version=_rpc.PROTOCOL_VERSION, node="fuzz", cpus=0)
+    ),
     master_pb2.WorkerEvent(heartbeat=master_pb2.Heartbeat(load=1.0, actor_rss_bytes={"x": 5})),
     master_pb2.WorkerEvent(slot_ready=master_pb2.SlotReady(slot=10**6, endpoint="127.0.0.1:1")),
     master_pb2.WorkerEvent(actor_exited=master_pb2.ActorExited(actor_id="nope", cause="fuzz")),
@@ -58,7 +65,9 @@ VALID_CALLS = [
     actor_host_pb2.CallBatch(attach=actor_host_pb2.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id="nope")),
     actor_host_pb2.CallBatch(calls=[actor_host_pb2.Call(seq=1, method="ping")]),
     actor_host_pb2.CallBatch(
-        construct=actor_host_pb2.ConstructActor(version=_rpc.PROTOCOL_VERSION, actor_id="a", spec=common_pb2.Payload(pickle=b"\x80\x05junk"))
+        construct=actor_host_pb2.ConstructActor(
+            version=_rpc.PROTOCOL_VERSION, actor_id="a", spec=common_pb2.Payload(pickle=b"\x80\x05junk")
+        )
     ),
 ]
 
@@ -68,7 +77,9 @@ def messages(valid: list[Any]) -> st.SearchStrategy[bytes]:
     return st.one_of(
         st.binary(max_size=64),  # garbage
         st.sampled_from(encoded),  # valid, out of order
-        st.sampled_from(encoded).flatmap(lambda b: st.integers(0, max(0, len(b) - 1)).map(lambda n: b[:n])),  # truncated
+        st.sampled_from(encoded).flatmap(
+            lambda b: st.integers(0, max(0, len(b) - 1)).map(lambda n: b[:n])
+        ),  # truncated
         st.tuples(st.integers(1, 20), st.integers(2**20, 2**31)).map(  # a field claiming a huge length
             lambda t: bytes([(t[0] << 3) | 2]) + _varint(t[1]) + b"x" * 8
         ),
@@ -94,7 +105,7 @@ class Raw:
         return self.loop.run_until_complete(asyncio.wait_for(self._exchange(method, frames), EVERY_STEP_S * 3))
 
     async def _exchange(self, method: str, frames: list[bytes]) -> str:
-        call = self.channel.stream_stream(method)(metadata=self.metadata)
+        call: grpc.aio.StreamStreamCall[bytes, bytes] = self.channel.stream_stream(method)(metadata=self.metadata)
         try:
             for frame in frames:
                 await call.write(frame)
@@ -102,7 +113,7 @@ class Raw:
             while True:  # read until the server ends the call, or stays quiet (a live session)
                 try:
                     reply = await asyncio.wait_for(call.read(), EVERY_STEP_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     return "open"
                 if reply is grpc.aio.EOF:
                     return "ended"
@@ -160,9 +171,10 @@ def test_fuzz_worker_session(cluster: ProcCluster, raw: Raw) -> None:
 def test_fuzz_cluster_status(cluster: ProcCluster, raw: Raw) -> None:
     async def unary(frame: bytes) -> str:
         try:
-            await raw.channel.unary_unary("/actorrt.v1.Master/GetClusterStatus")(
-                frame, metadata=raw.metadata, timeout=EVERY_STEP_S
+            status: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = raw.channel.unary_unary(
+                "/actorrt.v1.Master/GetClusterStatus"
             )
+            await status(frame, metadata=raw.metadata, timeout=EVERY_STEP_S)
             return "OK"
         except grpc.RpcError as e:
             return e.code().name

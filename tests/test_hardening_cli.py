@@ -15,8 +15,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -107,7 +108,7 @@ class _RecordingProxy:
             while not self._stop.is_set():
                 try:
                     data = src.recv(65536)
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 if not data:
                     break
@@ -138,7 +139,8 @@ class Talker:
 
 
 async def test_logs_speaks_tls_from_flags_and_env_and_never_sends_the_token_in_plaintext(
-    tmp_path: Path, pki: dict[str, str]  # noqa: F811 - the imported fixture
+    tmp_path: Path,
+    pki: dict[str, str],  # noqa: F811 - the imported fixture
 ) -> None:
     node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
     c = ProcCluster(tmp_path / "home").start(
@@ -215,8 +217,16 @@ async def test_daemon_logs_rotate_under_their_bound(fresh_home: Path, stop_by_pi
     max_bytes, backups = 64 * 1024, 2
     port = free_port()
     started = await asyncio.to_thread(
-        actorrt_cli, "start", "--port", str(port), "--cpus", "1",
-        "--log-max-bytes", str(max_bytes), "--log-backups", str(backups),
+        actorrt_cli,
+        "start",
+        "--port",
+        str(port),
+        "--cpus",
+        "1",
+        "--log-max-bytes",
+        str(max_bytes),
+        "--log-backups",
+        str(backups),
     )
     assert started.returncode == 0, started.stderr
     address = f"127.0.0.1:{port}"
@@ -262,8 +272,7 @@ def test_stop_never_signals_a_process_that_reused_a_recorded_pid(fresh_home: Pat
     records.mkdir(parents=True)
     # Unrelated processes whose command lines contain "actorrt", under PIDs the records name.
     impostors = [
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "actorrt", "--block"])
-        for _ in range(2)
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "actorrt", "--block"]) for _ in range(2)
     ]
     try:
         started = int(Path(f"/proc/{impostors[0].pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
@@ -287,9 +296,7 @@ def test_stop_never_signals_a_process_that_reused_a_recorded_pid(fresh_home: Pat
 # ---- 14: resource counts are bounded -----------------------------------------------------------
 
 
-def test_absurd_resource_counts_are_refused_before_anything_starts(
-    fresh_home: Path, stop_by_pid: list[int]
-) -> None:
+def test_absurd_resource_counts_are_refused_before_anything_starts(fresh_home: Path, stop_by_pid: list[int]) -> None:
     port = free_port()
     t0 = time.monotonic()
     out = actorrt_cli("start", "--port", str(port), "--gpus", "10000000")
@@ -303,7 +310,7 @@ def test_absurd_resource_counts_are_refused_before_anything_starts(
 
     from actorrt._worker import WorkerDaemon
 
-    with pytest.raises(ValueError, match="gpus 10000000 is out of range|gpus 10000000 is more than"):
+    with pytest.raises(ValueError, match=r"gpus 10000000 is out of range|gpus 10000000 is more than"):
         WorkerDaemon("127.0.0.1:1", cpus=1, gpus=10**7)
     with pytest.raises(ValueError, match="cpus 10000000 is out of range"):
         WorkerDaemon("127.0.0.1:1", cpus=10**7)
@@ -311,12 +318,16 @@ def test_absurd_resource_counts_are_refused_before_anything_starts(
 
 @pytest.mark.parametrize("field", ["gpus", "cpus"])
 async def test_master_refuses_register_worker_with_absurd_counts(cluster: ProcCluster, field: str) -> None:
-    counts = {"cpus": 1, "gpus": 0, field: 10**7}
+    counts: dict[str, Any] = {"cpus": 1, "gpus": 0, field: 10**7}
     async with grpc.aio.insecure_channel(cluster.address) as ch:
         call = master_pb2_grpc.MasterStub(ch).WorkerSession(metadata=_rpc.auth_metadata(cluster.token))
-        await call.write(master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(
-            version=_rpc.PROTOCOL_VERSION, node="absurd", node_ip="127.0.0.1", **counts
-        )))
+        await call.write(
+            master_pb2.WorkerEvent(
+                register_worker=master_pb2.RegisterWorker(
+                    version=_rpc.PROTOCOL_VERSION, node="absurd", node_ip="127.0.0.1", **counts
+                )
+            )
+        )
         with pytest.raises(grpc.RpcError) as info:
             await call.read()
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -228,8 +226,10 @@ def test_a_client_that_stops_reading_does_not_make_the_master_grow(cluster: Proc
     drained = rss_bytes(master)
     stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
     assert client.returncode == 0, stderr[-3000:]
-    print(f"master RSS: base {base / 2**20:.1f} MiB, peak +{(peak - base) / 2**20:.1f} MiB, "
-          f"after the drain +{(drained - base) / 2**20:.1f} MiB")
+    print(
+        f"master RSS: base {base / 2**20:.1f} MiB, peak +{(peak - base) / 2**20:.1f} MiB, "
+        f"after the drain +{(drained - base) / 2**20:.1f} MiB"
+    )
     assert peak - base < 60 * 2**20, f"the master grew by {(peak - base) / 2**20:.0f} MiB"
     assert drained - base < 60 * 2**20, f"the master kept {(drained - base) / 2**20:.0f} MiB after the drain"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sized
 from pathlib import Path
 
 import grpc
@@ -31,8 +32,8 @@ class Sink:
     def sizes(self) -> tuple[int, dict[str, int]]:
         return self.blob_len, self.file_sizes
 
-    def length(self, x: object) -> int:
-        return len(x)  # type: ignore[arg-type]
+    def length(self, x: Sized) -> int:
+        return len(x)
 
     def echo(self, x: object) -> object:
         return x
@@ -46,6 +47,11 @@ def _rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
+def _ident(b: bytes) -> bytes:
+    """A gRPC (de)serializer for raw bytes."""
+    return b
+
+
 def _master_pid(cluster: ProcCluster) -> int:
     return cluster.procs[0].pid
 
@@ -54,14 +60,13 @@ async def _send_raw(address: str, method: str, body: bytes, token: str | None, u
     """Send one message of ``body`` to ``method``; return the error the server answers with."""
     options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
     async with grpc.aio.insecure_channel(address, options=options) as channel:
-        ident = lambda b: b  # noqa: E731
         try:
             if unary:
-                await channel.unary_unary(method, request_serializer=ident, response_deserializer=ident)(
+                await channel.unary_unary(method, request_serializer=_ident, response_deserializer=_ident)(
                     body, metadata=_rpc.auth_metadata(token), timeout=60
                 )
             else:
-                call = channel.stream_stream(method, request_serializer=ident, response_deserializer=ident)(
+                call = channel.stream_stream(method, request_serializer=_ident, response_deserializer=_ident)(
                     metadata=_rpc.auth_metadata(token), timeout=60
                 )
                 await call.write(body)
@@ -138,7 +143,7 @@ async def test_messages_larger_than_a_hosts_bound_arrive_split(
         assert len(await sink.echo(pickled)) == 20 * MIB
         small = [np.full(900_000, i % 256, dtype=np.uint8) for i in range(12)]  # each under the shm threshold
         back = await sink.echo(small)
-        assert all(np.array_equal(a, b) for a, b in zip(back, small))
+        assert all(np.array_equal(a, b) for a, b in zip(back, small, strict=True))
         burst = [sink.length(bytes(300_000)) for _ in range(60)]  # ~18 MB queued behind each other
         assert await asyncio.gather(*burst) == [300_000] * 60
         await c.kill(sink)
@@ -153,7 +158,8 @@ async def test_a_split_message_interrupted_or_garbled_is_refused_and_the_actor_l
         ):
             channel = _rpc.open_channel(sink._conn.endpoint, c.tls)
             call = channel.stream_stream(
-                "/actorrt.v1.ActorHost/Calls", request_serializer=_wire.passthrough,
+                "/actorrt.v1.ActorHost/Calls",
+                request_serializer=_wire.passthrough,
                 response_deserializer=pb.ReplyBatch.FromString,
             )(metadata=_rpc.auth_metadata(c.token))
             await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=sink.actor_id)))
@@ -192,10 +198,11 @@ async def test_refusals_are_logged_rarely_short_and_escaped(cluster: ProcCluster
     path = "/actorrt.v1.Master/\x1b[2J\x1b]0;owned\x07" + "A" * 7000
     options = [("grpc.max_send_message_length", -1)]
     async with grpc.aio.insecure_channel(cluster.address, options=options) as channel:
-        ident = lambda b: b  # noqa: E731
         for _ in range(300):
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await channel.unary_unary(path, request_serializer=ident, response_deserializer=ident)(b"", timeout=10)
+                await channel.unary_unary(path, request_serializer=_ident, response_deserializer=_ident)(
+                    b"", timeout=10
+                )
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
     await asyncio.sleep(0.5)
     with open(log_path, "rb") as f:
@@ -223,11 +230,13 @@ def test_the_refusal_log_counts_what_it_suppressed(caplog: pytest.LogCaptureFixt
         now[0] = 61
         assert limited.warning("refused %s", 5)
     assert [r.getMessage() for r in caplog.records] == [
-        "refused 0", "refused 1", "refused 5 (3 similar lines suppressed before this one)"
+        "refused 0",
+        "refused 1",
+        "refused 5 (3 similar lines suppressed before this one)",
     ]
 
 
-_EXITING_SCRIPT = '''
+_EXITING_SCRIPT = """
 import sys, actorrt
 @actorrt.remote_class
 class Quitter:
@@ -249,7 +258,7 @@ with actorrt.connect(num_cpus=1) as c:
     except actorrt.ActorDiedError as e:
         print("died:", e.cause)
     print("free", c.status().result().slots_free)
-'''
+"""
 
 
 def test_sys_exit_in_a_method_ends_the_actor_with_its_exit_code_as_the_cause(tmp_path: Path) -> None:
@@ -270,7 +279,7 @@ def test_sys_exit_in_a_method_ends_the_actor_with_its_exit_code_as_the_cause(tmp
     assert "never retrieved" not in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
-_QUEUEING_CLIENT = '''
+_QUEUEING_CLIENT = """
 import sys, time, numpy as np, actorrt
 @actorrt.remote_class
 class Slow:
@@ -285,7 +294,7 @@ with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
     time.sleep(0.5)
     print("queued", flush=True)
     time.sleep(60)
-'''
+"""
 
 
 @pytest.mark.timeout(90)
@@ -307,7 +316,10 @@ def test_a_client_killed_with_large_calls_queued_leaves_no_shared_memory(cluster
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
-        files = lambda: list(Path("/dev/shm").glob(f"actorrt-{proc.pid}-*"))  # noqa: E731
+
+        def files() -> list[Path]:
+            return list(Path("/dev/shm").glob(f"actorrt-{proc.pid}-*"))
+
         assert len(files()) >= 40, "the client should have its calls' segments written"
         killed = time.monotonic()
         proc.send_signal(signal.SIGKILL)

@@ -33,8 +33,8 @@ def _runtime_imports(tree: ast.AST, modules: set[str]) -> set[str]:
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
                 found.add(sub if sub in modules else node.module)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
+        for inner in ast.iter_child_nodes(node):
+            visit(inner)
 
     visit(tree)
     return {m for m in found if m in modules}
@@ -57,7 +57,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         on_stack.add(node)
         for nxt in sorted(graph.get(node, ())):
             if nxt in on_stack:
-                return stack[stack.index(nxt):] + [nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in done and (cycle := walk(nxt)):
                 return cycle
         stack.pop()

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = {"grpcio", "protobuf", "cloudpickle", "uvloop", "numpy", "prometheus-client"}
 NOT_RUNTIME = ("torch", "gymnasium", "matplotlib", "tensorboard", "tqdm", "grpc_tools", "ale_py", "cv2", "rl")
 
-_SCRIPT = f'''
+_SCRIPT = f"""
 import sys
 class _Refuse:
     def find_spec(self, name, path=None, target=None):
@@ -29,7 +29,7 @@ class Echo:
 with actorrt.connect(num_cpus=1) as cluster:
     e = Echo.remote().result()
     print(e.echo("ok").result())
-'''
+"""
 
 
 def test_the_runtime_declares_only_its_own_dependencies() -> None:

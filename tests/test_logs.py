@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -66,7 +65,9 @@ def run_script(tmp_path: Path, address: str, token: str, log_to_driver: bool) ->
 def test_actor_output_reaches_the_owning_client(cluster: ProcCluster, tmp_path: Path) -> None:
     out = run_script(tmp_path, cluster.address, cluster.token, True)
     assert out.returncode == 0, out.stderr
-    actor_id = re.search(r"ACTOR (\w+)", out.stdout).group(1)  # type: ignore[union-attr]
+    found = re.search(r"ACTOR (\w+)", out.stdout)
+    assert found is not None, out.stdout
+    actor_id = found.group(1)
     label = re.escape(f" id={actor_id[:8]})")
     assert re.search(r"^\(Talker pid=\d+" + label + " constructed$", out.stdout, re.M), out.stdout
     assert re.search(r"^\(Talker pid=\d+" + label + " hello 1$", out.stdout, re.M), out.stdout
@@ -76,6 +77,7 @@ def test_actor_output_reaches_the_owning_client(cluster: ProcCluster, tmp_path: 
     def logged() -> bool:
         got = actorrt_cli("logs", actor_id[:10], "--address", cluster.address, "--token", cluster.token)
         return got.returncode == 0 and "dead" in got.stderr
+
     assert wait_until(logged, 10)
     got = actorrt_cli("logs", actor_id, "--address", cluster.address, "--token", cluster.token)
     assert got.stdout.splitlines() == ["constructed", "hello 1", "warning 1"]
@@ -86,7 +88,9 @@ def test_log_to_driver_false_keeps_the_terminal_quiet(cluster: ProcCluster, tmp_
     out = run_script(tmp_path, cluster.address, cluster.token, False)
     assert out.returncode == 0, out.stderr
     assert "hello" not in out.stdout and "warning" not in out.stderr and "(Talker" not in out.stdout + out.stderr
-    actor_id = re.search(r"ACTOR (\w+)", out.stdout).group(1)  # type: ignore[union-attr]
+    found = re.search(r"ACTOR (\w+)", out.stdout)
+    assert found is not None, out.stdout
+    actor_id = found.group(1)
     got = actorrt_cli("logs", actor_id, "--address", cluster.address, "--token", cluster.token)
     assert got.returncode == 0 and "hello 1" in got.stdout  # still in its log file
 
@@ -107,7 +111,7 @@ async def test_logs_of_a_live_actor_and_bad_ids(cluster: ProcCluster) -> None:
         def say(self, text: str) -> None:
             print(text)
 
-    async with cluster.connect(log_to_driver=False) as c:
+    async with cluster.connect(log_to_driver=False):
         a = await Chatty.remote()
         await a.say("first line")
         cli = ["--address", cluster.address, "--token", cluster.token]
@@ -115,6 +119,7 @@ async def test_logs_of_a_live_actor_and_bad_ids(cluster: ProcCluster) -> None:
         def has_line() -> bool:
             got = actorrt_cli("logs", a.actor_id, *cli)
             return got.returncode == 0 and got.stdout == "first line\n"
+
         assert await asyncio.to_thread(wait_until, has_line, 10)
         got = await asyncio.to_thread(actorrt_cli, "logs", a.actor_id, *cli)
         assert "alive" in got.stderr
@@ -168,8 +173,12 @@ def test_forwarding_is_batched_and_rate_limited(tmp_path: Path, monkeypatch: pyt
 
 def test_client_prints_forwarded_lines_with_the_prefix() -> None:
     out, err = io.StringIO(), io.StringIO()
-    msg = pb.ActorOutput(actor_id="0123456789abcdef", class_name="Counter", pid=42,
-                         lines=[pb.OutputLine(text="hi"), pb.OutputLine(text="bad", stderr=True)])
+    msg = pb.ActorOutput(
+        actor_id="0123456789abcdef",
+        class_name="Counter",
+        pid=42,
+        lines=[pb.OutputLine(text="hi"), pb.OutputLine(text="bad", stderr=True)],
+    )
     _logs.print_actor_output(msg, out, err)
     assert out.getvalue() == "(Counter pid=42 id=01234567) hi\n"
     assert err.getvalue() == "(Counter pid=42 id=01234567) bad\n"
@@ -193,8 +202,11 @@ def test_daemon_log_lines_carry_ids(fmt: str) -> None:
         assert event["msg"] == "actor ab12 died" and event["actor_id"] == "ab12" and event["worker_id"] == "w1"
         assert event["level"] == "info" and event["logger"] == "actorrt.test"
     else:
-        assert re.match(r"^\d{4}-\d\d-\d\dT[\d:.]+Z INFO actorrt.test actor ab12 died worker_id=w1 actor_id=ab12 "
-                        r'cause="killed by signal 9"$', line.strip()), line
+        assert re.match(
+            r"^\d{4}-\d\d-\d\dT[\d:.]+Z INFO actorrt.test actor ab12 died worker_id=w1 actor_id=ab12 "
+            r'cause="killed by signal 9"$',
+            line.strip(),
+        ), line
 
 
 # ---- actorrt status ------------------------------------------------------------------------------
@@ -227,7 +239,9 @@ async def test_status_table_json_and_watch(cluster: ProcCluster) -> None:
         )
         watch = subprocess.Popen(
             [sys.executable, "-c", ctrl_c_on, "status", "--watch", "--interval", "0.2", *cli],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             await asyncio.sleep(2.5)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -85,7 +85,7 @@ def test_master_metrics_read_the_table() -> None:
         'actorrt_slots{kind="cpu",state="used"} 1.0',
         'actorrt_slots{kind="cpu",state="free"} 1.0',
         'actorrt_slots{kind="gpu",state="free"} 1.0',
-        'actorrt_node_slots{kind="cpu",node="n1",state="used",worker_id="%s"} 1.0' % w.worker_id,
+        f'actorrt_node_slots{{kind="cpu",node="n1",state="used",worker_id="{w.worker_id}"}} 1.0',
         'actorrt_actors{class="Counter"} 1.0',
         'actorrt_clients{state="connected"} 1.0',
         "actorrt_placements_total 1.0",
@@ -94,7 +94,9 @@ def test_master_metrics_read_the_table() -> None:
     ]:
         assert line in text, line
     exported = {f.name for f in metrics.registry.collect()}
-    assert {n.removesuffix("_total") for n in METRIC_NAMES if n.startswith(("actorrt_nodes", "actorrt_slots"))} <= exported
+    assert {
+        n.removesuffix("_total") for n in METRIC_NAMES if n.startswith(("actorrt_nodes", "actorrt_slots"))
+    } <= exported
 
 
 # ---- a real cluster --------------------------------------------------------------------------
@@ -120,7 +122,7 @@ def metrics_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metric
 
 async def test_a_running_cluster_exports_its_metrics(metrics_cluster: MetricsCluster) -> None:
     c = metrics_cluster
-    async with c.connect() as cluster:
+    async with c.connect():
         a = await Worky.remote()
         b = await Worky.remote()
         await asyncio.gather(*[a.work(1000) for _ in range(40)], *[b.work(10) for _ in range(10)])
@@ -186,7 +188,7 @@ async def test_calls_just_before_a_sigterm_are_counted(metrics_cluster: MetricsC
     import signal
 
     c = metrics_cluster
-    async with c.connect() as cluster:
+    async with c.connect():
         a = await Doomed.remote()
         pids = await asyncio.gather(*[a.pid() for _ in range(10)])
         os.kill(pids[0], signal.SIGTERM)  # well within the host's 1 s reporting period

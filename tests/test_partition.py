@@ -28,7 +28,7 @@ pytestmark = [
 TOKEN = "partition-test-token"
 WORKER_TIMEOUT_S = 3
 
-DRIVER = r'''
+DRIVER = r"""
 import asyncio, json, sys, time
 import actorrt
 
@@ -72,17 +72,19 @@ async def main(address):
              .rsplit(":", 1)[0], nodes=[n["node_ip"] for n in status.nodes])
 
 actorrt.run(main(sys.argv[1]))
-'''
+"""
 
 
 def _status(net: NetHosts, address: str) -> dict[str, Any]:
     out = net.run(
         "client",
         [sys.executable, "-m", "actorrt", "status", "--address", address, "--token", TOKEN, "--json"],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    return json.loads(out.stdout)
 
 
 def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
@@ -90,14 +92,54 @@ def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
         address = f"{net.ip('master')}:8010"
         env = dict(os.environ, ACTORRT_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
         logs = [open(tmp_path / f"{h}.log", "wb") for h in ("master", "w1", "w2")]
-        net.popen("master", [sys.executable, "-m", "actorrt", "start", "--block", "--host", net.ip("master"),
-                             "--port", "8010", "--cpus", "0", "--token", TOKEN,
-                             "--worker-timeout", str(WORKER_TIMEOUT_S)], env=env, stdout=logs[0], stderr=logs[0])
+        net.popen(
+            "master",
+            [
+                sys.executable,
+                "-m",
+                "actorrt",
+                "start",
+                "--block",
+                "--host",
+                net.ip("master"),
+                "--port",
+                "8010",
+                "--cpus",
+                "0",
+                "--token",
+                TOKEN,
+                "--worker-timeout",
+                str(WORKER_TIMEOUT_S),
+            ],
+            env=env,
+            stdout=logs[0],
+            stderr=logs[0],
+        )
         time.sleep(1.0)
         for i, w in enumerate(("w1", "w2"), start=1):
-            net.popen(w, [sys.executable, "-m", "actorrt", "connect", "--block", "--address", address,
-                          "--node-ip", net.ip(w), "--cpus", "1", "--token", TOKEN, "--timeout", "20"],
-                      env=env, stdout=logs[i], stderr=logs[i])
+            net.popen(
+                w,
+                [
+                    sys.executable,
+                    "-m",
+                    "actorrt",
+                    "connect",
+                    "--block",
+                    "--address",
+                    address,
+                    "--node-ip",
+                    net.ip(w),
+                    "--cpus",
+                    "1",
+                    "--token",
+                    TOKEN,
+                    "--timeout",
+                    "20",
+                ],
+                env=env,
+                stdout=logs[i],
+                stderr=logs[i],
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -111,18 +153,26 @@ def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
 
         script = tmp_path / "driver.py"
         script.write_text(DRIVER)
-        driver = net.popen("client", [sys.executable, str(script), address, TOKEN], env=env,
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        driver = net.popen(
+            "client",
+            [sys.executable, str(script), address, TOKEN],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert driver.stdout is not None and driver.stdin is not None
         ready = json.loads(driver.stdout.readline())
         assert ready["event"] == "ready", ready
         cut_actor = next(k for k, ip in ready["where"].items() if ip == net.ip("w1"))
         kept_actor = "b" if cut_actor == "a" else "a"
 
+        events = driver.stdout
+
         def next_event() -> dict[str, Any]:
-            line = driver.stdout.readline()  # type: ignore[union-attr]
+            line = events.readline()
             assert line, "the driver died"
-            return json.loads(line)  # type: ignore[no-any-return]
+            return json.loads(line)
 
         for _ in range(6):  # healthy calls first
             assert next_event()["ok"]

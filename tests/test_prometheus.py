@@ -12,11 +12,11 @@ import asyncio
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -88,7 +88,7 @@ class Prometheus:
     def query(self, promql: str) -> list[dict[str, Any]]:
         answer = self.get("/api/v1/query", query=promql)
         assert answer["status"] == "success", answer
-        return answer["data"]["result"]  # type: ignore[no-any-return]
+        return answer["data"]["result"]
 
     def value(self, promql: str) -> float | None:
         result = self.query(promql)
@@ -127,7 +127,7 @@ async def test_prometheus_scrapes_the_cluster(metrics_cluster: MetricsCluster, t
     prom = Prometheus(tmp_path, scrape_config(master, workers, f"127.0.0.1:{learner_server.port}"))
     try:
         assert await asyncio.to_thread(wait_until, prom.ready, 30), prom.log.read_text()[-2000:]
-        async with c.connect() as cluster:
+        async with c.connect():
             p = await Pinger.remote()
             await asyncio.gather(*[p.ping(i) for i in range(30)])
             learner.frames(128)
@@ -138,7 +138,7 @@ async def test_prometheus_scrapes_the_cluster(metrics_cluster: MetricsCluster, t
                 return wait_until(lambda: prom.value(promql) == expected, timeout, 0.25)
 
             targets = 'count(up{job="actorrt"} == 1)'
-            assert await asyncio.to_thread(until, targets, 3), prom.query('up')
+            assert await asyncio.to_thread(until, targets, 3), prom.query("up")
             assert await asyncio.to_thread(until, 'up{job="actorrt-rl"}', 1)
             assert await asyncio.to_thread(until, 'sum(actorrt_nodes{role="master"})', 2)
             assert await asyncio.to_thread(until, 'sum(actorrt_slots{kind="cpu"})', 2)
@@ -150,7 +150,7 @@ async def test_prometheus_scrapes_the_cluster(metrics_cluster: MetricsCluster, t
             assert await asyncio.to_thread(until, 'actorrt_rl_episode_return{learner="test"}', 15)
             await actorrt.kill(p)
             assert await asyncio.to_thread(until, 'sum(actorrt_actor_deaths_total{cause="killed"})', 1)
-            assert await asyncio.to_thread(until, 'sum(actorrt_actors) or vector(0)', 0)
+            assert await asyncio.to_thread(until, "sum(actorrt_actors) or vector(0)", 0)
         # Over the whole histogram (a rate() would be 0/0 here: the series appeared already at 30).
         p99 = prom.value('histogram_quantile(0.99, sum by (le) (actorrt_call_latency_seconds_bucket{class="Pinger"}))')
         assert p99 is not None and 0 < p99 < 1

@@ -6,8 +6,9 @@ import datetime
 import ipaddress
 import os
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import grpc
 import numpy as np
@@ -29,7 +30,7 @@ class _CreatesFile:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self):
         return (os.system, (f"touch {self.path}",))
 
 
@@ -39,7 +40,7 @@ class Box:
         self.value = 0
 
     def put(self, x: object) -> int:
-        return len(x) if hasattr(x, "__len__") else 0  # type: ignore[arg-type]
+        return len(x) if hasattr(x, "__len__") else 0
 
     def make(self, nbytes: int) -> np.ndarray:
         return np.zeros(nbytes, dtype=np.uint8)
@@ -86,23 +87,30 @@ async def test_protocol_version_mismatch_is_refused_with_both_versions(cluster: 
     async with grpc.aio.insecure_channel(cluster.address) as ch:
         stub = master_pb2_grpc.MasterStub(ch)
         for call, opening in [
-            (stub.ClientSession(metadata=metadata), master_pb2.ClientEvent(
-                open_session=master_pb2.OpenSession(version=99, client_id="old-client"))),
-            (stub.WorkerSession(metadata=metadata), master_pb2.WorkerEvent(
-                register_worker=master_pb2.RegisterWorker(version=99, node="old", cpus=1))),
+            (
+                stub.ClientSession(metadata=metadata),
+                master_pb2.ClientEvent(open_session=master_pb2.OpenSession(version=99, client_id="old-client")),
+            ),
+            (
+                stub.WorkerSession(metadata=metadata),
+                master_pb2.WorkerEvent(register_worker=master_pb2.RegisterWorker(version=99, node="old", cpus=1)),
+            ),
         ]:
             await call.write(opening)
             with pytest.raises(grpc.RpcError) as info:
                 await call.read()
             assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert "v99" in info.value.details() and f"v{_rpc.PROTOCOL_VERSION}" in info.value.details()
+            details = info.value.details() or ""
+            assert "v99" in details and f"v{_rpc.PROTOCOL_VERSION}" in details
     assert len(cluster.status()["nodes"]) == 2  # the master serves on
 
 
 async def test_payload_over_the_limit_fails_that_call_alone(cluster: ProcCluster) -> None:
-    async with cluster.connect(max_payload_mb=1) as c:
+    async with cluster.connect(max_payload_mb=1):
         box = await Box.remote()
-        with pytest.raises(actorrt.SerializationError, match=r"arguments of Box.put are 2.0 MiB, over the limit of 1.0 MiB"):
+        with pytest.raises(
+            actorrt.SerializationError, match=r"arguments of Box.put are 2.0 MiB, over the limit of 1.0 MiB"
+        ):
             box.put(np.zeros(2 * 2**20, dtype=np.uint8))
         with pytest.raises(actorrt.RemoteError, match=r"return value of Box.make is 2.0 MiB, over the limit"):
             await box.make(2 * 2**20)
@@ -120,9 +128,14 @@ def _write_pem(path: Path, data: bytes) -> str:
     return str(path)
 
 
-def _issue(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None,
-           issuer_key: ec.EllipticCurvePrivateKey | None, ca: bool = False) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+def _issue(
+    name: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey | None,
+    ca: bool = False,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     builder = (
         x509.CertificateBuilder()
@@ -149,8 +162,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out: dict[str, str] = {}
 
     def key_pem(k: ec.EllipticCurvePrivateKey) -> bytes:
-        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                               serialization.NoEncryption())
+        return k.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _issue("actorrt test CA", ca_key, None, None, ca=True)
@@ -189,7 +203,7 @@ async def test_server_tls_only_for_clients_that_verify_it(tmp_path: Path, pki: d
     )
     try:
         assert len(c.status()["nodes"]) == 1
-        async with actorrt.connect(c.address, token=c.token, tls_ca=pki["ca"]) as cluster:
+        async with actorrt.connect(c.address, token=c.token, tls_ca=pki["ca"]):
             box = await Box.remote()
             assert await box.put([1]) == 1
             await actorrt.kill(box)
@@ -201,17 +215,18 @@ async def test_server_tls_only_for_clients_that_verify_it(tmp_path: Path, pki: d
 
 
 async def test_mutual_tls_serves_only_certified_clients(tls_cluster: ProcCluster, pki: dict[str, str]) -> None:
-    client = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
+    client: dict[str, Any] = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
     async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, **client) as c:
         box = await Box.remote()  # master and actor host both over mutual TLS
         assert await box.put(np.zeros(10)) == 10
         assert (await c.status()).slots_used == 1
         await actorrt.kill(box)
-    for refused in [
+    refusals: list[dict[str, Any]] = [
         {"tls_ca": pki["ca"]},  # no client certificate
         {"tls_ca": pki["ca"], "tls_cert": pki["stranger"], "tls_key": pki["stranger_key"]},  # not our CA
         {},  # plaintext
-    ]:
+    ]
+    for refused in refusals:
         with pytest.raises(actorrt.ClusterConnectionError):
             async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, timeout=3, **refused):
                 pass

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -128,24 +128,24 @@ def test_pool_reuses_a_segment_once_its_receiver_lets_go() -> None:
     released: list[str] = []
     try:
         data = np.arange(2 * MIB, dtype=np.uint8)
-        name = pool.put(memoryview(data))
+        name = pool.put(data.data)
         view = _shm.map_pooled(name, data.nbytes, released.append)
         arr = np.frombuffer(view, dtype=np.uint8)
         del view
         assert (arr == data).all()
         arr[0] = 42  # writable
-        assert pool.put(memoryview(data)) != name  # still in use: a second segment
+        assert pool.put(data.data) != name  # still in use: a second segment
         assert not released
         del arr
         assert released == [name]
         pool.release(released)
-        assert pool.put(memoryview(data)) == name  # reused
+        assert pool.put(data.data) == name  # reused
     finally:
         names = pool.names()
         pool.close()
     assert names and not any((Path(_shm.SHM_DIR) / n).exists() for n in names)
     with pytest.raises(OSError):
-        pool.put(memoryview(data))
+        pool.put(data.data)
 
 
 # ---- on a cluster -----------------------------------------------------------------------------
@@ -241,8 +241,11 @@ def test_a_client_killed_with_segments_out_leaves_no_file(cluster: ProcCluster, 
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", _CLIENT, cluster.address, cluster.token], stdout=subprocess.PIPE,
-                            cwd=Path(__file__).resolve().parent.parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLIENT, cluster.address, cluster.token],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"sent"
         pid = proc.pid

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -9,8 +9,10 @@ import pickle
 import numpy as np
 import pytest
 
+import actorrt
 from actorrt import _wire
 from actorrt.v1 import actor_host_pb2 as pb
+from tests.conftest import ProcCluster
 
 
 def _parts(value: object) -> tuple[bytes, list[memoryview]]:
@@ -20,18 +22,21 @@ def _parts(value: object) -> tuple[bytes, list[memoryview]]:
 
 
 @pytest.mark.parametrize("tag,batch", [(_wire.CALL_CHUNK, pb.CallBatch), (_wire.REPLY_CHUNK, pb.ReplyBatch)])
-def test_chunks_parse_as_protobuf_chunk_batches_and_decode_without_copy(tag: int, batch: type) -> None:
+def test_chunks_parse_as_protobuf_chunk_batches_and_decode_without_copy(
+    tag: int, batch: type[pb.CallBatch] | type[pb.ReplyBatch]
+) -> None:
     _, raws = _parts((np.arange(300_000, dtype=np.float32), np.zeros(5, np.uint8), np.zeros(0, np.uint8)))
     messages = list(_wire.chunks(tag, raws, size=100_000))
     assert len(messages) == 12 + 1  # 1.2 MB in 100 kB pieces, 5 bytes, nothing for the empty one
     joined = b""
     for m in messages:
-        assert batch.FromString(m) == batch(chunk=pb.Chunk(data=bytes(_wire.chunk_data(m, tag))))
         view = _wire.chunk_data(m, tag)
         assert view is not None and view.obj is m  # a view into the message: no copy
+        assert batch.FromString(m) == batch(chunk=pb.Chunk(data=bytes(view)))
         joined += bytes(view)
     assert joined == b"".join(r.tobytes() for r in raws)
-    assert _wire.chunk_data(batch(chunk=pb.Chunk()).SerializeToString(), tag).nbytes == 0
+    empty = _wire.chunk_data(batch(chunk=pb.Chunk()).SerializeToString(), tag)
+    assert empty is not None and empty.nbytes == 0
 
 
 def test_chunk_data_tells_chunks_from_batches_and_refuses_malformed_ones() -> None:
@@ -65,9 +70,6 @@ def test_passthrough() -> None:
 
 
 # ---- end to end, without shared memory (as between two hosts) ---------------------------------
-
-import actorrt  # noqa: E402
-from tests.conftest import ProcCluster  # noqa: E402
 
 MIB = 2**20
 
@@ -114,7 +116,7 @@ async def test_large_buffers_over_the_socket_keep_order_limits_and_writability(
         assert np.array_equal(got, np.arange(5 * MIB, dtype=np.uint8))
         mixed = (np.arange(5 * MIB // 8, dtype=np.int64), b"small", np.zeros(0), np.ones(MIB // 4, np.float32))
         back = await log.echo(mixed)  # several buffers, chunked both ways, order kept
-        assert all(np.array_equal(a, b) for a, b in zip(back[:: 2], mixed[:: 2])) and back[1] == b"small"
+        assert all(np.array_equal(a, b) for a, b in zip(back[::2], mixed[::2], strict=True)) and back[1] == b"small"
         assert np.array_equal(back[3], mixed[3])
         with pytest.raises(actorrt.SerializationError, match="over the limit"):
             log.note(np.zeros(9 * MIB, dtype=np.uint8))
@@ -133,7 +135,8 @@ async def test_a_chunk_without_its_call_is_refused_and_the_actor_lives_on(cluste
         log = await Log.remote()
         channel = _rpc.open_channel(log._conn.endpoint, c.tls)
         call = channel.stream_stream(
-            "/actorrt.v1.ActorHost/Calls", request_serializer=_wire.passthrough,
+            "/actorrt.v1.ActorHost/Calls",
+            request_serializer=_wire.passthrough,
             response_deserializer=pb.ReplyBatch.FromString,
         )(metadata=_rpc.auth_metadata(c.token))
         await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=log.actor_id)))
