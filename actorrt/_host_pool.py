@@ -25,8 +25,9 @@ import enum
 import functools
 import logging
 import signal
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from actorrt._errors import SLOT_NOT_READY
 from actorrt.v1 import master_pb2 as pb
@@ -322,6 +323,7 @@ class HostPool:
 
     def validate(self) -> None:
         """Raise ``InvalidPoolState`` if the fields contradict the states."""
+
         def check(ok: bool, what: str) -> None:
             if not ok:
                 raise InvalidPoolState(what)
@@ -348,8 +350,10 @@ class HostPool:
                 check(h.pid > 0, f"{name} lost the process of its actor")
             if h.actor is not None:
                 check(h.actor.slot == i, f"{name} hosts actor {h.actor.actor_id} placed on slot {h.actor.slot}")
-                check(h.actor.actor_id not in actors,
-                      f"actor {h.actor.actor_id} on hosts {actors.get(h.actor.actor_id)} and {i}")
+                check(
+                    h.actor.actor_id not in actors,
+                    f"actor {h.actor.actor_id} on hosts {actors.get(h.actor.actor_id)} and {i}",
+                )
                 actors[h.actor.actor_id] = i
             if h.pid:
                 check(h.pid not in pids, f"pid {h.pid} on hosts {pids.get(h.pid)} and {i}")

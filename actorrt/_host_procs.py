@@ -151,5 +151,3 @@ def remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
 def remove_dir(path: str) -> None:
     if path:
         shutil.rmtree(path, ignore_errors=True)
-
-

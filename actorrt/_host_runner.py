@@ -16,8 +16,8 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from actorrt import _logs, _metrics, _rpc, _shm
 from actorrt._host import READY_PREFIX
@@ -130,14 +130,23 @@ class HostRunner:
             effects = self.pool.exited(index, returncode)
             self.apply(effects)  # a warm host's SlotLost: tell the master at once
             if effects.events:
-                log.warning("warm actor host %d exited: %s; starting another", index,
-                            describe_exit(returncode), extra=_logs.ids(worker_id=self.worker_id, slot=index))
+                log.warning(
+                    "warm actor host %d exited: %s; starting another",
+                    index,
+                    describe_exit(returncode),
+                    extra=_logs.ids(worker_id=self.worker_id, slot=index),
+                )
             own_cause = await self._clean_up(index)
             report = self.pool.reported(index, own_cause)
             if report is not None:
                 actor = report.actor
-                log.info("actor %s (%s) exited: %s", actor.actor_id, actor.class_name, report.cause,
-                         extra=_logs.ids(actor_id=actor.actor_id, worker_id=self.worker_id, slot=index))
+                log.info(
+                    "actor %s (%s) exited: %s",
+                    actor.actor_id,
+                    actor.class_name,
+                    report.cause,
+                    extra=_logs.ids(actor_id=actor.actor_id, worker_id=self.worker_id, slot=index),
+                )
                 self.output.actor_ended(actor.actor_id)  # its last lines go before its exit
                 self._emit(report.event())
             if not self.pool.restart(index):
@@ -224,7 +233,7 @@ class HostRunner:
             texts = splitter.feed(chunk) if chunk else splitter.finish()
             try:
                 self._route(index, texts, sink)
-            except Exception:  # noqa: BLE001 - the pipe must keep draining, or the actor blocks
+            except Exception:
                 if not complained:
                     log.exception("actor host %d: could not route actor output; still draining", index)
                     complained = True
@@ -255,8 +264,9 @@ class HostRunner:
         for host in list(self.pool.hosts):
             actor, state = host.actor, host.state
             shown = "busy" if actor is not None else "ready" if state is HostState.READY else "starting"
-            views.append(_metrics.SlotView(shown, host.pid, actor.actor_id if actor else "",
-                                           actor.class_name if actor else ""))
+            views.append(
+                _metrics.SlotView(shown, host.pid, actor.actor_id if actor else "", actor.class_name if actor else "")
+            )
         return views
 
     def apply(self, effects: Effects) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -140,8 +140,13 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _report_death(self, actor: Actor, cause: str, exit_code: int = 0, node: str = "") -> None:
         self.table.record_death(actor, cause, node)
-        log.info("actor %s (%s) died: %s", actor.actor_id, actor.class_name, cause,
-                 extra=ids(actor_id=actor.actor_id, worker_id=actor.worker_id, client_id=actor.client_id))
+        log.info(
+            "actor %s (%s) died: %s",
+            actor.actor_id,
+            actor.class_name,
+            cause,
+            extra=ids(actor_id=actor.actor_id, worker_id=actor.worker_id, client_id=actor.client_id),
+        )
         self.metrics.actor_died(cause)
         self._send_client(
             actor.client_id,
@@ -167,7 +172,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     # ---- WorkerSession ----------------------------------------------------------------------
 
-    async def WorkerSession(  # noqa: N802 - gRPC's name
+    async def WorkerSession(
         self, request_iterator: AsyncIterator[pb.WorkerEvent], context: grpc.aio.ServicerContext
     ) -> None:
         first = await _first(request_iterator)
@@ -221,7 +226,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         worker_id = worker.worker_id
         queue: asyncio.Queue[pb.WorkerCommand | None] = asyncio.Queue()
         self._to_worker[worker_id] = queue
-        log.info("worker %s joined from %s (%s): %d cpus, %d gpus", worker_id, reg.node, reg.node_ip, reg.cpus, reg.gpus)
+        log.info(
+            "worker %s joined from %s (%s): %d cpus, %d gpus", worker_id, reg.node, reg.node_ip, reg.cpus, reg.gpus
+        )
         await context.write(
             pb.WorkerCommand(
                 worker_registered=pb.WorkerRegistered(
@@ -256,9 +263,13 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
                 elif kind == "slot_lost":
                     if self.table.slot_lost(worker_id, ev.slot_lost.slot):
-                        log.info("worker %s: the warm host of slot %d exited (%s); not placing there until it "
-                                 "is back", worker_id, ev.slot_lost.slot, ev.slot_lost.cause,
-                                 extra=ids(worker_id=worker_id, slot=ev.slot_lost.slot))
+                        log.info(
+                            "worker %s: the warm host of slot %d exited (%s); not placing there until it is back",
+                            worker_id,
+                            ev.slot_lost.slot,
+                            ev.slot_lost.cause,
+                            extra=ids(worker_id=worker_id, slot=ev.slot_lost.slot),
+                        )
                 elif kind == "actor_exited":
                     actor, placements = self.table.actor_exited(ev.actor_exited.actor_id)
                     if actor is not None:
@@ -290,7 +301,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     # ---- ClientSession ----------------------------------------------------------------------
 
-    async def ClientSession(  # noqa: N802 - gRPC's name
+    async def ClientSession(
         self, request_iterator: AsyncIterator[pb.ClientEvent], context: grpc.aio.ServicerContext
     ) -> None:
         first = await _first(request_iterator)
@@ -325,7 +336,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 if closed_cleanly.is_set():
                     self._client_gone(client_id)
                 else:
-                    log.warning("client %s lost; its actors stop in %.0fs unless it returns", client_id, self.client_grace_s)
+                    log.warning(
+                        "client %s lost; its actors stop in %.0fs unless it returns", client_id, self.client_grace_s
+                    )
                     self.table.client_lost(client_id)
                 self.check()
 
@@ -447,7 +460,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     # ---- GetClusterStatus -------------------------------------------------------------------
 
-    async def GetClusterStatus(  # noqa: N802 - gRPC's name
+    async def GetClusterStatus(
         self, request: pb.GetClusterStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetClusterStatusResponse:
         t = self.table
@@ -490,7 +503,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             res.num_cpus, res.num_gpus, res.max_memory_mb = a.num_cpus, len(a.gpu_ids), a.max_memory_mb
         add_client = resp.clients.add
         for c in t.clients.values():
-            add_client(client_id=c.client_id, hostname=c.hostname, pid=c.pid, actors=len(c.actors), connected=c.connected)
+            add_client(
+                client_id=c.client_id, hostname=c.hostname, pid=c.pid, actors=len(c.actors), connected=c.connected
+            )
         return resp
 
 

@@ -75,7 +75,8 @@ class ClientOutbox:
             log.log(
                 logging.WARNING if self.episodes == 1 else logging.DEBUG,
                 "client %s does not keep up with its session: dropping its actors' output past %d MiB (counted)",
-                self.client_id, self.max_output_bytes // 2**20,
+                self.client_id,
+                self.max_output_bytes // 2**20,
             )
         if self._dropping:
             class_name, pid, lines = self._dropped.get(msg.actor_id, (msg.class_name, msg.pid, 0))
@@ -106,7 +107,9 @@ class ClientOutbox:
         total = sum(lines for _, _, lines in dropped.values())
         log.log(
             logging.WARNING if self.episodes == 1 else logging.DEBUG,
-            "client %s reads again: %d lines of its actors' output were dropped", self.client_id, total,
+            "client %s reads again: %d lines of its actors' output were dropped",
+            self.client_id,
+            total,
         )
         for actor_id, (class_name, pid, lines) in dropped.items():
             text = (
@@ -169,7 +172,7 @@ class MasterLogs:
         d = self.table.dead[dead[0]]
         return d.actor_id, d.class_name, d.worker_id, False, d.cause
 
-    async def GetActorLog(  # noqa: N802 - gRPC's name
+    async def GetActorLog(
         self, request: pb.GetActorLogRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetActorLogResponse:
         if not request.actor_id:
@@ -193,13 +196,16 @@ class MasterLogs:
         self._log_reads[request_id] = fut
         max_bytes = min(request.max_bytes or DEFAULT_TAIL_BYTES, MAX_TAIL_BYTES)
         queue.put_nowait(
-            pb.WorkerCommand(read_actor_log=pb.ReadActorLog(request_id=request_id, actor_id=actor_id, max_bytes=max_bytes))
+            pb.WorkerCommand(
+                read_actor_log=pb.ReadActorLog(request_id=request_id, actor_id=actor_id, max_bytes=max_bytes)
+            )
         )
         try:
             answer = await asyncio.wait_for(fut, LOG_READ_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await context.abort(
-                grpc.StatusCode.DEADLINE_EXCEEDED, f"worker {worker_id} did not send the log within {LOG_READ_TIMEOUT_S:g}s"
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"worker {worker_id} did not send the log within {LOG_READ_TIMEOUT_S:g}s",
             )
         finally:
             self._log_reads.pop(request_id, None)

@@ -30,8 +30,9 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import (
@@ -47,13 +48,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LATENCY_BUCKETS",
-    "PLACEMENT_BUCKETS",
     "METRICS_FD_ENV",
     "METRIC_NAMES",
+    "PLACEMENT_BUCKETS",
     "CallStats",
     "MasterMetrics",
-    "WorkerMetrics",
     "MetricsServer",
+    "WorkerMetrics",
     "death_category",
     "serve",
 ]
@@ -63,13 +64,52 @@ log = logging.getLogger("actorrt.metrics")
 METRICS_FD_ENV = "ACTORRT_METRICS_FD"
 # Seconds. Actor calls run from microseconds (a counter) to minutes (a training step).
 LATENCY_BUCKETS: tuple[float, ...] = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-    10.0, 30.0, 60.0,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
 )
-PLACEMENT_BUCKETS: tuple[float, ...] = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+PLACEMENT_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 DEATH_CAUSES = (
-    "killed", "released", "client_gone", "constructor_failed", "exited", "crashed", "signal",
-    "memory_limit", "node_lost", "other",
+    "killed",
+    "released",
+    "client_gone",
+    "constructor_failed",
+    "exited",
+    "crashed",
+    "signal",
+    "memory_limit",
+    "node_lost",
+    "other",
 )
 
 # Every family exported here, as Prometheus names them (counters with their _total).
@@ -130,7 +170,7 @@ def death_category(cause: str) -> str:
 class CallStats:
     """Cumulative call counters of one actor host. Host loop only; ``observe`` is the hot path."""
 
-    __slots__ = ("class_name", "errors", "bytes_in", "bytes_out", "buckets", "sum", "exit_cause", "_reported")
+    __slots__ = ("_reported", "buckets", "bytes_in", "bytes_out", "class_name", "errors", "exit_cause", "sum")
 
     def __init__(self, class_name: str = "") -> None:
         self.class_name = class_name
@@ -142,7 +182,9 @@ class CallStats:
         self.exit_cause = ""  # set when the actor ends itself (sys.exit in a method)
         self._reported = -1
 
-    def observe(self, seconds: float, _index: Any = bisect.bisect_left, _bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+    def observe(
+        self, seconds: float, _index: Any = bisect.bisect_left, _bounds: tuple[float, ...] = LATENCY_BUCKETS
+    ) -> None:
         """One call took ``seconds``. The host's sync path inlines these two lines."""
         self.sum += seconds
         self.buckets[_index(_bounds, seconds)] += 1
@@ -297,8 +339,10 @@ class WorkerMetrics(Collector):
             labels=["class"],
         )
         with self._lock:
-            classes = [(k, _ClassTotals(v.calls, v.errors, v.bytes_in, v.bytes_out, list(v.buckets), v.sum))
-                       for k, v in self._classes.items()]
+            classes = [
+                (k, _ClassTotals(v.calls, v.errors, v.bytes_in, v.bytes_out, list(v.buckets), v.sum))
+                for k, v in self._classes.items()
+            ]
         for name, t in sorted(classes):
             calls.add_metric([name], t.calls)
             errors.add_metric([name], t.errors)
@@ -320,10 +364,13 @@ class WorkerMetrics(Collector):
         yield hosts
         yield GaugeMetricFamily("actorrt_worker_slots", "CPU slots this worker daemon offers.", value=len(views))
         rss = GaugeMetricFamily(
-            "actorrt_actor_memory_rss_bytes", "Resident memory of each live actor's process.", labels=["actor_id", "class"]
+            "actorrt_actor_memory_rss_bytes",
+            "Resident memory of each live actor's process.",
+            labels=["actor_id", "class"],
         )
         cpu = CounterMetricFamily(
-            "actorrt_actor_cpu_seconds", "CPU time (user+system) of each live actor's process.",
+            "actorrt_actor_cpu_seconds",
+            "CPU time (user+system) of each live actor's process.",
             labels=["actor_id", "class"],
         )
         for v in views:
@@ -397,9 +444,13 @@ class MasterMetrics(Collector):
         actors = list(t.actors.values())
         clients = list(t.clients.values())
         yield GaugeMetricFamily("actorrt_nodes", "Worker daemons (nodes) registered.", value=len(workers))
-        slots = GaugeMetricFamily("actorrt_slots", "Slots of the whole cluster, by state and kind.", labels=["state", "kind"])
+        slots = GaugeMetricFamily(
+            "actorrt_slots", "Slots of the whole cluster, by state and kind.", labels=["state", "kind"]
+        )
         node_slots = GaugeMetricFamily(
-            "actorrt_node_slots", "Slots of each node, by state and kind.", labels=["node", "worker_id", "state", "kind"]
+            "actorrt_node_slots",
+            "Slots of each node, by state and kind.",
+            labels=["node", "worker_id", "state", "kind"],
         )
         totals = {("free", "cpu"): 0, ("used", "cpu"): 0, ("free", "gpu"): 0, ("used", "gpu"): 0}
         for w in workers:

@@ -69,8 +69,11 @@ class ClusterStatus:
 
 _INT64_TYPES = frozenset(
     {
-        FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
-        FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64,
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_FIXED64,
+        FieldDescriptor.TYPE_SFIXED64,
     }
 )
 _FIELDS: dict[str, list[tuple[str, str]]] = {}

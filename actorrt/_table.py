@@ -20,21 +20,21 @@ import itertools
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
 
 from actorrt._errors import PlacementError
 
 __all__ = [
-    "ClusterTable",
-    "Worker",
+    "DEAD_ACTORS_KEPT",
     "Actor",
     "Client",
-    "Request",
-    "Placement",
+    "ClusterTable",
     "DeadActor",
     "InvariantViolation",
-    "DEAD_ACTORS_KEPT",
+    "Placement",
+    "Request",
+    "Worker",
 ]
 
 # Dead actors the table remembers (oldest forgotten first): for `actorrt logs` of a dead actor,
@@ -341,9 +341,7 @@ class ClusterTable:
         """Place ``req`` now, or queue it (None). Raises PlacementError if no node ever could."""
         if req.num_cpus < 1 or req.num_gpus < 0:
             raise PlacementError(f"{req.class_name}: num_cpus must be >= 1 and num_gpus >= 0")
-        if self.workers and not any(
-            w.cpus >= req.num_cpus and w.gpus >= req.num_gpus for w in self.workers.values()
-        ):
+        if self.workers and not any(w.cpus >= req.num_cpus and w.gpus >= req.num_gpus for w in self.workers.values()):
             self.placements_failed += 1
             biggest = max(self.workers.values(), key=lambda w: (w.cpus, w.gpus))
             raise PlacementError(
@@ -496,52 +494,82 @@ class ClusterTable:
         for wid, w in self.workers.items():
             check(w.worker_id == wid, f"worker {wid} is filed under another id ({w.worker_id})")
             mine = [self.actors.get(a) for a in w.actors]
-            check(all(a is not None and a.worker_id == wid for a in mine),
-                  f"worker {wid} lists actors the table does not place on it: {sorted(w.actors)}")
+            check(
+                all(a is not None and a.worker_id == wid for a in mine),
+                f"worker {wid} lists actors the table does not place on it: {sorted(w.actors)}",
+            )
             placed = [a for a in mine if a is not None]
             check(len({a.slot for a in placed}) == len(placed), f"worker {wid}: two actors on one slot")
-            check(w.held == {a.slot: a.actor_id for a in placed},
-                  f"worker {wid}: slots held {w.held} do not match its actors' slots")
-            check(not set(w.held) & set(w.ready), f"worker {wid}: slots {set(w.held) & set(w.ready)} are both "
-                  "ready and held by an actor (a slot counted twice)")
-            check(w.cpus_free == w.cpus - sum(a.num_cpus for a in placed),
-                  f"worker {wid}: cpus_free={w.cpus_free}, but cpus={w.cpus} minus its actors' cpus is "
-                  f"{w.cpus - sum(a.num_cpus for a in placed)}")
+            check(
+                w.held == {a.slot: a.actor_id for a in placed},
+                f"worker {wid}: slots held {w.held} do not match its actors' slots",
+            )
+            check(
+                not set(w.held) & set(w.ready),
+                f"worker {wid}: slots {set(w.held) & set(w.ready)} are both "
+                "ready and held by an actor (a slot counted twice)",
+            )
+            check(
+                w.cpus_free == w.cpus - sum(a.num_cpus for a in placed),
+                f"worker {wid}: cpus_free={w.cpus_free}, but cpus={w.cpus} minus its actors' cpus is "
+                f"{w.cpus - sum(a.num_cpus for a in placed)}",
+            )
             gpus_used = [g for a in placed for g in a.gpu_ids]
             check(len(gpus_used) == len(set(gpus_used)), f"worker {wid}: a gpu given to two actors: {gpus_used}")
-            check(w.gpus_free == set(range(w.gpus)) - set(gpus_used),
-                  f"worker {wid}: gpus_free={sorted(w.gpus_free)} does not match its actors' gpus {gpus_used}")
-            check(self._key_of.get(wid) == self._key(w),
-                  f"worker {wid}: indexed under {self._key_of.get(wid)}, its state says {self._key(w)}")
+            check(
+                w.gpus_free == set(range(w.gpus)) - set(gpus_used),
+                f"worker {wid}: gpus_free={sorted(w.gpus_free)} does not match its actors' gpus {gpus_used}",
+            )
+            check(
+                self._key_of.get(wid) == self._key(w),
+                f"worker {wid}: indexed under {self._key_of.get(wid)}, its state says {self._key(w)}",
+            )
         for aid, a in self.actors.items():
             check(a.actor_id == aid, f"actor {aid} is filed under another id ({a.actor_id})")
             worker = self.workers.get(a.worker_id)
-            check(worker is not None and aid in worker.actors,
-                  f"actor {aid}: its worker {a.worker_id} is not in the table or does not list it")
+            check(
+                worker is not None and aid in worker.actors,
+                f"actor {aid}: its worker {a.worker_id} is not in the table or does not list it",
+            )
             client = self.clients.get(a.client_id)
-            check(client is not None or bool(a.stopping),
-                  f"actor {aid}: its client {a.client_id} is gone and nobody is stopping it")
+            check(
+                client is not None or bool(a.stopping),
+                f"actor {aid}: its client {a.client_id} is gone and nobody is stopping it",
+            )
             check(client is None or aid in client.actors, f"actor {aid}: its client {a.client_id} does not list it")
         for cid, c in self.clients.items():
             check(c.client_id == cid, f"client {cid} is filed under another id ({c.client_id})")
             check(c.connected == (c.lost_at is None), f"client {cid}: connected={c.connected}, lost_at={c.lost_at}")
-            check(all(a in self.actors and self.actors[a].client_id == cid for a in c.actors),
-                  f"client {cid} lists actors that are not its own live actors")
+            check(
+                all(a in self.actors and self.actors[a].client_id == cid for a in c.actors),
+                f"client {cid} lists actors that are not its own live actors",
+            )
         for (cid, rid), req in self.queue.items():
             check((req.client_id, req.request_id) == (cid, rid), f"request {cid}/{rid} is filed under another key")
             client = self.clients.get(cid)
             check(client is not None and client.connected, f"request {cid}/{rid} waits for a client that is not here")
         timed = {(cid, rid) for _, cid, rid in self._deadlines}
-        check(all(k in timed for k, r in self.queue.items() if r.timeout_s > 0),
-              "a queued request with a timeout has no deadline")
+        check(
+            all(k in timed for k, r in self.queue.items() if r.timeout_s > 0),
+            "a queued request with a timeout has no deadline",
+        )
         indexed = {wid for bucket in self._index.values() for wid in bucket}
         check(indexed == set(self._key_of), "the free-slot index and its reverse map disagree")
-        check(all(self._key_of[wid] == key for key, bucket in self._index.items() for wid in bucket),
-              "a worker sits in the wrong bucket of the free-slot index")
-        check(self._index_keys == sorted(self._index) and all(self._index.values()),
-              "the free-slot index's keys are not sorted, or a bucket is empty")
-        check(not (self.queue and any(self._pick(r) for r in self.queue.values())),
-              "a queued request fits a ready slot but was not placed")
+        check(
+            all(self._key_of[wid] == key for key, bucket in self._index.items() for wid in bucket),
+            "a worker sits in the wrong bucket of the free-slot index",
+        )
+        check(
+            self._index_keys == sorted(self._index) and all(self._index.values()),
+            "the free-slot index's keys are not sorted, or a bucket is empty",
+        )
+        check(
+            not (self.queue and any(self._pick(r) for r in self.queue.values())),
+            "a queued request fits a ready slot but was not placed",
+        )
         check(len(self.dead) <= self.dead_kept, f"{len(self.dead)} dead actors kept, the bound is {self.dead_kept}")
-        check(not any(a in self.actors for a in self.dead) or all(
-            self.actors[a].stopping for a in self.dead if a in self.actors), "an actor reported dead is live again")
+        check(
+            not any(a in self.actors for a in self.dead)
+            or all(self.actors[a].stopping for a in self.dead if a in self.actors),
+            "an actor reported dead is live again",
+        )

@@ -97,13 +97,18 @@ class WorkerDaemon(Service):
         self._closing = False
         self._workdirs = ""  # this daemon's folder of host working directories (make_workdirs)
         self.echo_output = echo_output
-        self.output = _logs.OutputRelay(
-            lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir
-        )
+        self.output = _logs.OutputRelay(lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir)
         self.metrics = _metrics.WorkerMetrics(lambda: self.hosts.views(), metrics_registry)
         self.hosts = HostRunner(
-            self.pool, emit=self._emit, output=self.output, metrics=self.metrics, node_ip=node_ip, token=token,
-            tls=tls, preload=self.preload, echo_output=echo_output,
+            self.pool,
+            emit=self._emit,
+            output=self.output,
+            metrics=self.metrics,
+            node_ip=node_ip,
+            token=token,
+            tls=tls,
+            preload=self.preload,
+            echo_output=echo_output,
         )
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -123,8 +128,7 @@ class WorkerDaemon(Service):
             if self._fatal is not None:
                 raise self._fatal
             raise ClusterConnectionError(
-                f"worker could not register with the master at {self.master_address} "
-                f"within {self.connect_timeout_s:g}s"
+                f"worker could not register with the master at {self.master_address} within {self.connect_timeout_s:g}s"
             )
         self._monitor_task = asyncio.create_task(self._monitor_forever())
         deadline = asyncio.get_running_loop().time() + self.connect_timeout_s * 2
@@ -135,8 +139,11 @@ class WorkerDaemon(Service):
                 started = self.pool.started()
                 if not started:
                     raise ClusterConnectionError("actor hosts did not start in time; see the log for their errors")
-                log.warning("%d of %d actor hosts did not start in time; serving with the others meanwhile",
-                            len(self.pool) - started, len(self.pool))
+                log.warning(
+                    "%d of %d actor hosts did not start in time; serving with the others meanwhile",
+                    len(self.pool) - started,
+                    len(self.pool),
+                )
                 break
             await asyncio.sleep(0.02)
 
@@ -184,8 +191,13 @@ class WorkerDaemon(Service):
         """Daemon loop: the master placed an actor on one of our hosts."""
         effects = self.pool.assign(cmd)
         if effects.refused:
-            log.info("actor host %d: not starting actor %s: %s", cmd.slot, cmd.actor_id, effects.refused,
-                     extra=_logs.ids(actor_id=cmd.actor_id, worker_id=self.worker_id, slot=cmd.slot))
+            log.info(
+                "actor host %d: not starting actor %s: %s",
+                cmd.slot,
+                cmd.actor_id,
+                effects.refused,
+                extra=_logs.ids(actor_id=cmd.actor_id, worker_id=self.worker_id, slot=cmd.slot),
+            )
         self.hosts.apply(effects)
 
     def _stop_actor(self, cmd: pb.StopActor) -> None:
@@ -228,8 +240,11 @@ class WorkerDaemon(Service):
                 backoff = 0.1
             except grpc.RpcError as e:
                 err = _rpc.translate(e, "worker session", self.master_address)
-                if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
-                                grpc.StatusCode.INVALID_ARGUMENT):
+                if e.code() in (
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                ):
                     self._fatal = err
                     if self._registered.is_set():
                         await self._refused(err)
@@ -253,8 +268,13 @@ class WorkerDaemon(Service):
         ``refused``; whoever runs the daemon then closes it, and ``close()`` raises ``err`` (so
         ``actorrt connect`` exits non-zero saying why)."""
         hosted = sum(1 for _ in self.pool.serving())
-        log.error("%s; stopping this worker and its %d actor hosts (%d actors)", err, len(self.pool), hosted,
-                  extra=_logs.ids(worker_id=self.worker_id, address=self.master_address))
+        log.error(
+            "%s; stopping this worker and its %d actor hosts (%d actors)",
+            err,
+            len(self.pool),
+            hosted,
+            extra=_logs.ids(worker_id=self.worker_id, address=self.master_address),
+        )
         await self._stop_hosts()
         self.refused.set()
 

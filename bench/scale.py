@@ -239,7 +239,9 @@ class SimNode:
         if cmd.slot not in self.ready or cmd.slot in self.actors:
             self.outbox.put_nowait(
                 pb.WorkerEvent(
-                    actor_exited=pb.ActorExited(actor_id=cmd.actor_id, slot=cmd.slot, cause=SLOT_NOT_READY, exit_code=-1)
+                    actor_exited=pb.ActorExited(
+                        actor_id=cmd.actor_id, slot=cmd.slot, cause=SLOT_NOT_READY, exit_code=-1
+                    )
                 )
             )
             return
@@ -360,7 +362,10 @@ class SimClient:
         await self.call.write(
             pb.ClientEvent(
                 open_session=pb.OpenSession(
-                    version=_rpc.PROTOCOL_VERSION, client_id=self.client_id, hostname="sim", pid=os.getpid(),
+                    version=_rpc.PROTOCOL_VERSION,
+                    client_id=self.client_id,
+                    hostname="sim",
+                    pid=os.getpid(),
                     mute_actor_output=True,
                 )
             )
@@ -441,7 +446,9 @@ class SimClient:
             await self.window.acquire()
             msg = pb.ClientEvent(
                 place_actor=pb.PlaceActor(
-                    request_id=request_id, resources=common_pb2.Resources(num_cpus=1), class_name="SimActor",
+                    request_id=request_id,
+                    resources=common_pb2.Resources(num_cpus=1),
+                    class_name="SimActor",
                     timeout_s=120.0,
                 )
             )
@@ -459,7 +466,9 @@ class SimClient:
             fut: asyncio.Future[float] = loop.create_future()
             self.death_waiters[actor_id] = fut
             sent = time.monotonic()
-            self.outbox.put_nowait(pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason="bench kill")))
+            self.outbox.put_nowait(
+                pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason="bench kill"))
+            )
             waits.append((sent, fut))
         return [await fut - sent for sent, fut in waits]
 
@@ -488,8 +497,14 @@ async def clients_main(args: argparse.Namespace) -> None:
         if words[0] == "place":
             count, first_id = int(words[1]), int(words[2])
             started, ended = await client.place(count, first_id)
-            emit(event="placed", started=started, ended=ended, latencies=client.latencies, failed=client.failed,
-                 nodes=sorted(set(client.placed.values())))
+            emit(
+                event="placed",
+                started=started,
+                ended=ended,
+                latencies=client.latencies,
+                failed=client.failed,
+                nodes=sorted(set(client.placed.values())),
+            )
         elif words[0] == "kill":
             emit(event="killed", latencies=await client.kill(int(words[1])))
         elif words[0] == "watch":
@@ -531,8 +546,15 @@ class Child:
 
 async def spawn(role: str, label: str, *extra: str, env: dict[str, str] | None = None) -> Child:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(Path(__file__).resolve()), "--role", role, *extra,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env, limit=2**28,
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--role",
+        role,
+        *extra,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        limit=2**28,
     )
     return Child(proc, label)
 
@@ -559,7 +581,10 @@ async def status_timings(address: str, expected_actors: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         cli = subprocess.run(
             [sys.executable, "-m", "actorrt", "status", "--address", address, "--json", "--timeout", "60"],
-            capture_output=True, text=True, timeout=120, check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         cli_s = time.perf_counter() - t0
         cli_actors = len(json.loads(cli.stdout)["actors"]) if cli.returncode == 0 else -1
@@ -591,8 +616,17 @@ async def start_master(port: int, args: argparse.Namespace) -> Child:
     else:
         env.pop("ACTORRT_VALIDATE", None)  # O(table) per event: a test's check, not a benchmark's
     master = await spawn(
-        "master", "master", "--port", str(port), "--heartbeat-s", str(args.heartbeat_s),
-        "--worker-timeout-s", str(args.worker_timeout_s), "--client-grace-s", str(args.client_grace_s), env=env,
+        "master",
+        "master",
+        "--port",
+        str(port),
+        "--heartbeat-s",
+        str(args.heartbeat_s),
+        "--worker-timeout-s",
+        str(args.worker_timeout_s),
+        "--client-grace-s",
+        str(args.client_grace_s),
+        env=env,
     )
     await master.expect("master_ready", 30)
     return master
@@ -610,9 +644,19 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.monotonic()
         first = 0
         for i, count in enumerate(split(args.nodes, args.node_procs)):
-            extra = ["--address", address, "--first", str(first), "--count", str(count),
-                     "--slots-per-node", str(args.slots_per_node)]
-            node_procs.append(await spawn("nodes", f"nodes-{i}", *extra, *(["--shared-channel"] if args.shared_channel else [])))
+            extra = [
+                "--address",
+                address,
+                "--first",
+                str(first),
+                "--count",
+                str(count),
+                "--slots-per-node",
+                str(args.slots_per_node),
+            ]
+            node_procs.append(
+                await spawn("nodes", f"nodes-{i}", *extra, *(["--shared-channel"] if args.shared_channel else []))
+            )
             first += count
         for p in node_procs:
             await p.expect("registered", 600)
@@ -621,13 +665,21 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
             if nodes == args.nodes and ready == args.nodes * args.slots_per_node:
                 break
             await asyncio.sleep(0.2)
-        emit(phase="register", nodes=nodes, slots_ready=ready, seconds=round(time.monotonic() - t0, 2),
-             master_rss_mb=round(rss_mb(master.proc.pid), 1))
+        emit(
+            phase="register",
+            nodes=nodes,
+            slots_ready=ready,
+            seconds=round(time.monotonic() - t0, 2),
+            master_rss_mb=round(rss_mb(master.proc.pid), 1),
+        )
 
         # ---- place
         for i in range(args.clients):
-            clients.append(await spawn("clients", f"client-{i}", "--address", address, "--first", str(i),
-                                       "--window", str(args.window)))
+            clients.append(
+                await spawn(
+                    "clients", f"client-{i}", "--address", address, "--first", str(i), "--window", str(args.window)
+                )
+            )
         for c in clients:
             await c.expect("client_ready", 60)
         cpu0, w0 = cpu_seconds(master.proc.pid), time.monotonic()
@@ -664,8 +716,13 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
         cpu0, w0 = cpu_seconds(master.proc.pid), time.monotonic()
         await asyncio.sleep(args.idle_s)
         idle = round(100 * (cpu_seconds(master.proc.pid) - cpu0) / (time.monotonic() - w0), 1)
-        emit(phase="idle", master_idle_cpu_pct=idle, seconds=args.idle_s, heartbeat_base_s=args.heartbeat_s,
-             heartbeat_s=round(max(args.heartbeat_s, min(args.nodes / HEARTBEATS_PER_S, args.worker_timeout_s / 4)), 2))
+        emit(
+            phase="idle",
+            master_idle_cpu_pct=idle,
+            seconds=args.idle_s,
+            heartbeat_base_s=args.heartbeat_s,
+            heartbeat_s=round(max(args.heartbeat_s, min(args.nodes / HEARTBEATS_PER_S, args.worker_timeout_s / 4)), 2),
+        )
         summary["master_idle_cpu_pct"] = idle
 
         # ---- kill
@@ -673,8 +730,11 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
             for c, count in zip(clients, split(args.kill, args.clients)):
                 c.send(f"kill {count}")
             kills = [x for c in clients for x in (await c.expect("killed", 120))["latencies"]]
-            kill = {"killed": len(kills), "kill_p50_ms": round(pct(kills, 50) * 1e3, 2),
-                    "kill_p99_ms": round(pct(kills, 99) * 1e3, 2)}
+            kill = {
+                "killed": len(kills),
+                "kill_p50_ms": round(pct(kills, 50) * 1e3, 2),
+                "kill_p99_ms": round(pct(kills, 99) * 1e3, 2),
+            }
             emit(phase="kill", **kill)
             summary.update(kill)
 
@@ -687,9 +747,12 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
         silenced = await owner.expect("silenced", 30)
         lost = [await c.expect("node_lost", args.worker_timeout_s * 3 + 30) for c in clients]
         detect = max(x["t"] for x in lost) - silenced["t"]
-        loss = {"node_loss_detect_s": round(detect, 2), "node_loss_actors": sum(x["actors"] for x in lost),
-                "worker_timeout_s": args.worker_timeout_s,
-                "node_loss_within_timeout": detect <= args.worker_timeout_s + min(1.0, args.worker_timeout_s / 4) + 0.5}
+        loss = {
+            "node_loss_detect_s": round(detect, 2),
+            "node_loss_actors": sum(x["actors"] for x in lost),
+            "worker_timeout_s": args.worker_timeout_s,
+            "node_loss_within_timeout": detect <= args.worker_timeout_s + min(1.0, args.worker_timeout_s / 4) + 0.5,
+        }
         emit(phase="node_loss", node=victim, **loss)
         summary.update(loss)
 
@@ -791,8 +854,10 @@ def plot(rows: list[dict[str, Any]], path: str, args: argparse.Namespace) -> Non
     for ax, (key, label, goal, goal_label) in zip(axes, panels):
         ax.plot(n, [r[key] for r in rows], "o-", label="actorrt (simulated nodes)")
         ax.axhline(goal, color="grey", linestyle="--", label=goal_label)
-        ax.set_xlabel(f"nodes ({rows[0]['slots'] // rows[0]['nodes']} slots each, "
-                      f"{rows[0]['actors_placed'] // rows[0]['nodes']} actors/node)")
+        ax.set_xlabel(
+            f"nodes ({rows[0]['slots'] // rows[0]['nodes']} slots each, "
+            f"{rows[0]['actors_placed'] // rows[0]['nodes']} actors/node)"
+        )
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
@@ -810,8 +875,11 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4, help="client processes placing actors")
     ap.add_argument("--window", type=int, default=8, help="placement requests in flight per client")
     ap.add_argument("--node-procs", type=int, default=4, help="processes the simulated nodes share")
-    ap.add_argument("--shared-channel", action="store_true",
-                    help="the nodes of one process share one connection (default: one each)")
+    ap.add_argument(
+        "--shared-channel",
+        action="store_true",
+        help="the nodes of one process share one connection (default: one each)",
+    )
     ap.add_argument("--kill", type=int, default=-1, help="actors to release (default: 1%% of --actors)")
     ap.add_argument("--heartbeat-s", type=float, default=1.0)
     ap.add_argument("--worker-timeout-s", type=float, default=10.0)
@@ -823,8 +891,9 @@ def main() -> int:
     ap.add_argument("--plot", default="", help="with --curve: write a PNG of the curves here")
     ap.add_argument("--plot-from", default="", help="draw --plot from the summary lines of an --out file")
     ap.add_argument("--out", default="", help="append each summary line to this file too")
-    ap.add_argument("--role", default="orchestrator", choices=["orchestrator", "master", "nodes", "clients"],
-                    help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--role", default="orchestrator", choices=["orchestrator", "master", "nodes", "clients"], help=argparse.SUPPRESS
+    )
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--address", default="", help=argparse.SUPPRESS)
     ap.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)

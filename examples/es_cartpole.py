@@ -82,20 +82,35 @@ class MakeAgent:
     def __call__(self) -> rl.Agent:
         c = self.config
         torch.manual_seed(c.seed)
-        es = rl.ES(MakePolicy(c)(), rl.NoiseTable(c.noise_size, c.noise_seed), population=c.population,
-                   sigma=c.sigma, lr=c.lr, l2_coeff=c.l2_coeff, seed=c.seed)
+        es = rl.ES(
+            MakePolicy(c)(),
+            rl.NoiseTable(c.noise_size, c.noise_seed),
+            population=c.population,
+            sigma=c.sigma,
+            lr=c.lr,
+            l2_coeff=c.l2_coeff,
+            seed=c.seed,
+        )
         return rl.Agent(es)
 
 
 async def run(config: Config) -> tuple[dict, ESLearner]:
     """Train on a cluster; return the final JSON line's fields and the learner."""
     rl.use_torch_threads()
-    logger = rl.TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard,
-                               progress=config.progress)
+    logger = rl.TrainingLogger(
+        config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress
+    )
     try:
         async with actorrt.connect(config.address, num_cpus=max(2, config.workers), preload=["rl.learners"]):
-            learner = ESLearner(MakeAgent(config), MakePolicy(config), config.env_id, num_workers=config.workers,
-                                theta_episodes=config.theta_episodes, seed=config.seed, logger=logger)
+            learner = ESLearner(
+                MakeAgent(config),
+                MakePolicy(config),
+                config.env_id,
+                num_workers=config.workers,
+                theta_episodes=config.theta_episodes,
+                seed=config.seed,
+                logger=logger,
+            )
             if config.restore:
                 learner.agent.restore(config.restore)
             async with learner:
@@ -105,8 +120,13 @@ async def run(config: Config) -> tuple[dict, ESLearner]:
     finally:
         logger.close()
     logger.plot(f"OpenAI-ES on {config.env_id} ({config.workers} workers)", config.solved_return)
-    line = {"env": config.env_id, "algo": "ES", **result.json_fields(), "generations": result.updates,
-            "workers": config.workers}
+    line = {
+        "env": config.env_id,
+        "algo": "ES",
+        **result.json_fields(),
+        "generations": result.updates,
+        "workers": config.workers,
+    }
     return line, learner
 
 

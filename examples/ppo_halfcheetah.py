@@ -71,14 +71,29 @@ class MakeAgent:
     def __call__(self) -> rl.Agent:
         c = self.config
         obs, act = env_spaces(rl.CollectorConfig(c.env_id))
-        algorithm = rl.PPO(rl.ActorCritic(obs, act), lr=c.lr, gamma=c.gamma, gae_lambda=c.gae_lambda,
-                           clip_range=c.clip_range, num_epochs=c.num_epochs, num_minibatches=c.num_minibatches,
-                           ent_coef=c.ent_coef, vf_coef=c.vf_coef, max_grad_norm=c.max_grad_norm, seed=c.seed)
+        algorithm = rl.PPO(
+            rl.ActorCritic(obs, act),
+            lr=c.lr,
+            gamma=c.gamma,
+            gae_lambda=c.gae_lambda,
+            clip_range=c.clip_range,
+            num_epochs=c.num_epochs,
+            num_minibatches=c.num_minibatches,
+            ent_coef=c.ent_coef,
+            vf_coef=c.vf_coef,
+            max_grad_norm=c.max_grad_norm,
+            seed=c.seed,
+        )
         assert obs.shape is not None
-        return NormalizingAgent(algorithm, obs.shape, c.gamma, normalize_obs=c.normalize_obs,
-                                normalize_reward=c.normalize_reward)
+        return NormalizingAgent(
+            algorithm, obs.shape, c.gamma, normalize_obs=c.normalize_obs, normalize_reward=c.normalize_reward
+        )
 
 
 if __name__ == "__main__":
-    main(Config, MakeAgent, lambda c: a2c_scheme(c.num_collectors) if c.num_collectors else Scheme(collection="local"),
-         "PPO")
+    main(
+        Config,
+        MakeAgent,
+        lambda c: a2c_scheme(c.num_collectors) if c.num_collectors else Scheme(collection="local"),
+        "PPO",
+    )

@@ -70,8 +70,17 @@ class MakeAgent:
         c = self.config
         obs, act = env_spaces(rl.CollectorConfig(c.env_id))
         h = (c.hidden, c.hidden)
-        return rl.Agent(rl.SAC(rl.SquashedGaussianActor(obs, act, h), rl.TwinQCritic(obs, act, h),
-                               actor_lr=c.lr, critic_lr=c.lr, alpha_lr=c.lr, gamma=c.gamma, tau=c.tau))
+        return rl.Agent(
+            rl.SAC(
+                rl.SquashedGaussianActor(obs, act, h),
+                rl.TwinQCritic(obs, act, h),
+                actor_lr=c.lr,
+                critic_lr=c.lr,
+                alpha_lr=c.lr,
+                gamma=c.gamma,
+                tau=c.tau,
+            )
+        )
 
 
 def learner_options(c: Config) -> dict:
@@ -82,5 +91,10 @@ def learner_options(c: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(Config, MakeAgent, lambda c: off_policy_scheme(c.num_collectors, c.updates_per_step, c.broadcast_every),
-         "SAC", learner_options=learner_options)
+    main(
+        Config,
+        MakeAgent,
+        lambda c: off_policy_scheme(c.num_collectors, c.updates_per_step, c.broadcast_every),
+        "SAC",
+        learner_options=learner_options,
+    )

@@ -82,14 +82,33 @@ def make_algorithm(algo: str, obs_space, action_space, hidden: int, lr: float, g
     """SAC, TD3 or DDPG with ``hidden x hidden`` networks and one learning rate."""
     h = (hidden, hidden)
     if algo == "sac":
-        return rl.SAC(rl.SquashedGaussianActor(obs_space, action_space, h), rl.TwinQCritic(obs_space, action_space, h),
-                      actor_lr=lr, critic_lr=lr, alpha_lr=lr, gamma=gamma, tau=tau)
+        return rl.SAC(
+            rl.SquashedGaussianActor(obs_space, action_space, h),
+            rl.TwinQCritic(obs_space, action_space, h),
+            actor_lr=lr,
+            critic_lr=lr,
+            alpha_lr=lr,
+            gamma=gamma,
+            tau=tau,
+        )
     if algo == "td3":
-        return rl.TD3(rl.DeterministicActor(obs_space, action_space, h), rl.TwinQCritic(obs_space, action_space, h),
-                      actor_lr=lr, critic_lr=lr, gamma=gamma, tau=tau)
+        return rl.TD3(
+            rl.DeterministicActor(obs_space, action_space, h),
+            rl.TwinQCritic(obs_space, action_space, h),
+            actor_lr=lr,
+            critic_lr=lr,
+            gamma=gamma,
+            tau=tau,
+        )
     if algo == "ddpg":
-        return rl.DDPG(rl.DeterministicActor(obs_space, action_space, h), rl.QCritic(obs_space, action_space, h),
-                       actor_lr=lr, critic_lr=lr, gamma=gamma, tau=tau)
+        return rl.DDPG(
+            rl.DeterministicActor(obs_space, action_space, h),
+            rl.QCritic(obs_space, action_space, h),
+            actor_lr=lr,
+            critic_lr=lr,
+            gamma=gamma,
+            tau=tau,
+        )
     raise ValueError(f"unknown algo {algo!r} (sac, td3 or ddpg)")
 
 
@@ -116,8 +135,12 @@ def make_replay(config: Config) -> rl.UniformReplay:
 def main_distributed(config: Config) -> dict:
     """Remote collectors feed the learner's replay; returns the final JSON line's fields."""
     scheme = off_policy_scheme(config.num_collectors, config.updates_per_step, config.broadcast_every)
-    options = {"replay": make_replay(config), "batch_size": config.batch_size,
-               "learning_starts": config.learning_starts, "window": config.window}
+    options = {
+        "replay": make_replay(config),
+        "batch_size": config.batch_size,
+        "learning_starts": config.learning_starts,
+        "window": config.window,
+    }
     line, _ = actorrt.run(run(config, MakeAgent(config), scheme, config.algo.upper(), learner_options=options))
     return line
 

@@ -74,9 +74,18 @@ class MakeAgent:
         c = self.config
         obs, act = env_spaces(rl.CollectorConfig(c.env_id))
         h = (c.hidden, c.hidden)
-        return rl.Agent(rl.TD3(rl.DeterministicActor(obs, act, h), rl.TwinQCritic(obs, act, h),
-                               actor_lr=c.lr, critic_lr=c.lr, gamma=c.gamma, tau=c.tau,
-                               exploration_noise=c.exploration_noise, policy_delay=c.policy_delay))
+        return rl.Agent(
+            rl.TD3(
+                rl.DeterministicActor(obs, act, h),
+                rl.TwinQCritic(obs, act, h),
+                actor_lr=c.lr,
+                critic_lr=c.lr,
+                gamma=c.gamma,
+                tau=c.tau,
+                exploration_noise=c.exploration_noise,
+                policy_delay=c.policy_delay,
+            )
+        )
 
 
 def learner_options(c: Config) -> dict:
@@ -87,5 +96,10 @@ def learner_options(c: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(Config, MakeAgent, lambda c: off_policy_scheme(c.num_collectors, c.updates_per_step, c.broadcast_every),
-         "TD3", learner_options=learner_options)
+    main(
+        Config,
+        MakeAgent,
+        lambda c: off_policy_scheme(c.num_collectors, c.updates_per_step, c.broadcast_every),
+        "TD3",
+        learner_options=learner_options,
+    )

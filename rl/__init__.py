@@ -16,9 +16,9 @@ from rl.algorithm import Algorithm, PolicyStep
 from rl.algorithms import A2C, DDPG, DQN, ES, IMPALA, PPO, SAC, TD3, NoiseTable, PolicyGradient
 from rl.collector import Collector, CollectorConfig
 from rl.config import parse_config, use_torch_threads
+from rl.her import HerReplay
 from rl.logger import TrainingLogger
 from rl.model import Model
-from rl.her import HerReplay
 from rl.models import (
     ActorCritic,
     DeterministicActor,
@@ -72,8 +72,8 @@ __all__ = [
     "Rollout",
     "SquashedGaussianActor",
     "TrainResult",
-    "TrainingRun",
     "TrainingLogger",
+    "TrainingRun",
     "Transition",
     "TwinQCritic",
     "UniformReplay",

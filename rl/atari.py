@@ -6,10 +6,9 @@ opencv-python-headless for the resizing).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
-
 import torch
 from torch import nn
 
@@ -52,11 +51,15 @@ class ConvActorCritic(Model):
             raise TypeError(f"ConvActorCritic: needs a discrete action space, got {action_space}")
         channels = int(observation_space.shape[0])  # type: ignore[index]
         self.torso = nn.Sequential(
-            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(channels, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
             nn.Flatten(),
-            nn.Linear(64 * 7 * 7, hidden), nn.ReLU(),
+            nn.Linear(64 * 7 * 7, hidden),
+            nn.ReLU(),
         )
         self.policy = nn.Linear(hidden, int(action_space.n))
         self.baseline = nn.Linear(hidden, 1)
@@ -94,5 +97,3 @@ class ConvActorCritic(Model):
 def frames(env_steps: int, frame_skip: int = 4) -> int:
     """Emulator frames behind ``env_steps`` agent steps."""
     return int(env_steps * frame_skip)
-
-

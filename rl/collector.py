@@ -7,8 +7,9 @@ remote actor that returns a whole rollout per call and receives weights as numpy
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -17,7 +18,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from rl.agent import Agent
 from rl.storage import Rollout
 
-__all__ = ["CollectorConfig", "Collector", "env_spaces", "make_vector_env"]
+__all__ = ["Collector", "CollectorConfig", "env_spaces", "make_vector_env"]
 
 
 @dataclass
@@ -38,9 +39,7 @@ class CollectorConfig:
     """Extra keyword arguments for ``gym.make``."""
 
 
-def make_vector_env(
-    config: CollectorConfig, env_fn: Callable[[], gym.Env] | None = None
-) -> gym.vector.VectorEnv:
+def make_vector_env(config: CollectorConfig, env_fn: Callable[[], gym.Env] | None = None) -> gym.vector.VectorEnv:
     """Build the vector env with same-step autoreset (the final obs is in ``info['final_obs']``)."""
     fn = env_fn or (lambda: gym.make(config.env_id, **config.env_kwargs))
     fns = [fn for _ in range(config.num_envs)]

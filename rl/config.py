@@ -15,16 +15,17 @@ always explains every option.
 from __future__ import annotations
 
 import argparse
-import os
 import ast
 import dataclasses
 import inspect
+import os
 import textwrap
 import types
 import typing
-from typing import Any, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
-__all__ = ["parse_config", "field_docs"]
+__all__ = ["field_docs", "parse_config"]
 
 T = TypeVar("T")
 
@@ -98,7 +99,9 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: s
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         base, optional = _scalar_type(hints[f.name])
         if base is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=docs[f.name])
+            parser.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=docs[f.name]
+            )
         elif base in (int, float, str):
             parser.add_argument(flag, dest=f.name, type=_parser_for(base, optional), default=default, help=docs[f.name])
         else:

@@ -11,13 +11,13 @@ import math
 import torch
 
 __all__ = [
-    "categorical_sample",
-    "categorical_log_prob",
     "categorical_entropy",
+    "categorical_log_prob",
     "categorical_log_prob_entropy",
-    "gaussian_sample",
-    "gaussian_log_prob",
+    "categorical_sample",
     "gaussian_entropy",
+    "gaussian_log_prob",
+    "gaussian_sample",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)

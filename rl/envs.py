@@ -39,9 +39,7 @@ class PointReach(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.step_size = step_size
         self.distance_threshold = distance_threshold
         box = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
-        self.observation_space = gym.spaces.Dict(
-            {"observation": box, "achieved_goal": box, "desired_goal": box}
-        )
+        self.observation_space = gym.spaces.Dict({"observation": box, "achieved_goal": box, "desired_goal": box})
         self.action_space = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
         self._pos = np.zeros(dim, np.float32)
         self._goal = np.zeros(dim, np.float32)

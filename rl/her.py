@@ -17,7 +17,8 @@ a termination); tasks such as :class:`rl.envs.PointReach` never terminate, only 
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np

@@ -18,9 +18,9 @@ the dashboard test takes ``RL_METRIC_NAMES`` as what the learners export::
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -39,16 +39,25 @@ class MetricSpec:
 
 
 RL_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("actorrt_rl_env_frames_total", "counter",
-               "Environment frames collected (one per single env step); rate() gives frames/s."),
+    MetricSpec(
+        "actorrt_rl_env_frames_total",
+        "counter",
+        "Environment frames collected (one per single env step); rate() gives frames/s.",
+    ),
     MetricSpec("actorrt_rl_episodes_total", "counter", "Episodes finished (terminated or truncated)."),
     MetricSpec("actorrt_rl_episode_return", "gauge", "Mean return of the episodes finished in the last report."),
     MetricSpec("actorrt_rl_loss", "gauge", "Last value of each loss term of the learner.", ("learner", "loss")),
     MetricSpec("actorrt_rl_learner_updates_total", "counter", "Gradient updates (learn() calls) of the learner."),
-    MetricSpec("actorrt_rl_weight_broadcast_seconds", "histogram",
-               "Time to send new weights to every collector and have them acknowledged."),
-    MetricSpec("actorrt_rl_weight_lag", "gauge",
-               "Learner updates between the weights that collected the last rollout and the learner's."),
+    MetricSpec(
+        "actorrt_rl_weight_broadcast_seconds",
+        "histogram",
+        "Time to send new weights to every collector and have them acknowledged.",
+    ),
+    MetricSpec(
+        "actorrt_rl_weight_lag",
+        "gauge",
+        "Learner updates between the weights that collected the last rollout and the learner's.",
+    ),
 )
 RL_METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in RL_METRICS)
 _BROADCAST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -4,7 +4,8 @@ SAC): a deterministic actor, a squashed-Gaussian actor, a Q critic and twin Q cr
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -17,16 +18,16 @@ from rl import ops
 from rl.model import Model
 
 __all__ = [
-    "mlp",
-    "FastTanh",
-    "TwinMLP",
     "ActorCritic",
-    "QNetwork",
     "DeterministicActor",
-    "SquashedGaussianActor",
-    "QCritic",
-    "TwinQCritic",
+    "FastTanh",
     "MLPPolicy",
+    "QCritic",
+    "QNetwork",
+    "SquashedGaussianActor",
+    "TwinMLP",
+    "TwinQCritic",
+    "mlp",
 ]
 
 
@@ -205,9 +206,7 @@ class ActorCritic(Model):
         """``V(obs)``, shape ``[...]`` (observation dims removed)."""
         return self(obs)[1]
 
-    def evaluate(
-        self, obs: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log pi(action|obs), entropy, V(obs))`` with gradients, for any leading dims."""
         out, value = self(obs)
         if self.continuous:
@@ -240,8 +239,10 @@ class QNetwork(Model):
 
 
 def _box(action_space: gym.Space, who: str) -> gym.spaces.Box:
-    if not isinstance(action_space, gym.spaces.Box) or not np.all(np.isfinite(action_space.low)) or not np.all(
-        np.isfinite(action_space.high)
+    if (
+        not isinstance(action_space, gym.spaces.Box)
+        or not np.all(np.isfinite(action_space.low))
+        or not np.all(np.isfinite(action_space.high))
     ):
         raise TypeError(f"{who} needs a bounded Box action space, got {action_space}")
     return action_space

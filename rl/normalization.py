@@ -20,7 +20,7 @@ from rl.agent import Agent
 from rl.algorithm import Algorithm
 from rl.storage import Rollout
 
-__all__ = ["RunningMeanStd", "NormalizingAgent"]
+__all__ = ["NormalizingAgent", "RunningMeanStd"]
 
 
 class RunningMeanStd(nn.Module):

@@ -14,7 +14,8 @@ caller, by adding ``gamma * V(final_obs)`` to the reward of the truncating step 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -23,18 +24,18 @@ _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 
 __all__ = [
-    "VTraceReturns",
     "GAEReturns",
-    "vtrace",
-    "gae",
-    "discounted_returns",
-    "td_target",
-    "clipped_double_q_target",
-    "smoothed_target_action",
-    "tanh_gaussian_log_prob",
-    "soft_update_",
+    "VTraceReturns",
     "centered_ranks",
+    "clipped_double_q_target",
+    "discounted_returns",
     "es_gradient",
+    "gae",
+    "smoothed_target_action",
+    "soft_update_",
+    "tanh_gaussian_log_prob",
+    "td_target",
+    "vtrace",
 ]
 
 
@@ -120,9 +121,7 @@ def gae(
 
 
 @torch.no_grad()
-def discounted_returns(
-    rewards: torch.Tensor, discounts: torch.Tensor, bootstrap_value: torch.Tensor
-) -> torch.Tensor:
+def discounted_returns(rewards: torch.Tensor, discounts: torch.Tensor, bootstrap_value: torch.Tensor) -> torch.Tensor:
     """Monte-Carlo returns ``G_t = r_t + gamma_t G_{t+1}``, ``G_T = bootstrap_value`` (REINFORCE)."""
     returns = torch.empty_like(rewards)
     acc = bootstrap_value
@@ -136,9 +135,7 @@ def discounted_returns(
 
 
 @torch.no_grad()
-def td_target(
-    rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float
-) -> torch.Tensor:
+def td_target(rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, gamma: float) -> torch.Tensor:
     """``y = r + gamma (1 - terminated) Q'(s', mu'(s'))`` (DDPG, Lillicrap et al. 2016, Alg. 1).
 
     Only a termination stops the bootstrap: a truncated transition (time limit) bootstraps from

@@ -19,7 +19,7 @@ import numpy as np
 
 from rl.storage import Rollout
 
-__all__ = ["ReplayBatch", "UniformReplay", "PrioritizedReplay", "SumTree"]
+__all__ = ["PrioritizedReplay", "ReplayBatch", "SumTree", "UniformReplay"]
 
 
 class ReplayBatch(NamedTuple):
@@ -89,7 +89,13 @@ class UniformReplay:
         n = len(rewards)
         if n > self.capacity:  # only the last `capacity` would survive; keep the ring simple
             sl = slice(n - self.capacity, n)
-            obs, actions, rewards, next_obs, terminated = obs[sl], actions[sl], rewards[sl], next_obs[sl], terminated[sl]
+            obs, actions, rewards, next_obs, terminated = (
+                obs[sl],
+                actions[sl],
+                rewards[sl],
+                next_obs[sl],
+                terminated[sl],
+            )
             truncated = None if truncated is None else truncated[sl]
             n = self.capacity
         idx = (self._pos + np.arange(n)) % self.capacity

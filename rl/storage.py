@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-__all__ = ["Rollout", "Transition", "ReplayBuffer", "bootstrapped_rewards", "episode_discounts"]
+__all__ = ["ReplayBuffer", "Rollout", "Transition", "bootstrapped_rewards", "episode_discounts"]
 
 
 class Rollout(NamedTuple):
@@ -153,6 +153,4 @@ class ReplayBuffer:
         if self._size == 0:
             raise ValueError("sample from an empty ReplayBuffer")
         idx = self._rng.integers(0, self._size, size=batch_size)
-        return Transition(
-            self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.terminated[idx]
-        )
+        return Transition(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.terminated[idx])

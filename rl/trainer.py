@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from rl.config import use_torch_threads
 from rl.agent import Agent
 from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.algorithms.dqn import DQN
 from rl.collector import Collector, CollectorConfig
+from rl.config import use_torch_threads
 from rl.logger import TrainingLogger
 from rl.replay import PrioritizedReplay, UniformReplay
 from rl.storage import ReplayBuffer
@@ -26,12 +26,12 @@ from rl.storage import ReplayBuffer
 __all__ = [
     "TrainResult",
     "TrainingRun",
-    "run_training",
-    "train_on_policy",
-    "train_dqn",
-    "train_off_policy",
     "linear_schedule",
     "result_line",
+    "run_training",
+    "train_dqn",
+    "train_off_policy",
+    "train_on_policy",
 ]
 
 
@@ -139,7 +139,9 @@ def train_on_policy(
         ever_solved = ever_solved or progress.solved
         if stop_when_solved and ever_solved:
             break
-    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
+    return TrainResult(
+        ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes
+    )
 
 
 def linear_schedule(start: float, end: float, fraction: float, progress: float) -> float:
@@ -191,7 +193,9 @@ def train_dqn(
         ever_solved = ever_solved or progress.solved
         if stop_when_solved and ever_solved:
             break
-    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
+    return TrainResult(
+        ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes
+    )
 
 
 def train_off_policy(
@@ -248,7 +252,9 @@ def train_off_policy(
         ever_solved = ever_solved or progress.solved
         if stop_when_solved and ever_solved:
             break
-    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes)
+    return TrainResult(
+        ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes
+    )
 
 
 def result_line(env_id: str, algo: str, result: TrainResult) -> str:

@@ -24,9 +24,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -170,7 +171,14 @@ class ProcCluster:
         self.token = (self.home / "token").read_text().strip()
         for _ in range(workers):
             self.spawn(
-                "connect", "--address", self.address, "--cpus", str(cpus_per_worker), "--token", self.token, *worker_args
+                "connect",
+                "--address",
+                self.address,
+                "--cpus",
+                str(cpus_per_worker),
+                "--token",
+                self.token,
+                *worker_args,
             )
         return self
 

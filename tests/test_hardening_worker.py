@@ -16,8 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -117,8 +117,10 @@ async def test_huge_lines_binary_and_no_newline_never_block_the_actor(
         assert await asyncio.wait_for(a.binary(2**20), 15) == 2**20
         assert await asyncio.wait_for(a.echo(3), 15) == 3
         binary_s = time.monotonic() - t0
-        timings = (f"\n1 MiB line: answered in {line_s:.3f}s; 10 MB with no newline: {no_newline_s:.3f}s; "
-                   f"1 MiB binary on stdout and stderr: {binary_s:.3f}s")
+        timings = (
+            f"\n1 MiB line: answered in {line_s:.3f}s; 10 MB with no newline: {no_newline_s:.3f}s; "
+            f"1 MiB binary on stdout and stderr: {binary_s:.3f}s"
+        )
         cap = _logs.MAX_LINE_BYTES
 
         def capped() -> bool:
@@ -152,9 +154,11 @@ async def test_an_output_flood_never_blocks_calls(one_worker: ProcCluster) -> No
             await asyncio.sleep(0.05)
         written = await asyncio.wait_for(a.flood_done(), 30)
         rss_after = _rss_kib(daemon)
-        print(f"\nflood: actor wrote {written / 2**20 / 2.0:.0f} MiB/s for 2 s; calls answered in "
-              f"max {max(latencies):.3f}s (median {sorted(latencies)[len(latencies) // 2]:.3f}s) over "
-              f"{len(latencies)} calls; daemon RSS {rss_before // 1024} -> {rss_after // 1024} MiB")
+        print(
+            f"\nflood: actor wrote {written / 2**20 / 2.0:.0f} MiB/s for 2 s; calls answered in "
+            f"max {max(latencies):.3f}s (median {sorted(latencies)[len(latencies) // 2]:.3f}s) over "
+            f"{len(latencies)} calls; daemon RSS {rss_before // 1024} -> {rss_after // 1024} MiB"
+        )
         assert max(latencies) < 2.0
         assert written > 30 * 2**20  # the pipe kept draining, in chunks (line by line it drained ~8 MiB/s)
         assert rss_after - rss_before < 200 * 1024
@@ -207,8 +211,17 @@ def test_a_worker_joining_a_busy_cluster_stays_up(tmp_path: Path) -> None:
             waiting = [Echo.remote() for _ in range(3)]  # queued: no free slot
             assert wait_until(lambda: c.status().result(10).placements_waiting == 3, 10)
             timeout_s = 2
-            joined = cluster.spawn("connect", "--address", cluster.address, "--cpus", "3", "--token", cluster.token,
-                                   "--timeout", str(timeout_s))
+            joined = cluster.spawn(
+                "connect",
+                "--address",
+                cluster.address,
+                "--cpus",
+                "3",
+                "--token",
+                cluster.token,
+                "--timeout",
+                str(timeout_s),
+            )
             actors = [f.result(30) for f in waiting]  # placed while the new worker's hosts warm up
             time.sleep(2 * timeout_s + 1.5)  # past the old readiness deadline
             assert joined.poll() is None, (cluster.home / "proc-2.log").read_text()
@@ -239,8 +252,19 @@ async def test_a_worker_refused_by_a_restarted_master_stops_its_hosts_and_exits(
             master.kill()
             master.wait()
             port = cluster.address.rsplit(":", 1)[1]
-            cluster.spawn("start", "--port", port, "--cpus", "0", "--token", "a-new-token-" + "x" * 20,
-                          "--worker-timeout", "3", "--client-grace", "2")
+            cluster.spawn(
+                "start",
+                "--port",
+                port,
+                "--cpus",
+                "0",
+                "--token",
+                "a-new-token-" + "x" * 20,
+                "--worker-timeout",
+                "3",
+                "--client-grace",
+                "2",
+            )
             t0 = time.monotonic()
             returncode = await asyncio.to_thread(worker.wait, 20)
             exited_s = time.monotonic() - t0
@@ -341,8 +365,9 @@ async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
             assert wait_until(lambda: not hosts & set(host_pids()), 10)
             assert all(f.is_dir() for f in folders)  # nobody cleaned up after the SIGKILL...
             t0 = time.monotonic()
-            await asyncio.to_thread(cluster.spawn, "connect", "--address", cluster.address, "--cpus", "1",
-                                    "--token", cluster.token)
+            await asyncio.to_thread(
+                cluster.spawn, "connect", "--address", cluster.address, "--cpus", "1", "--token", cluster.token
+            )
             assert wait_until(lambda: not any(f.exists() for f in folders), 10), folders  # ...until now
             print(f"\nkilled daemon's slot folders removed {time.monotonic() - t0:.3f}s after a new daemon started")
             newcomer = {pid for pid, ppid in host_pids().items() if ppid == cluster.procs[-1].pid}
@@ -394,8 +419,10 @@ async def test_placement_right_after_the_warm_hosts_died_is_retried(tmp_path: Pa
                 assert [await a.echo(round_) for a in actors] == [round_, round_]
                 for a in actors:
                     await actorrt.kill(a)
-            print(f"\nplacement after SIGKILL of every warm host: 2 actors each round in max {max(took):.3f}s "
-                  f"(rounds: {', '.join(f'{x:.2f}' for x in took)})")
+            print(
+                f"\nplacement after SIGKILL of every warm host: 2 actors each round in max {max(took):.3f}s "
+                f"(rounds: {', '.join(f'{x:.2f}' for x in took)})"
+            )
         master_log = (cluster.home / "proc-0.log").read_text()
         assert re.search(r"the warm host of slot \d exited \(killed by signal 9", master_log)  # SlotLost arrived
     finally:
@@ -433,9 +460,21 @@ async def test_a_log_answer_stays_under_the_message_cap(one_worker: ProcCluster)
             await a.long_line(60_000)  # ~6 MB in all
         out = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "actorrt", "logs", a.actor_id, "--tail", str(64 * 2**20),
-             "--address", one_worker.address, "--token", one_worker.token],
-            capture_output=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "actorrt",
+                "logs",
+                a.actor_id,
+                "--tail",
+                str(64 * 2**20),
+                "--address",
+                one_worker.address,
+                "--token",
+                one_worker.token,
+            ],
+            capture_output=True,
+            timeout=60,
         )
         assert out.returncode == 0, out.stderr
         answered = len(out.stdout)
@@ -464,8 +503,19 @@ def test_a_worker_whose_hosts_start_slowly_serves_with_those_that_started(tmp_pa
         cluster.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), cluster.env.get("PYTHONPATH")]))
         cluster.env["SLOW_PRELOAD_LOCK"] = str(tmp_path / "lock")
         timeout_s = 2
-        worker = cluster.spawn("connect", "--address", cluster.address, "--cpus", "2", "--token", cluster.token,
-                               "--timeout", str(timeout_s), "--preload", "slow_preload")
+        worker = cluster.spawn(
+            "connect",
+            "--address",
+            cluster.address,
+            "--cpus",
+            "2",
+            "--token",
+            cluster.token,
+            "--timeout",
+            str(timeout_s),
+            "--preload",
+            "slow_preload",
+        )
         log_text = (cluster.home / "proc-1.log").read_text()
         assert worker.poll() is None, log_text
         assert "1 of 2 actor hosts did not start in time; serving with the others meanwhile" in log_text

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import random
 import signal
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from actorrt._host_pool import STOP_GRACE_S, HostPool, HostState, InvalidPoolState, Signal
 from actorrt._errors import SLOT_NOT_READY
+from actorrt._host_pool import STOP_GRACE_S, HostPool, HostState, InvalidPoolState, Signal
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 
@@ -37,7 +37,10 @@ def make_pool(size: int = 2, ready: bool = True) -> HostPool:
 
 def start(actor_id: str, slot: int = 0, max_memory_mb: int = 0) -> pb.StartActor:
     return pb.StartActor(
-        actor_id=actor_id, slot=slot, client_id="c1", class_name="A",
+        actor_id=actor_id,
+        slot=slot,
+        client_id="c1",
+        class_name="A",
         resources=common_pb2.Resources(num_cpus=1, max_memory_mb=max_memory_mb),
     )
 

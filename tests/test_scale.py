@@ -26,9 +26,27 @@ BENCH = ROOT / "bench" / "scale.py"
 @pytest.mark.timeout(400)
 def test_200_nodes_2000_actors_place_die_and_come_back_after_a_master_restart() -> None:
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--nodes", "200", "--slots-per-node", "16", "--actors", "2000",
-         "--worker-timeout-s", "3", "--idle-s", "1", "--kill", "40"],
-        capture_output=True, text=True, timeout=360, cwd=ROOT, check=False,
+        [
+            sys.executable,
+            str(BENCH),
+            "--nodes",
+            "200",
+            "--slots-per-node",
+            "16",
+            "--actors",
+            "2000",
+            "--worker-timeout-s",
+            "3",
+            "--idle-s",
+            "1",
+            "--kill",
+            "40",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=360,
+        cwd=ROOT,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -44,8 +62,17 @@ def test_200_nodes_2000_actors_place_die_and_come_back_after_a_master_restart() 
     assert s["node_loss_actors"] > 0 and s["node_loss_within_timeout"], s
     assert s["reconnect_complete"] and s["reconnect_nodes"] == 199, s
     assert s["reconnect_actors"] == 2000 - 40 - s["node_loss_actors"]
-    for key in ("placements_per_s", "placement_p50_ms", "placement_p99_ms", "status_ms", "master_rss_mb",
-                "master_cpu_pct", "master_idle_cpu_pct", "node_loss_detect_s", "reconnect_s"):
+    for key in (
+        "placements_per_s",
+        "placement_p50_ms",
+        "placement_p99_ms",
+        "status_ms",
+        "master_rss_mb",
+        "master_cpu_pct",
+        "master_idle_cpu_pct",
+        "node_loss_detect_s",
+        "reconnect_s",
+    ):
         assert isinstance(s[key], (int, float)) and s[key] >= 0, (key, s[key])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -323,8 +323,14 @@ def test_a_validating_master_ends_loudly_on_a_broken_invariant() -> None:
         "servicer.check()\n"
         "print('not reached')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, ACTORRT_VALIDATE="1"), check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, ACTORRT_VALIDATE="1"),
+        check=False,
+    )
     assert proc.returncode == 70, proc.stderr
     assert "invariant broken" in proc.stderr and "cpus_free=5" in proc.stderr
     assert "not reached" not in proc.stdout

@@ -90,8 +90,15 @@ async def test_a_host_that_fails_to_start_is_killed_and_its_folder_removed_befor
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("BAD_FIRST_LINE_LOCK", str(tmp_path / "lock"))
     master = await Master("127.0.0.1", 0, token="t").start()
-    daemon = WorkerDaemon(master.address, token="t", cpus=1, reconnect=False, wait_ready=True, echo_output=False,
-                          preload=("bad_first_line",))
+    daemon = WorkerDaemon(
+        master.address,
+        token="t",
+        cpus=1,
+        reconnect=False,
+        wait_ready=True,
+        echo_output=False,
+        preload=("bad_first_line",),
+    )
     try:
         with caplog.at_level(logging.ERROR, logger="actorrt.worker"):
             await daemon.start()

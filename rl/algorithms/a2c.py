@@ -8,8 +8,6 @@ One gradient step per rollout of ``T x B`` steps.
 
 from __future__ import annotations
 
-import torch
-
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.models import ActorCritic
 from rl.ops import gae

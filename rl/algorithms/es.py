@@ -16,7 +16,7 @@ environments) is the workers' job (:mod:`rl.learners.es`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -9,8 +9,6 @@ baseline's estimate of the remaining value, and a time-limit truncation likewise
 
 from __future__ import annotations
 
-import torch
-
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.models import ActorCritic
 from rl.ops import discounted_returns

@@ -94,9 +94,7 @@ class PPO(ActorCriticAlgorithm):
 
                 log_ratio = log_prob - mb_old
                 ratio = log_ratio.exp()
-                surrogate = torch.min(
-                    ratio * adv, ratio.clamp(1.0 - self.clip_range, 1.0 + self.clip_range) * adv
-                )
+                surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - self.clip_range, 1.0 + self.clip_range) * adv)
                 policy_loss = -surrogate.mean()
                 value_loss = (mb_returns - value).pow(2).mean()
                 entropy_mean = entropy.mean()

@@ -102,4 +102,8 @@ class TD3(OffPolicyAlgorithm):
             self._soft_update(self.target_actor, actor, self.tau)
 
         self.td_errors = (y - q1).detach().numpy()
-        return {"critic_loss": critic_loss.item(), "actor_loss": self._last_actor_loss, "q_mean": float(q1.detach().mean())}
+        return {
+            "critic_loss": critic_loss.item(),
+            "actor_loss": self._last_actor_loss,
+            "q_mean": float(q1.detach().mean()),
+        }

@@ -14,7 +14,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +28,7 @@ from rl.learners.learner import LearnerResult
 from rl.logger import TrainingLogger
 from rl.models import MLPPolicy
 
-__all__ = ["ESWorker", "ESLearner", "evaluate_population"]
+__all__ = ["ESLearner", "ESWorker", "evaluate_population"]
 
 log = logging.getLogger("rl.es")
 
@@ -205,9 +206,7 @@ class ESLearner:
             offsets = self.es.ask()
             shares = np.array_split(offsets, w)
             episodes = [len(e) for e in np.array_split(np.arange(self.theta_episodes), w)]
-            results = await asyncio.gather(
-                *[self._evaluate_share(i, theta, shares[i], episodes[i]) for i in range(w)]
-            )
+            results = await asyncio.gather(*[self._evaluate_share(i, theta, shares[i], episodes[i]) for i in range(w)])
             pos = np.concatenate([r[0] for r in results])
             neg = np.concatenate([r[1] for r in results])
             theta_returns = np.concatenate([r[2] for r in results])
@@ -218,9 +217,12 @@ class ESLearner:
             self._recent.extend(theta_returns.tolist())
             self._episodes += len(theta_returns)
             self.history.append(
-                {"wall_s": time.perf_counter() - start, "env_steps": float(self.env_steps),
-                 "theta_return": float(theta_returns.mean()) if len(theta_returns) else float("nan"),
-                 "population_return": stats["return_mean"]}
+                {
+                    "wall_s": time.perf_counter() - start,
+                    "env_steps": float(self.env_steps),
+                    "theta_return": float(theta_returns.mean()) if len(theta_returns) else float("nan"),
+                    "population_return": stats["return_mean"],
+                }
             )
             if self.logger is not None:
                 self.logger.log_episodes(self.env_steps, theta_returns, theta_lengths)

@@ -26,9 +26,10 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -45,13 +46,13 @@ from rl.replay import UniformReplay
 from rl.storage import Rollout
 
 __all__ = [
-    "Scheme",
     "Learner",
     "LearnerResult",
+    "Scheme",
+    "SchemeError",
     "a2c_scheme",
     "impala_scheme",
     "off_policy_scheme",
-    "SchemeError",
 ]
 
 log = logging.getLogger("rl.learner")
@@ -156,8 +157,14 @@ def off_policy_scheme(num_collectors: int = 2, updates_per_step: float = 1.0, br
     ``num_collectors=0``: collect in the learner's own process instead."""
     if num_collectors == 0:
         return Scheme(collection="local", replay="learner", updates_per_step=updates_per_step)
-    return Scheme(collection="remote", num_collectors=num_collectors, collection_mode="async", replay="learner",
-                  updates_per_step=updates_per_step, broadcast_every=broadcast_every)
+    return Scheme(
+        collection="remote",
+        num_collectors=num_collectors,
+        collection_mode="async",
+        replay="learner",
+        updates_per_step=updates_per_step,
+        broadcast_every=broadcast_every,
+    )
 
 
 @dataclass
@@ -333,8 +340,12 @@ class Learner:
     def save(self, path: str) -> None:
         """Models, optimizer and counters: :meth:`restore` resumes the run."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        state = {"algorithm": self.agent.algorithm.state_dict(), "env_steps": self.env_steps,
-                 "updates": self.updates, "version": self.version}
+        state = {
+            "algorithm": self.agent.algorithm.state_dict(),
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "version": self.version,
+        }
         torch.save(state, path)
 
     def restore(self, path: str) -> None:
@@ -370,8 +381,11 @@ class Learner:
             if not stats:  # off-policy warm-up: no update yet
                 return
             fps = self.env_steps / max(1e-9, time.perf_counter() - self._started)
-            self.logger.log_update(self.env_steps, {**stats, "frames_per_s": fps, "weight_lag": float(lag)},
-                                   postfix={"fps": f"{fps:,.0f}", "lag": lag})
+            self.logger.log_update(
+                self.env_steps,
+                {**stats, "frames_per_s": fps, "weight_lag": float(lag)},
+                postfix={"fps": f"{fps:,.0f}", "lag": lag},
+            )
 
     async def train(
         self,
@@ -506,8 +520,9 @@ class Learner:
             while not self._done(total_steps, stop_at):
                 rollout, version = await self._next_rollout(queue)
                 stats = await self._learn(rollout)
-                self._record(rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats,
-                             self.version - version)
+                self._record(
+                    rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats, self.version - version
+                )
                 if self.updates % self.scheme.broadcast_every == 0:
                     self._broadcast()
         finally:
@@ -533,8 +548,13 @@ class Learner:
                 self._broadcast()
             stats = {k: float(np.mean([r[1][k] for r in good])) for k in good[0][1]}
             lag = max(self.version - 1 - r[5] for r in good)
-            self._record(np.concatenate([r[2] for r in good]), np.concatenate([r[3] for r in good]),
-                         sum(r[4] for r in good), stats, lag)
+            self._record(
+                np.concatenate([r[2] for r in good]),
+                np.concatenate([r[3] for r in good]),
+                sum(r[4] for r in good),
+                stats,
+                lag,
+            )
         return self._solved(stop_at)
 
     async def _train_async_gradients(self, total_steps: int, stop_at: float | None) -> bool:

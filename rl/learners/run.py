@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -25,7 +26,7 @@ from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
 from rl.trainer import TrainingRun
 
-__all__ = ["DistributedRun", "run", "main"]
+__all__ = ["DistributedRun", "main", "run"]
 
 
 @dataclass
@@ -75,15 +76,23 @@ async def run(
     use_torch_threads()
     torch.manual_seed(config.seed)
     collector_config = CollectorConfig(config.env_id, config.num_envs, config.num_steps, config.seed)
-    logger = TrainingLogger(config.run_dir, config.total_steps, tensorboard=config.tensorboard,
-                            progress=config.progress)
+    logger = TrainingLogger(
+        config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress
+    )
     slots = max(os.cpu_count() or 1, config.num_collectors)  # embedded: a slot per collector
     try:
         async with actorrt.connect(config.address, num_cpus=slots, preload=list(preload)):
             metrics = LearnerMetrics(algo.lower())
             server = metrics.serve(config.metrics_port) if config.metrics_port else None
-            learner = Learner(make_agent, collector_config, scheme, logger=logger, metrics=metrics, env_fn=env_fn,
-                              **(learner_options or {}))
+            learner = Learner(
+                make_agent,
+                collector_config,
+                scheme,
+                logger=logger,
+                metrics=metrics,
+                env_fn=env_fn,
+                **(learner_options or {}),
+            )
             if config.restore:
                 learner.restore(config.restore)
             try:
@@ -115,8 +124,15 @@ def main(
     """Parse ``config_cls`` from the command line, train, print the JSON line, exit 0 if solved."""
     config = parse_config(config_cls, description=sys.modules["__main__"].__doc__)
     line, result = actorrt.run(
-        run(config, make_agent(config), scheme(config), algo, env_fn=env_fn(config), preload=preload,
-            learner_options=learner_options(config))
+        run(
+            config,
+            make_agent(config),
+            scheme(config),
+            algo,
+            env_fn=env_fn(config),
+            preload=preload,
+            learner_options=learner_options(config),
+        )
     )
     line.update(extra(config, result))
     print(json.dumps(line), flush=True)

@@ -8,7 +8,8 @@ Weights travel as numpy dicts, tagged with a version so the learner can measure 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ from rl.agent import Agent, to_torch
 from rl.collector import Collector, CollectorConfig
 from rl.storage import Rollout
 
-__all__ = ["RemoteCollector", "GradientWorker", "GradientResult", "apply_gradients"]
+__all__ = ["GradientResult", "GradientWorker", "RemoteCollector", "apply_gradients"]
 
 Weights = dict[str, np.ndarray]
 

@@ -42,11 +42,19 @@ def test_conv_actor_critic_learns_with_impala() -> None:
     assert model.value(obs).shape == (T, B)
     algo = rl.IMPALA(model)
     batch = rl.Rollout(
-        obs=obs, actions=torch.zeros(T, B, dtype=torch.int64), rewards=torch.ones(T, B),
-        terminated=torch.zeros(T, B, dtype=torch.bool), truncated=torch.zeros(T, B, dtype=torch.bool),
-        log_probs=torch.full((T, B), -1.79), values=torch.zeros(T, B), final_obs=obs,
-        final_values=torch.zeros(T, B), bootstrap_obs=obs[0], bootstrap_value=torch.zeros(B),
-        episode_returns=torch.zeros(0), episode_lengths=torch.zeros(0),
+        obs=obs,
+        actions=torch.zeros(T, B, dtype=torch.int64),
+        rewards=torch.ones(T, B),
+        terminated=torch.zeros(T, B, dtype=torch.bool),
+        truncated=torch.zeros(T, B, dtype=torch.bool),
+        log_probs=torch.full((T, B), -1.79),
+        values=torch.zeros(T, B),
+        final_obs=obs,
+        final_values=torch.zeros(T, B),
+        bootstrap_obs=obs[0],
+        bootstrap_value=torch.zeros(B),
+        episode_returns=torch.zeros(0),
+        episode_lengths=torch.zeros(0),
     )
     before = [p.detach().clone() for p in model.parameters()]
     stats = algo.learn(batch)
@@ -57,9 +65,19 @@ def test_conv_actor_critic_learns_with_impala() -> None:
 @pytest.mark.slow
 def test_impala_atari_example_runs_and_reports_frames(tmp_path: Path) -> None:
     run = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "impala_atari.py"), "--total-steps", "1600", "--no-progress",
-         "--no-tensorboard", "--run-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "examples" / "impala_atari.py"),
+            "--total-steps",
+            "1600",
+            "--no-progress",
+            "--no-tensorboard",
+            "--run-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     line = json.loads([ln for ln in run.stdout.splitlines() if ln.startswith("{")][-1])
     assert line["env_steps"] >= 1600 and line["updates"] > 0

@@ -52,7 +52,12 @@ def test_importing_rl_leaves_torch_threads_alone() -> None:
     import sys
 
     code = "import torch; torch.set_num_threads(3); import rl; assert torch.get_num_threads() == 3; rl.use_torch_threads(); print(torch.get_num_threads())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, "RL_TORCH_THREADS": "1"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "RL_TORCH_THREADS": "1"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"

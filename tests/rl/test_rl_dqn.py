@@ -33,7 +33,9 @@ def test_td_loss_and_value_bound(random_buffer: rl.ReplayBuffer, loss: str) -> N
     overshoots it within 800 updates: why ``loss="mse"`` is the default."""
     torch.manual_seed(0)
     space = gym.spaces.Box(-np.inf, np.inf, (4,))
-    algo = rl.DQN(rl.QNetwork(space, gym.spaces.Discrete(2), hidden=(64, 64)), lr=1e-3, target_update_interval=20, loss=loss)
+    algo = rl.DQN(
+        rl.QNetwork(space, gym.spaces.Discrete(2), hidden=(64, 64)), lr=1e-3, target_update_interval=20, loss=loss
+    )
     agent = rl.Agent(algo)
     for _ in range(800):
         stats = agent.learn(random_buffer.sample(64))

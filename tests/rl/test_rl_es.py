@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, Coroutine, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -55,7 +56,9 @@ def test_batched_forward_equals_one_model_per_row(space: gym.Space) -> None:
     batched = policy.batched_forward(flat, obs)
     for k in range(5):
         policy.set_flat_parameters(flat[k])
-        np.testing.assert_allclose(policy(obs[k : k + 1])[0].detach().numpy(), batched[k].detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            policy(obs[k : k + 1])[0].detach().numpy(), batched[k].detach().numpy(), rtol=1e-5, atol=1e-6
+        )
     np.testing.assert_array_equal(policy.flat_parameters().numpy(), flat[4].numpy())
 
 
@@ -119,9 +122,21 @@ def test_es_cartpole_example_solves(tmp_path: Path) -> None:
     """The example on its own embedded cluster, 2 workers: 9-31 generations on seeds 0-3."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "examples/es_cartpole.py", "--no-progress", "--no-tensorboard", "--run-dir",
-         str(tmp_path / "run"), "--total-steps", "2000000"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
+        [
+            sys.executable,
+            "examples/es_cartpole.py",
+            "--no-progress",
+            "--no-tensorboard",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--total-steps",
+            "2000000",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
     )
     line = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0 and line["solved"] and line["mean_return"] >= 475, (line, proc.stderr[-2000:])

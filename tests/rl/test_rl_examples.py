@@ -7,9 +7,9 @@ interpreter to its final line, so an example that crashes at the end (after trai
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -41,10 +41,36 @@ SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
     "impala_cartpole.py": (["--total-steps", "2048", "--num-envs", "8"], None),
     "sac_pendulum.py": (["--total-steps", "600", "--learning-starts", "200"], None),
     "es_cartpole.py": (["--total-steps", "20000", "--population", "16"], None),
-    "sac_halfcheetah.py": (["--total-steps", "3000", "--learning-starts", "1000", "--buffer-size", "10000",
-                            "--hidden", "64", "--batch-size", "64"], "mujoco"),
-    "td3_halfcheetah.py": (["--total-steps", "3000", "--learning-starts", "1000", "--buffer-size", "10000",
-                            "--hidden", "64", "--batch-size", "64"], "mujoco"),
+    "sac_halfcheetah.py": (
+        [
+            "--total-steps",
+            "3000",
+            "--learning-starts",
+            "1000",
+            "--buffer-size",
+            "10000",
+            "--hidden",
+            "64",
+            "--batch-size",
+            "64",
+        ],
+        "mujoco",
+    ),
+    "td3_halfcheetah.py": (
+        [
+            "--total-steps",
+            "3000",
+            "--learning-starts",
+            "1000",
+            "--buffer-size",
+            "10000",
+            "--hidden",
+            "64",
+            "--batch-size",
+            "64",
+        ],
+        "mujoco",
+    ),
     "ppo_halfcheetah.py": (["--total-steps", "4096", "--num-steps", "512", "--num-epochs", "2"], "mujoco"),
     "impala_atari.py": (["--total-steps", "400", "--num-envs", "2", "--num-steps", "20"], "ale_py"),
 }
@@ -81,7 +107,16 @@ def _load(example: str) -> Any:
 def test_example_writes_outputs_and_json_line(tmp_path: Path, example: str, extra: list[str]) -> None:
     run_dir = tmp_path / "run"
     ckpt = tmp_path / "agent.pt"
-    args = [str(ROOT / "examples" / example), "--total-steps", "512", "--run-dir", str(run_dir), "--save", str(ckpt), *extra]
+    args = [
+        str(ROOT / "examples" / example),
+        "--total-steps",
+        "512",
+        "--run-dir",
+        str(run_dir),
+        "--save",
+        str(ckpt),
+        *extra,
+    ]
     proc = _run(args, tmp_path)
     assert proc.returncode == 0, proc.stderr
     line = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -94,7 +129,12 @@ def test_example_writes_outputs_and_json_line(tmp_path: Path, example: str, extr
     module = _load(example)
     overrides = {"learning_starts": 100} if extra else {}
     config = module.Config(
-        total_steps=512, run_dir=str(tmp_path / "again"), restore=str(ckpt), tensorboard=False, progress=False, **overrides
+        total_steps=512,
+        run_dir=str(tmp_path / "again"),
+        restore=str(ckpt),
+        tensorboard=False,
+        progress=False,
+        **overrides,
     )
     assert module.main(config).env_steps >= 512
 
@@ -112,8 +152,10 @@ def test_example_main_ends_with_json_line(tmp_path: Path, example: str) -> None:
     if needs is not None:
         pytest.importorskip(needs)
     run_dir = tmp_path / "run"
-    proc = _run([str(ROOT / "examples" / example), *args, "--run-dir", str(run_dir), "--no-tensorboard",
-                 "--no-progress"], tmp_path)
+    proc = _run(
+        [str(ROOT / "examples" / example), *args, "--run-dir", str(run_dir), "--no-tensorboard", "--no-progress"],
+        tmp_path,
+    )
     assert proc.stdout.strip(), proc.stderr[-3000:]
     line = json.loads(proc.stdout.strip().splitlines()[-1])
     assert RESULT_KEYS <= set(line), line

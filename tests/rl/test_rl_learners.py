@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, Coroutine, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -96,8 +97,11 @@ def _run(cluster: actorrt.Cluster, make: Any, scheme: Scheme, steps: int, tmp_pa
         ("a2c: sync remote collection", make_a2c, a2c_scheme(2)),
         ("local collection", make_a2c, Scheme(collection="local")),
         ("sync gradient workers, central update", make_a2c, Scheme(gradients="remote", num_gradient_workers=2)),
-        ("async gradient workers (A3C)", make_a2c,
-         Scheme(gradients="remote", num_gradient_workers=2, gradient_mode="async")),
+        (
+            "async gradient workers (A3C)",
+            make_a2c,
+            Scheme(gradients="remote", num_gradient_workers=2, gradient_mode="async"),
+        ),
     ],
 )
 def test_every_scheme_trains(rl_cluster: actorrt.Cluster, tmp_path: Path, name: str, make: Any, scheme: Scheme) -> None:
@@ -192,18 +196,23 @@ def test_off_policy_scheme_needs_a_replay() -> None:
         Learner(make_sac, PENDULUM, off_policy_scheme(2))
 
 
-@pytest.mark.parametrize("scheme", [off_policy_scheme(2, updates_per_step=0.5, broadcast_every=40),
-                                    off_policy_scheme(0, updates_per_step=0.5),
-                                    Scheme(num_collectors=2, collection_mode="sync", replay="learner",
-                                           updates_per_step=0.5)],
-                         ids=["async remote", "local", "sync remote"])
+@pytest.mark.parametrize(
+    "scheme",
+    [
+        off_policy_scheme(2, updates_per_step=0.5, broadcast_every=40),
+        off_policy_scheme(0, updates_per_step=0.5),
+        Scheme(num_collectors=2, collection_mode="sync", replay="learner", updates_per_step=0.5),
+    ],
+    ids=["async remote", "local", "sync remote"],
+)
 def test_off_policy_learner_keeps_its_update_to_data_ratio(rl_cluster: actorrt.Cluster, scheme: Scheme) -> None:
     metrics = LearnerMetrics("offpolicy")
 
     async def go() -> Any:
         replay = _pendulum_replay()
-        async with Learner(make_sac, PENDULUM, scheme, replay=replay, batch_size=32, learning_starts=256,
-                           metrics=metrics) as learner:
+        async with Learner(
+            make_sac, PENDULUM, scheme, replay=replay, batch_size=32, learning_starts=256, metrics=metrics
+        ) as learner:
             result = await learner.train(1500)
             return result, len(replay), learner.version, learner.agent.algorithm.uniform_exploration
 
@@ -212,7 +221,10 @@ def test_off_policy_learner_keeps_its_update_to_data_ratio(rl_cluster: actorrt.C
     # 0.5 updates per env step from the rollout that crossed learning_starts (32 steps each).
     assert 0.5 * (result.env_steps - 256 - 32) <= result.updates <= 0.5 * (result.env_steps - 256 + 32)
     assert not uniform
-    assert metrics.registry.get_sample_value("actorrt_rl_learner_updates_total", {"learner": "offpolicy"}) == result.updates
+    assert (
+        metrics.registry.get_sample_value("actorrt_rl_learner_updates_total", {"learner": "offpolicy"})
+        == result.updates
+    )
     if scheme.collection == "remote" and scheme.collection_mode == "async":
         # 16 updates per 32-step rollout: a broadcast every third rollout (48 >= 40 updates).
         assert result.updates // 48 - 1 <= version <= result.updates // 40
@@ -224,8 +236,14 @@ def test_off_policy_collectors_warm_up_uniformly_then_follow_the_policy(rl_clust
 
     async def go() -> Any:
         replay = _pendulum_replay()
-        async with Learner(make_td3, PENDULUM, off_policy_scheme(1, updates_per_step=0.1), replay=replay,
-                           batch_size=32, learning_starts=512) as learner:
+        async with Learner(
+            make_td3,
+            PENDULUM,
+            off_policy_scheme(1, updates_per_step=0.1),
+            replay=replay,
+            batch_size=32,
+            learning_starts=512,
+        ) as learner:
             await learner.train(512)
             warm = replay.actions[: len(replay)].copy()
             await learner.train(3000)
@@ -243,8 +261,14 @@ def test_off_policy_collectors_warm_up_uniformly_then_follow_the_policy(rl_clust
 
 def test_a_killed_off_policy_collector_is_replaced(rl_cluster: actorrt.Cluster) -> None:
     async def go() -> Any:
-        async with Learner(make_sac, PENDULUM, off_policy_scheme(2, updates_per_step=0.25), replay=_pendulum_replay(),
-                           batch_size=32, learning_starts=256) as learner:
+        async with Learner(
+            make_sac,
+            PENDULUM,
+            off_policy_scheme(2, updates_per_step=0.25),
+            replay=_pendulum_replay(),
+            batch_size=32,
+            learning_starts=256,
+        ) as learner:
             pid = await learner._pool.handles[0].pid()
             training = asyncio.ensure_future(learner.train(4000))
             while learner.updates < 10:

@@ -28,18 +28,68 @@ def test_impala_trains_with_collectors_on_other_hosts(tmp_path: Path) -> None:
         address = f"{net.ip('master')}:8010"
         env = dict(os.environ, ACTORRT_HOME=str(tmp_path / "home"), ACTORRT_TOKEN=TOKEN)
         logs = {h: open(tmp_path / f"{h}.log", "wb") for h in ("master", "w1", "w2")}
-        net.popen("master", [sys.executable, "-m", "actorrt", "start", "--block", "--host", net.ip("master"),
-                             "--port", "8010", "--cpus", "0"], env=env, stdout=logs["master"], stderr=logs["master"])
+        net.popen(
+            "master",
+            [
+                sys.executable,
+                "-m",
+                "actorrt",
+                "start",
+                "--block",
+                "--host",
+                net.ip("master"),
+                "--port",
+                "8010",
+                "--cpus",
+                "0",
+            ],
+            env=env,
+            stdout=logs["master"],
+            stderr=logs["master"],
+        )
         time.sleep(1.0)
         for w in ("w1", "w2"):
-            net.popen(w, [sys.executable, "-m", "actorrt", "connect", "--block", "--address", address,
-                          "--node-ip", net.ip(w), "--cpus", "1", "--preload", "rl.learners", "--timeout", "20"],
-                      env=env, stdout=logs[w], stderr=logs[w])
+            net.popen(
+                w,
+                [
+                    sys.executable,
+                    "-m",
+                    "actorrt",
+                    "connect",
+                    "--block",
+                    "--address",
+                    address,
+                    "--node-ip",
+                    net.ip(w),
+                    "--cpus",
+                    "1",
+                    "--preload",
+                    "rl.learners",
+                    "--timeout",
+                    "20",
+                ],
+                env=env,
+                stdout=logs[w],
+                stderr=logs[w],
+            )
         run = net.run(
             "learner",
-            [sys.executable, str(ROOT / "examples" / "impala_cartpole.py"), "--address", address,
-             "--total-steps", "40000", "--no-progress", "--no-tensorboard", "--run-dir", str(tmp_path / "run")],
-            env=env, capture_output=True, text=True, timeout=240,
+            [
+                sys.executable,
+                str(ROOT / "examples" / "impala_cartpole.py"),
+                "--address",
+                address,
+                "--total-steps",
+                "40000",
+                "--no-progress",
+                "--no-tensorboard",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
         )
         for log in logs.values():
             log.close()

@@ -139,8 +139,9 @@ def test_short_pendulum_run(name: str, prioritized: bool) -> None:
     replay = replay_cls(10_000, obs_space.shape, act_space.shape, seed=0)
     collector = rl.Collector(config, agent)
     try:
-        result = rl.train_off_policy(agent, collector, replay, 600, learning_starts=200, batch_size=32,
-                                     updates_per_step=0.5)
+        result = rl.train_off_policy(
+            agent, collector, replay, 600, learning_starts=200, batch_size=32, updates_per_step=0.5
+        )
     finally:
         collector.close()
     assert result.env_steps == 600 and len(replay) == 600

@@ -116,9 +116,7 @@ def test_td_target_bootstraps_truncation_not_termination() -> None:
 
 def clipped_double_q_reference(r, d, q1, q2, gamma, logp, alpha):  # type: ignore[no-untyped-def]
     """y = r + gamma (1 - d) (min(Q'_1, Q'_2) - alpha log pi(a'|s')), one transition at a time."""
-    return np.array(
-        [r[i] + gamma * (1 - d[i]) * (min(q1[i], q2[i]) - alpha * logp[i]) for i in range(len(r))]
-    )
+    return np.array([r[i] + gamma * (1 - d[i]) * (min(q1[i], q2[i]) - alpha * logp[i]) for i in range(len(r))])
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.2])

@@ -61,7 +61,9 @@ def test_dqn_smoke() -> None:
     collector = rl.Collector(config, agent)
     buffer = rl.ReplayBuffer(1000, obs_space.shape, seed=0)
     target_before = algo.target_model.get_weights()
-    result = rl.train_dqn(agent, collector, buffer, total_steps=400, learning_starts=100, batch_size=32, gradient_steps=2)
+    result = rl.train_dqn(
+        agent, collector, buffer, total_steps=400, learning_starts=100, batch_size=32, gradient_steps=2
+    )
     collector.close()
     assert result.env_steps == 400 and len(buffer) == 400
     assert algo.epsilon < 1.0

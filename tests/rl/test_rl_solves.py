@@ -32,7 +32,9 @@ def _example(name: str) -> Any:
 
 def _run_example(name: str, seed: int, tmp_path: Path, **overrides: Any) -> rl.TrainResult:
     module = _example(name)
-    config = module.Config(seed=seed, run_dir=str(tmp_path / f"{name}_{seed}"), tensorboard=False, progress=False, **overrides)
+    config = module.Config(
+        seed=seed, run_dir=str(tmp_path / f"{name}_{seed}"), tensorboard=False, progress=False, **overrides
+    )
     return module.main(config)
 
 
@@ -121,9 +123,23 @@ def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path) -> None:
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "examples/sac_pendulum.py", "--num-collectors", "2", "--num-steps", "16", "--no-progress",
-         "--no-tensorboard", "--run-dir", str(tmp_path / "run")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
+        [
+            sys.executable,
+            "examples/sac_pendulum.py",
+            "--num-collectors",
+            "2",
+            "--num-steps",
+            "16",
+            "--no-progress",
+            "--no-tensorboard",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
     )
     line = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0 and line["solved"] and line["mean_return"] >= -200, (line, proc.stderr[-2000:])
@@ -140,9 +156,19 @@ def test_quickstart_main_solves_and_ends_with_its_json_line(tmp_path: Path) -> N
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "examples/quickstart_cartpole.py", "--no-progress", "--no-tensorboard", "--run-dir",
-         str(tmp_path / "run")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
+        [
+            sys.executable,
+            "examples/quickstart_cartpole.py",
+            "--no-progress",
+            "--no-tensorboard",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = json.loads(proc.stdout.strip().splitlines()[-1])
