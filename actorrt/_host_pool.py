@@ -14,7 +14,7 @@ One ``Host`` per CPU the daemon offers; its index is what the wire calls a slot
 Synchronous with no I/O: the daemon's ``HostRunner`` spawns and reaps the processes and turns
 what each transition returns (``Effects``: events for the master, signals for processes) into
 I/O. ``validate()`` checks the invariants; with ``validate_each`` it runs after every transition,
-and a violation (or a transition asked of a host in the wrong state) raises ``InvalidPoolState``,
+and a violation (or a transition asked of a host in the wrong state) raises ``PoolStateError``,
 logged as an error and kept in ``violation``. Not thread-safe: the daemon calls it from its
 event loop only (the metrics thread only reads hosts' fields).
 """
@@ -39,7 +39,7 @@ __all__ = [
     "Host",
     "HostPool",
     "HostState",
-    "InvalidPoolState",
+    "PoolStateError",
     "Signal",
     "describe_exit",
 ]
@@ -68,7 +68,7 @@ class HostState(enum.Enum):
     EXITED = "exited"  # its process is gone; ``actor`` (if any) until its exit is reported
 
 
-class InvalidPoolState(AssertionError):
+class PoolStateError(AssertionError):
     """The pool's fields contradict its states: a bug in the daemon, never a user error."""
 
 
@@ -147,7 +147,7 @@ def _transition(method: _F) -> _F:
             result = method(self, *args, **kwargs)
             if self.validate_each:
                 self.validate()
-        except InvalidPoolState as e:
+        except PoolStateError as e:
             log.error("host pool: %s (in %s)", e, method.__name__)
             self.violation = self.violation or e
             raise
@@ -165,7 +165,7 @@ class HostPool:
         self.hosts = [Host(i) for i in range(size)]
         self.validate_each = validate_each
         self.closing = False
-        self.violation: InvalidPoolState | None = None
+        self.violation: PoolStateError | None = None
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -177,7 +177,7 @@ class HostPool:
         """Its process exists (it has not said it is ready)."""
         host = self._expect(index, HostState.STARTING)
         if host.pid:
-            raise InvalidPoolState(f"host {index} spawned twice (pid {host.pid}, then {pid})")
+            raise PoolStateError(f"host {index} spawned twice (pid {host.pid}, then {pid})")
         host.pid, host.workdir = pid, workdir
 
     @_transition
@@ -185,7 +185,7 @@ class HostPool:
         """Its process said it serves at ``endpoint``: the master may place an actor here."""
         host = self._expect(index, HostState.STARTING)
         if not host.pid:
-            raise InvalidPoolState(f"host {index} ready before it was spawned")
+            raise PoolStateError(f"host {index} ready before it was spawned")
         host.state, host.endpoint, host.failures = HostState.READY, endpoint, 0
         return Effects(events=[self._slot_ready(host)])
 
@@ -195,14 +195,14 @@ class HostPool:
         host = self._expect(index, HostState.STARTING)
         host.pid, host.workdir = 0, ""
         host.failures += 1
-        return min(5.0, 0.2 * 2**host.failures)
+        return min(5.0, 0.2 * 2.0**host.failures)
 
     @_transition
     def restart(self, index: int) -> bool:
         """A fresh host replaces the one that exited, unless the pool is closing."""
         host = self._expect(index, HostState.EXITED)
         if host.actor is not None or host.pid:
-            raise InvalidPoolState(f"host {index} restarted before its exit was reported")
+            raise PoolStateError(f"host {index} restarted before its exit was reported")
         if self.closing:
             return False
         host.state, host.returncode = HostState.STARTING, None
@@ -272,7 +272,7 @@ class HostPool:
         not place there. An actor's exit waits for ``reported``, after its last output."""
         host = self.hosts[index]
         if host.state not in (HostState.READY, HostState.BUSY, HostState.STOPPING):
-            raise InvalidPoolState(f"host {index} exited while {host.state.value}")
+            raise PoolStateError(f"host {index} exited while {host.state.value}")
         was_ready = host.state is HostState.READY
         host.state, host.returncode, host.endpoint = HostState.EXITED, returncode, ""
         if not was_ready:
@@ -322,11 +322,11 @@ class HostPool:
     # ---- invariants -------------------------------------------------------------------------
 
     def validate(self) -> None:
-        """Raise ``InvalidPoolState`` if the fields contradict the states."""
+        """Raise ``PoolStateError`` if the fields contradict the states."""
 
         def check(ok: bool, what: str) -> None:
             if not ok:
-                raise InvalidPoolState(what)
+                raise PoolStateError(what)
 
         actors: dict[str, int] = {}
         pids: dict[int, int] = {}
@@ -367,7 +367,7 @@ class HostPool:
     def _expect(self, index: int, state: HostState) -> Host:
         host = self.hosts[index]
         if host.state is not state:
-            raise InvalidPoolState(f"host {index} is {host.state.value}, expected {state.value}")
+            raise PoolStateError(f"host {index} is {host.state.value}, expected {state.value}")
         return host
 
     @staticmethod

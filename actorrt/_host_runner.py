@@ -104,7 +104,7 @@ class HostRunner:
                 await asyncio.wait(pending, timeout=2.0)
         for pid in every_pid:  # _keep_host, which would have, is cancelled
             _shm.remove_owned_by(pid)
-        for io, host in zip(self._io, self.pool.hosts):
+        for io, host in zip(self._io, self.pool.hosts, strict=True):
             tasks = io.tasks()
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)

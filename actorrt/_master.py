@@ -21,7 +21,7 @@ from actorrt._lifecycle import Service
 from actorrt._logs import ids
 from actorrt._master_logs import ClientOutbox, MasterLogs
 from actorrt._metrics import MasterMetrics
-from actorrt._table import Actor, ClusterTable, InvariantViolation, Placement, Request
+from actorrt._table import Actor, ClusterTable, Placement, Request, TableInvariantError
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
@@ -75,7 +75,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             return
         try:
             self.table.validate()
-        except InvariantViolation as e:
+        except TableInvariantError as e:
             log.critical("cluster table invariant broken: %s", e, exc_info=True)
             logging.shutdown()
             os._exit(INVARIANT_EXIT_STATUS)
@@ -173,7 +173,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     # ---- WorkerSession ----------------------------------------------------------------------
 
     async def WorkerSession(
-        self, request_iterator: AsyncIterator[pb.WorkerEvent], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[pb.WorkerEvent],
+        context: grpc.aio.ServicerContext[pb.WorkerEvent, pb.WorkerCommand],
     ) -> None:
         first = await _first(request_iterator)
         if first is None or not first.HasField("register_worker"):
@@ -302,7 +304,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     # ---- ClientSession ----------------------------------------------------------------------
 
     async def ClientSession(
-        self, request_iterator: AsyncIterator[pb.ClientEvent], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[pb.ClientEvent],
+        context: grpc.aio.ServicerContext[pb.ClientEvent, pb.ClientNotice],
     ) -> None:
         first = await _first(request_iterator)
         if first is None or not first.HasField("open_session"):
@@ -461,7 +465,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     # ---- GetClusterStatus -------------------------------------------------------------------
 
     async def GetClusterStatus(
-        self, request: pb.GetClusterStatusRequest, context: grpc.aio.ServicerContext
+        self,
+        request: pb.GetClusterStatusRequest,
+        context: grpc.aio.ServicerContext[pb.GetClusterStatusRequest, pb.GetClusterStatusResponse],
     ) -> pb.GetClusterStatusResponse:
         t = self.table
         resp = pb.GetClusterStatusResponse(
@@ -575,7 +581,9 @@ class Master(Service):
             self._sweeper.cancel()
         if self.servicer._deadline_timer is not None:
             self.servicer._deadline_timer.cancel()
-        for queue in [*self.servicer._to_worker.values(), *self.servicer._to_client.values()]:
+        for queue in self.servicer._to_worker.values():
             queue.put_nowait(None)
+        for outbox in self.servicer._to_client.values():
+            outbox.put_nowait(None)
         if self._server is not None:
             await self._server.stop(grace=1.0)

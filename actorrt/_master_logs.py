@@ -173,7 +173,9 @@ class MasterLogs:
         return d.actor_id, d.class_name, d.worker_id, False, d.cause
 
     async def GetActorLog(
-        self, request: pb.GetActorLogRequest, context: grpc.aio.ServicerContext
+        self,
+        request: pb.GetActorLogRequest,
+        context: grpc.aio.ServicerContext[pb.GetActorLogRequest, pb.GetActorLogResponse],
     ) -> pb.GetActorLogResponse:
         if not request.actor_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "GetActorLog needs an actor_id")

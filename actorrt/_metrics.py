@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -278,8 +278,10 @@ class WorkerMetrics(Collector):
     ``add_report`` runs on the daemon's loop; ``collect`` on the HTTP thread (under a lock).
     """
 
-    def __init__(self, slots: Any = None, registry: CollectorRegistry | None = None) -> None:
-        self._slots = slots or (lambda: [])
+    def __init__(
+        self, slots: Callable[[], Iterable[SlotView]] | None = None, registry: CollectorRegistry | None = None
+    ) -> None:
+        self._slots: Callable[[], Iterable[SlotView]] = slots or (lambda: [])
         self._lock = threading.Lock()
         self._classes: dict[str, _ClassTotals] = {}
         self._last: dict[int, dict[str, Any]] = {}  # host pid -> its last snapshot
@@ -313,7 +315,7 @@ class WorkerMetrics(Collector):
             t.bytes_out += int(snapshot["bytes_out"]) - int(prev.get("bytes_out", 0))
             t.sum += float(snapshot["sum"]) - float(prev.get("sum", 0.0))
             old = prev.get("buckets") or [0] * len(buckets)
-            for i, (new_count, old_count) in enumerate(zip(buckets, old)):
+            for i, (new_count, old_count) in enumerate(zip(buckets, old, strict=True)):
                 t.buckets[i] += int(new_count) - int(old_count)
 
     def host_gone(self, host_pid: int) -> None:
@@ -349,7 +351,7 @@ class WorkerMetrics(Collector):
             received.add_metric([name], t.bytes_in)
             sent.add_metric([name], t.bytes_out)
             cumulative, running = [], 0
-            for bound, count in zip([*map(_bound, LATENCY_BUCKETS), "+Inf"], t.buckets):
+            for bound, count in zip([*map(_bound, LATENCY_BUCKETS), "+Inf"], t.buckets, strict=True):
                 running += count
                 cumulative.append((bound, running))
             latency.add_metric([name], cumulative, t.sum)
@@ -530,7 +532,7 @@ def serve(registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> Me
     """Serve ``registry`` at ``http://host:port/metrics`` (port 0: any free port)."""
     from prometheus_client import disable_created_metrics
 
-    disable_created_metrics()  # the *_created series only double what scrapes already show
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated; the *_created series only double what scrapes already show
     server = MetricsServer(registry, port, host)
     log.info("serving metrics at %s", server.url)
     return server

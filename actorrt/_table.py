@@ -31,9 +31,9 @@ __all__ = [
     "Client",
     "ClusterTable",
     "DeadActor",
-    "InvariantViolation",
     "Placement",
     "Request",
+    "TableInvariantError",
     "Worker",
 ]
 
@@ -42,7 +42,7 @@ __all__ = [
 DEAD_ACTORS_KEPT = 10_000
 
 
-class InvariantViolation(AssertionError):
+class TableInvariantError(AssertionError):
     """``ClusterTable.validate()`` found the table inconsistent: a bug in the table or its caller."""
 
 
@@ -483,13 +483,13 @@ class ClusterTable:
     # ---- invariants -------------------------------------------------------------------------
 
     def validate(self) -> None:
-        """Check every invariant of the table; raises ``InvariantViolation`` naming the first
+        """Check every invariant of the table; raises ``TableInvariantError`` naming the first
         broken one. O(workers x slots + actors + clients + queue): for tests and
         ``ACTORRT_VALIDATE=1``, not for every event of a large cluster."""
 
         def check(ok: bool, what: str) -> None:
             if not ok:
-                raise InvariantViolation(what)
+                raise TableInvariantError(what)
 
         for wid, w in self.workers.items():
             check(w.worker_id == wid, f"worker {wid} is filed under another id ({w.worker_id})")

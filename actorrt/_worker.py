@@ -99,7 +99,7 @@ class WorkerDaemon(Service):
         self.echo_output = echo_output
         self.output = _logs.OutputRelay(lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir)
         self.metrics = _metrics.WorkerMetrics(lambda: self.hosts.views(), metrics_registry)
-        self.hosts = HostRunner(
+        self.hosts: HostRunner = HostRunner(
             self.pool,
             emit=self._emit,
             output=self.output,
@@ -313,7 +313,7 @@ class WorkerDaemon(Service):
             writer.cancel()
             call.cancel()
 
-    async def _write_events(self, call: grpc.aio.StreamStreamCall) -> None:
+    async def _write_events(self, call: grpc.aio.StreamStreamCall[pb.WorkerEvent, pb.WorkerCommand]) -> None:
         while True:
             event = await self._events.get()
             await call.write(event)

@@ -63,13 +63,13 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-import actorrt
-from actorrt import _rpc
-from actorrt._master import HEARTBEATS_PER_S
-from actorrt._table import SLOT_NOT_READY
-from actorrt.v1 import common_pb2
-from actorrt.v1 import master_pb2 as pb
-from actorrt.v1 import master_pb2_grpc as pb_grpc
+import actorrt  # noqa: E402 - after the sys.path line above, so the bench runs from a checkout
+from actorrt import _rpc  # noqa: E402
+from actorrt._errors import SLOT_NOT_READY  # noqa: E402
+from actorrt._master import HEARTBEATS_PER_S  # noqa: E402
+from actorrt.v1 import common_pb2  # noqa: E402
+from actorrt.v1 import master_pb2 as pb  # noqa: E402
+from actorrt.v1 import master_pb2_grpc as pb_grpc  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -371,7 +371,7 @@ class SimClient:
             )
         )
         first = await self.call.read()
-        if first is grpc.aio.EOF or not first.HasField("session_opened"):
+        if not isinstance(first, pb.ClientNotice) or not first.HasField("session_opened"):  # or EOF
             raise RuntimeError("the master did not open the session")
         self.up.set()
 
@@ -381,7 +381,7 @@ class SimClient:
         while True:
             assert self.call is not None
             try:
-                while (notice := await self.call.read()) is not grpc.aio.EOF:
+                while isinstance(notice := await self.call.read(), pb.ClientNotice):  # else EOF
                     self._on(notice)
             except grpc.RpcError:
                 pass
@@ -531,7 +531,7 @@ class Child:
         raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
         if not raw:
             raise RuntimeError(f"{self.label} exited (status {await self.proc.wait()})")
-        return json.loads(raw)  # type: ignore[no-any-return]
+        return json.loads(raw)
 
     async def expect(self, event: str, timeout: float) -> dict[str, Any]:
         while True:
@@ -684,7 +684,7 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
             await c.expect("client_ready", 60)
         cpu0, w0 = cpu_seconds(master.proc.pid), time.monotonic()
         first_id = 1
-        for c, count in zip(clients, split(args.actors, args.clients)):
+        for c, count in zip(clients, split(args.actors, args.clients), strict=True):
             c.send(f"place {count} {first_id}")
             first_id += count
         results = [await c.expect("placed", 600) for c in clients]
@@ -727,7 +727,7 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
 
         # ---- kill
         if args.kill:
-            for c, count in zip(clients, split(args.kill, args.clients)):
+            for c, count in zip(clients, split(args.kill, args.clients), strict=True):
                 c.send(f"kill {count}")
             kills = [x for c in clients for x in (await c.expect("killed", 120))["latencies"]]
             kill = {
@@ -851,7 +851,7 @@ def plot(rows: list[dict[str, Any]], path: str, args: argparse.Namespace) -> Non
         ("status_ms", "Cluster.status() (ms)", 500, "goal <= 500 ms"),
         ("master_idle_cpu_pct", "idle master CPU (% of a core)", 25, "goal <= 25 %"),
     ]
-    for ax, (key, label, goal, goal_label) in zip(axes, panels):
+    for ax, (key, label, goal, goal_label) in zip(axes, panels, strict=True):
         ax.plot(n, [r[key] for r in rows], "o-", label="actorrt (simulated nodes)")
         ax.axhline(goal, color="grey", linestyle="--", label=goal_label)
         ax.set_xlabel(

@@ -185,7 +185,7 @@ class ProcCluster:
     def status(self) -> dict[str, Any]:
         out = actorrt_cli("status", "--address", self.address, "--json", "--token", self.token, *self.status_args)
         assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout)  # type: ignore[no-any-return]
+        return json.loads(out.stdout)
 
     def stop(self) -> None:
         for proc in self.procs:

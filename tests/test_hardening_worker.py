@@ -102,7 +102,7 @@ def _actor_log(cluster: ProcCluster, actor_id: str) -> str:
 async def test_huge_lines_binary_and_no_newline_never_block_the_actor(
     one_worker: ProcCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async with one_worker.connect() as c:
+    async with one_worker.connect():
         a = await Noisy.remote()
         t0 = time.monotonic()
         assert await asyncio.wait_for(a.long_line(2**20), 15) == 2**20
@@ -140,7 +140,7 @@ async def test_huge_lines_binary_and_no_newline_never_block_the_actor(
 
 
 async def test_an_output_flood_never_blocks_calls(one_worker: ProcCluster) -> None:
-    async with one_worker.connect(log_to_driver=False) as c:
+    async with one_worker.connect(log_to_driver=False):
         a = await Noisy.remote()
         daemon = one_worker.procs[1].pid
         rss_before = _rss_kib(daemon)
@@ -352,7 +352,7 @@ async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
     cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
     try:
         daemon = cluster.procs[1]
-        async with cluster.connect(log_to_driver=False, files=["data/*.txt"]) as c:
+        async with cluster.connect(log_to_driver=False, files=["data/*.txt"]):
             a = await FileReader.remote()
             assert await a.read("data/secret.txt") == "shipped"
             host = await a.pid()
@@ -407,7 +407,7 @@ def _worker_hosts(cluster: ProcCluster) -> set[int]:
 async def test_placement_right_after_the_warm_hosts_died_is_retried(tmp_path: Path) -> None:
     cluster = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=2)
     try:
-        async with cluster.connect(log_to_driver=False) as c:
+        async with cluster.connect(log_to_driver=False):
             took = []
             for round_ in range(6):
                 assert await asyncio.to_thread(wait_until, lambda: len(_worker_hosts(cluster)) == 4, 15)

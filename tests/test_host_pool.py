@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from actorrt._errors import SLOT_NOT_READY
-from actorrt._host_pool import STOP_GRACE_S, HostPool, HostState, InvalidPoolState, Signal
+from actorrt._host_pool import STOP_GRACE_S, HostPool, HostState, PoolStateError, Signal
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 
@@ -193,7 +193,7 @@ def test_restart_waits_for_the_exit_of_a_warm_host_to_be_reported_too() -> None:
     pool.spawned(0, 1, "/w")
     pool.ready(0, "e:1")
     pool.exited(0, -9)
-    with pytest.raises(InvalidPoolState, match="before its exit was reported"):
+    with pytest.raises(PoolStateError, match="before its exit was reported"):
         pool.restart(0)
 
 
@@ -219,7 +219,7 @@ def test_transitions_from_the_wrong_state_raise_and_are_kept(bad: object) -> Non
     pool = HostPool(1, validate_each=True)
     pool.spawned(0, 1, "/w")
     pool.ready(0, "e:1")
-    with pytest.raises(InvalidPoolState):
+    with pytest.raises(PoolStateError):
         bad(pool)  # type: ignore[operator]
     assert pool.violation is not None
 
@@ -230,7 +230,7 @@ def test_restart_waits_for_the_actors_exit_report() -> None:
     pool.ready(0, "e:1")
     pool.assign(start("a1"))
     pool.exited(0, 1)
-    with pytest.raises(InvalidPoolState, match="before its exit was reported"):
+    with pytest.raises(PoolStateError, match="before its exit was reported"):
         pool.restart(0)
 
 
@@ -253,7 +253,7 @@ def test_validate_catches_fields_that_contradict_states(corrupt: object, message
         pool.ready(i, f"e:{i}")
     pool.validate()
     corrupt(pool)  # type: ignore[operator]
-    with pytest.raises(InvalidPoolState, match=message):
+    with pytest.raises(PoolStateError, match=message):
         pool.validate()
 
 
@@ -265,14 +265,14 @@ def test_validate_catches_an_actor_on_two_hosts() -> None:
     pool.assign(start("a1", slot=0))
     pool.assign(start("a2", slot=1))
     pool.hosts[1].actor = start("a1", slot=1)
-    with pytest.raises(InvalidPoolState, match="actor a1 on hosts 0 and 1"):
+    with pytest.raises(PoolStateError, match="actor a1 on hosts 0 and 1"):
         pool.validate()
 
 
 def test_validate_each_turns_a_broken_transition_into_an_error() -> None:
     pool = HostPool(1, validate_each=True)
     pool.hosts[0].endpoint = "stale"  # a bug elsewhere left this behind
-    with pytest.raises(InvalidPoolState, match="has endpoint 'stale'"):
+    with pytest.raises(PoolStateError, match="has endpoint 'stale'"):
         pool.spawned(0, 1, "/w")
     assert pool.violation is not None
     unchecked = HostPool(1)

@@ -273,26 +273,26 @@ def test_recent_deaths_are_kept_in_the_table_and_bounded() -> None:
 
 
 def test_validate_names_what_is_broken() -> None:
-    from actorrt._table import InvariantViolation
+    from actorrt._table import TableInvariantError
 
     t, wid, _ = table_with_worker(cpus=2)
     p = t.request(Request("c1", 1))
     assert p is not None
     t.validate()
     t.workers[wid].cpus_free += 1
-    with pytest.raises(InvariantViolation, match="cpus_free"):
+    with pytest.raises(TableInvariantError, match="cpus_free"):
         t.validate()
     t.workers[wid].cpus_free -= 1
     t.workers[wid].ready[p.slot] = "x:1"
-    with pytest.raises(InvariantViolation, match="counted twice"):
+    with pytest.raises(TableInvariantError, match="counted twice"):
         t.validate()
     del t.workers[wid].ready[p.slot]
     t.workers[wid].ready[5] = "x:5"  # ready, but not in the index
-    with pytest.raises(InvariantViolation, match="indexed under"):
+    with pytest.raises(TableInvariantError, match="indexed under"):
         t.validate()
     del t.workers[wid].ready[5]
     t.clients["c1"].actors.clear()
-    with pytest.raises(InvariantViolation, match="does not list it"):
+    with pytest.raises(TableInvariantError, match="does not list it"):
         t.validate()
     t.clients["c1"].actors.add(p.actor_id)
     t.validate()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from actorrt._host_pool import HostState, InvalidPoolState
+from actorrt._host_pool import HostState, PoolStateError
 from actorrt._master import Master
 from actorrt._worker import WorkerDaemon
 
@@ -67,7 +67,7 @@ async def test_a_violation_is_logged_and_raised_by_close(caplog: pytest.LogCaptu
             assert await _until(lambda: daemon.pool.violation is not None)
         assert any("has stop cause 'a bug left this behind'" in r.getMessage() for r in caplog.records)
     finally:
-        with pytest.raises(InvalidPoolState, match="a bug left this behind"):
+        with pytest.raises(PoolStateError, match="a bug left this behind"):
             await daemon.close()
         await master.close()
 
