@@ -210,10 +210,17 @@ class CallStream:
             return
         self.reply(pb.Reply(seq=seq, error=_failure(err, skip_frames=0)))
 
-    async def run(self, requests: AsyncIterator[pb.CallBatch | memoryview], first: pb.CallBatch) -> None:
+    async def run(
+        self, requests: AsyncIterator[pb.CallBatch | memoryview], joiner: _wire.Joiner, first: pb.CallBatch
+    ) -> None:
         try:
             await self.run_batch(first)
             async for batch in requests:
+                # A split batch (rare) is joined first; no extra layer for every other message.
+                if joiner.joining or (not isinstance(batch, memoryview) and batch.split_bytes):
+                    batch = joiner.feed(batch)
+                    if batch is None:
+                        continue
                 if isinstance(batch, memoryview):
                     await self._take_chunk(batch)
                 else:
@@ -399,9 +406,9 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         return data
 
     async def Calls(self, request_iterator: AsyncIterator[pb.CallBatch | memoryview], context: _Context) -> None:
-        requests = _joined(request_iterator)
+        requests, joiner = request_iterator, _wire.Joiner(pb.CallBatch.FromString)
         try:
-            first = await anext(requests)
+            first = await _next_message(requests, joiner)
         except StopAsyncIteration:
             return
         except ValueError as e:
@@ -442,7 +449,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             return
         assert self.actor is not None
         first.ClearField("construct")
-        await CallStream(self.actor, context, shm, client_pid).run(requests, first)
+        await CallStream(self.actor, context, shm, client_pid).run(requests, joiner, first)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
@@ -459,14 +466,14 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         )
 
 
-async def _joined(messages: AsyncIterator[pb.CallBatch | memoryview]) -> AsyncIterator[pb.CallBatch | memoryview]:
-    """The stream's messages with split batches joined (``_wire.Joiner``); raises ValueError
-    on a malformed sequence."""
-    joiner = _wire.Joiner(pb.CallBatch.FromString)
-    async for message in messages:
-        out = joiner.feed(message)
-        if out is not None:
-            yield out
+async def _next_message(
+    requests: AsyncIterator[pb.CallBatch | memoryview], joiner: _wire.Joiner
+) -> pb.CallBatch | memoryview:
+    """The next message of the stream, a split batch joined (``_wire.Joiner``). Raises
+    StopAsyncIteration at the end, ValueError on a malformed sequence."""
+    while (message := joiner.feed(await anext(requests))) is None:
+        pass
+    return message  # type: ignore[no-any-return]
 
 
 def _write_shipped(files: Sequence[pb.ShippedFile]) -> None:

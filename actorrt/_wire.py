@@ -125,6 +125,11 @@ class Joiner:
         self._parse = parse
         self._pending: Incoming | None = None
 
+    @property
+    def joining(self) -> bool:
+        """True while a split message is arriving: the next messages are its chunks."""
+        return self._pending is not None
+
     def feed(self, message: Any) -> Any:
         if self._pending is not None:
             if type(message) is not memoryview:
