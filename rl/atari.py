@@ -12,7 +12,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from rl import distributions as D
+from rl import distributions
 from rl.model import Model
 
 __all__ = ["AtariEnv", "ConvActorCritic"]
@@ -73,7 +73,7 @@ class ConvActorCritic(Model):
 
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h, _ = self._features(obs)
-        action, log_prob = D.categorical_sample(self.policy(h))
+        action, log_prob = distributions.categorical_sample(self.policy(h))
         return action, log_prob, self.baseline(h).squeeze(-1)
 
     def greedy(self, obs: torch.Tensor) -> torch.Tensor:
@@ -88,8 +88,8 @@ class ConvActorCritic(Model):
         h, lead = self._features(obs)
         logits = self.policy(h).reshape(*lead, -1)
         return (
-            D.categorical_log_prob(logits, action),
-            D.categorical_entropy(logits),
+            distributions.categorical_log_prob(logits, action),
+            distributions.categorical_entropy(logits),
             self.baseline(h).reshape(*lead),
         )
 

@@ -18,6 +18,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import itertools
 import os
 import textwrap
 import types
@@ -41,7 +42,7 @@ def field_docs(cls: type) -> dict[str, str]:
         except (OSError, TypeError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for stmt, nxt in zip(body, body[1:]):
+        for stmt, nxt in itertools.pairwise(body):
             if (
                 isinstance(stmt, ast.AnnAssign)
                 and isinstance(stmt.target, ast.Name)

@@ -8,7 +8,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from torch.nn import functional as F
 
 import rl
 from rl.models import FastTanh, TwinMLP
@@ -24,7 +23,7 @@ def test_weights_round_trip_is_numpy_and_picklable() -> None:
     w = pickle.loads(pickle.dumps(a.get_weights()))
     assert all(isinstance(v, np.ndarray) for v in w.values())
     b.set_weights(w)
-    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
+    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
     # get_weights returns copies: mutating them does not touch the model
     w["nets.first_weight"][:] = 0
@@ -82,8 +81,12 @@ def test_twin_mlp_is_two_separate_mlps() -> None:
 
     def plain(i: int, head: torch.nn.Linear) -> torch.Tensor:
         h0 = twin.hidden[0]
-        h = torch.tanh(F.linear(x, twin.first_weight[i * h0 : (i + 1) * h0], twin.first_bias[i * h0 : (i + 1) * h0]))
-        for w, b in zip(twin.weights, twin.biases):
+        h = torch.tanh(
+            torch.nn.functional.linear(
+                x, twin.first_weight[i * h0 : (i + 1) * h0], twin.first_bias[i * h0 : (i + 1) * h0]
+            )
+        )
+        for w, b in zip(twin.weights, twin.biases, strict=True):
             h = torch.tanh(h @ w[i] + b[i])
         return head(h)
 
