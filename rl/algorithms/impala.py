@@ -47,7 +47,7 @@ class IMPALA(ActorCriticAlgorithm):
         self.max_grad_norm = max_grad_norm
         self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
 
-    def learn(self, batch: Rollout) -> dict[str, float]:
+    def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One V-trace update on a rollout of tensors (behaviour ``log_probs`` required)."""
         # Learner's view of the rollout: log pi(a|x), entropy, V(x), and V(x_T).
         target_log_prob, entropy, values = self.model.evaluate(batch.obs, batch.actions)
