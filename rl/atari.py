@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from rl import distributions
-from rl.model import Model
+from rl.models import ActorCriticModel
 
 __all__ = ["AtariEnv", "ConvActorCritic"]
 
@@ -37,12 +37,12 @@ class AtariEnv:
         return FrameStackObservation(env, self.stack)
 
 
-class ConvActorCritic(Model):
+class ConvActorCritic(ActorCriticModel):
     """Nature-DQN torso (3 conv layers, 512 units) with a categorical policy head and a value head.
 
-    Observations are ``uint8 [B, stack, 84, 84]``; they are scaled to [0, 1] inside. Same interface
-    as :class:`rl.ActorCritic` (``act``, ``greedy``, ``value``, ``evaluate``), so PolicyGradient,
-    A2C, PPO and IMPALA use it unchanged.
+    Observations are ``uint8 [B, stack, 84, 84]``; they are scaled to [0, 1] inside. An
+    :class:`rl.ActorCriticModel` like :class:`rl.ActorCritic` (``act``, ``greedy``, ``value``,
+    ``evaluate``), so PolicyGradient, A2C, PPO and IMPALA use it unchanged.
     """
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden: int = 512) -> None:

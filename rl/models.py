@@ -18,6 +18,7 @@ from rl.model import Model
 
 __all__ = [
     "ActorCritic",
+    "ActorCriticModel",
     "DeterministicActor",
     "FastTanh",
     "MLPPolicy",
@@ -153,7 +154,29 @@ class TwinMLP(nn.Module):
         return a.reshape(*lead, a.shape[-1]), b_out.reshape(*lead, b_out.shape[-1])
 
 
-class ActorCritic(Model):
+class ActorCriticModel(Model):
+    """What PolicyGradient, A2C, PPO and IMPALA need of a model: a stochastic policy and a state
+    value over the same observations. Implemented by :class:`ActorCritic` (MLPs) and
+    :class:`rl.atari.ConvActorCritic` (Atari frames)."""
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; return ``(action, log_prob, value)`` for a batch of observations."""
+        raise NotImplementedError
+
+    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        """Most likely action."""
+        raise NotImplementedError
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """``V(obs)`` (observation dims removed)."""
+        raise NotImplementedError
+
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log pi(action|obs), entropy, V(obs))`` with gradients, for any leading dims."""
+        raise NotImplementedError
+
+
+class ActorCritic(ActorCriticModel):
     """Separate policy and value MLPs over flat observations, evaluated together (:class:`TwinMLP`).
 
     Discrete action spaces get a categorical head (logits); ``Box`` action spaces get a diagonal

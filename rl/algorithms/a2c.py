@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 from rl.ops import gae
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 
@@ -23,7 +23,7 @@ class A2C(ActorCriticAlgorithm):
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticModel,
         lr: float = 7e-4,
         gamma: float = 0.99,
         gae_lambda: float = 1.0,

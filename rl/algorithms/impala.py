@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 from rl.ops import vtrace
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 
@@ -28,7 +28,7 @@ class IMPALA(ActorCriticAlgorithm):
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticModel,
         lr: float = 6e-4,
         gamma: float = 0.99,
         baseline_coef: float = 0.5,

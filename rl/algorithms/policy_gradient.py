@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 from rl.ops import discounted_returns
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 
@@ -24,7 +24,7 @@ class PolicyGradient(ActorCriticAlgorithm):
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticModel,
         lr: float = 1e-3,
         gamma: float = 0.99,
         vf_coef: float = 0.5,
