@@ -39,7 +39,9 @@ class CollectorConfig:
     """Extra keyword arguments for ``gym.make``."""
 
 
-def make_vector_env(config: CollectorConfig, env_fn: Callable[[], gym.Env] | None = None) -> gym.vector.VectorEnv:
+def make_vector_env(
+    config: CollectorConfig, env_fn: Callable[[], gym.Env] | None = None
+) -> SyncVectorEnv | AsyncVectorEnv:
     """Build the vector env with same-step autoreset (the final obs is in ``info['final_obs']``)."""
     fn = env_fn or (lambda: gym.make(config.env_id, **config.env_kwargs))
     fns = [fn for _ in range(config.num_envs)]
@@ -83,7 +85,8 @@ class Collector:
         self.agent.set_weights(weights)
 
     def _reset(self) -> np.ndarray:
-        obs, _ = self.env.reset(seed=[self.config.seed + i for i in range(self.config.num_envs)])
+        seeds: list[int | None] = [self.config.seed + i for i in range(self.config.num_envs)]  # one per env
+        obs, _ = self.env.reset(seed=seeds)
         self.env.action_space.seed(self.config.seed)
         return obs
 
