@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -48,11 +49,13 @@ def test_sync_weights_to_soft_update(decay: float) -> None:
         torch.testing.assert_close(v, expected)
 
 
-def test_agent_save_restore(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_agent_save_restore(tmp_path: Path) -> None:
     a = rl.Agent(rl.PPO(_ac(0)))
     b = rl.Agent(rl.PPO(_ac(1)))
     obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
-    assert not np.allclose(a.value(obs), b.value(obs))
+    value_a, value_b = a.value(obs), b.value(obs)
+    assert value_a is not None and value_b is not None  # PPO has a critic
+    assert not np.allclose(value_a, value_b)
     a.save(tmp_path / "ckpt" / "agent.pt")
     b.restore(tmp_path / "ckpt" / "agent.pt")
     np.testing.assert_array_equal(a.value(obs), b.value(obs))
@@ -70,6 +73,7 @@ def test_agent_numpy_in_out_and_preprocess_hook() -> None:
     step = Doubling(rl.A2C(model)).sample_with_info(obs)
     assert step.action.shape == (3,) and step.action.dtype == np.int64
     assert step.log_prob is not None and step.log_prob.shape == (3,)
+    assert step.value is not None
     np.testing.assert_allclose(step.value, model.value(torch.full((3, 4), 2.0)).detach().numpy(), rtol=1e-6)
 
 

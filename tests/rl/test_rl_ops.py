@@ -21,7 +21,15 @@ def _random_inputs(seed: int, num_steps: int = 7, num_envs: int = 3) -> dict[str
     }
 
 
-def vtrace_reference(log_rhos, discounts, rewards, values, bootstrap_value, rho_bar, pg_rho_bar):  # type: ignore[no-untyped-def]
+def vtrace_reference(
+    log_rhos: np.ndarray,
+    discounts: np.ndarray,
+    rewards: np.ndarray,
+    values: np.ndarray,
+    bootstrap_value: np.ndarray,
+    rho_bar: float,
+    pg_rho_bar: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Espeholt et al. 2018, eq. (1), summed term by term, one (s, b) at a time.
 
     v_s = V(x_s) + sum_{t=s}^{T-1} (prod_{i=s}^{t-1} gamma_i) (prod_{i=s}^{t-1} c_i) delta_t V,
@@ -49,7 +57,9 @@ def vtrace_reference(log_rhos, discounts, rewards, values, bootstrap_value, rho_
     return vs, pg_adv
 
 
-def gae_reference(rewards, values, bootstrap_value, discounts, lam):  # type: ignore[no-untyped-def]
+def gae_reference(
+    rewards: np.ndarray, values: np.ndarray, bootstrap_value: np.ndarray, discounts: np.ndarray, lam: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Schulman et al. 2016, eq. (16): A_t = sum_l (prod of gamma*lambda up to l) delta_{t+l}."""
     num_steps, num_envs = rewards.shape
     v = np.concatenate([values, bootstrap_value[None]], axis=0)
@@ -82,7 +92,7 @@ def test_vtrace_on_policy_is_n_step_return() -> None:
     """With pi == mu (log_rhos = 0) and no clipping active, v_s is the n-step bootstrapped return."""
     x = _random_inputs(0)
     x["log_rhos"] = np.zeros_like(x["log_rhos"])
-    out = ops.vtrace(**{k: _t(v) for k, v in x.items()})
+    out = ops.vtrace(_t(x["log_rhos"]), _t(x["discounts"]), _t(x["rewards"]), _t(x["values"]), _t(x["bootstrap_value"]))
     returns = ops.discounted_returns(_t(x["rewards"]), _t(x["discounts"]), _t(x["bootstrap_value"]))
     np.testing.assert_allclose(out.vs.numpy(), returns.numpy(), atol=1e-10)
 
@@ -114,7 +124,9 @@ def test_td_target_bootstraps_truncation_not_termination() -> None:
     np.testing.assert_allclose(y.numpy(), [10.0, 1.0, 10.0])
 
 
-def clipped_double_q_reference(r, d, q1, q2, gamma, logp, alpha):  # type: ignore[no-untyped-def]
+def clipped_double_q_reference(
+    r: np.ndarray, d: np.ndarray, q1: np.ndarray, q2: np.ndarray, gamma: float, logp: np.ndarray, alpha: float
+) -> np.ndarray:
     """y = r + gamma (1 - d) (min(Q'_1, Q'_2) - alpha log pi(a'|s')), one transition at a time."""
     return np.array([r[i] + gamma * (1 - d[i]) * (min(q1[i], q2[i]) - alpha * logp[i]) for i in range(len(r))])
 

@@ -40,6 +40,7 @@ def test_rollouts_keep_truncation_apart_and_store_the_final_observation() -> Non
     obs_space, act_space = env_spaces(config)
     agent = rl.Agent(rl.DDPG(rl.DeterministicActor(obs_space, act_space), rl.QCritic(obs_space, act_space)))
     collector = rl.Collector(config, agent)
+    assert obs_space.shape is not None and act_space.shape is not None
     replay = UniformReplay(1000, obs_space.shape, act_space.shape)
     try:
         rollouts = [collector.collect() for _ in range(2)]
