@@ -49,7 +49,9 @@ class ConvActorCritic(ActorCriticModel):
         super().__init__()
         if not isinstance(action_space, gym.spaces.Discrete):
             raise TypeError(f"ConvActorCritic: needs a discrete action space, got {action_space}")
-        channels = int(observation_space.shape[0])  # type: ignore[index]
+        if observation_space.shape is None:
+            raise TypeError(f"ConvActorCritic: needs stacked frames [stack, 84, 84], got {observation_space}")
+        channels = int(observation_space.shape[0])
         self.torso = nn.Sequential(
             nn.Conv2d(channels, 32, 8, stride=4),
             nn.ReLU(),

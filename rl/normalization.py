@@ -88,10 +88,10 @@ class NormalizingAgent(Agent):
         self.clip_reward = clip_reward
         self.gamma = gamma
         model = algorithm.model
-        model.add_module("obs_rms", RunningMeanStd(tuple(obs_shape)))
-        model.add_module("ret_rms", RunningMeanStd(()))
-        self.obs_rms: RunningMeanStd = model.obs_rms  # type: ignore[assignment]
-        self.ret_rms: RunningMeanStd = model.ret_rms  # type: ignore[assignment]
+        self.obs_rms = RunningMeanStd(tuple(obs_shape))
+        self.ret_rms = RunningMeanStd(())
+        model.add_module("obs_rms", self.obs_rms)
+        model.add_module("ret_rms", self.ret_rms)
         self._returns: np.ndarray | None = None
         """Discounted return so far of each environment column, for the reward statistics."""
 

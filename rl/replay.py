@@ -113,7 +113,10 @@ class UniformReplay:
     def add_rollout(self, rollout: Rollout[np.ndarray]) -> np.ndarray:
         """Append every step of a collector's rollout (``[T, B]`` flattened, final obs restored)."""
         t, b = rollout.rewards.shape
-        flat = lambda x: x.reshape(t * b, *x.shape[2:])  # noqa: E731
+
+        def flat(x: np.ndarray) -> np.ndarray:
+            return x.reshape(t * b, *x.shape[2:])
+
         return self.add(
             flat(rollout.obs),
             flat(rollout.actions),

@@ -151,7 +151,10 @@ class ReplayBuffer:
     def add_rollout(self, rollout: Rollout[np.ndarray]) -> None:
         """Append every step of a rollout, flattening ``[T, B]``."""
         t, b = rollout.rewards.shape
-        flat = lambda x: x.reshape(t * b, *x.shape[2:])  # noqa: E731
+
+        def flat(x: np.ndarray) -> np.ndarray:
+            return x.reshape(t * b, *x.shape[2:])
+
         self.add(
             flat(rollout.obs),
             flat(rollout.actions),
