@@ -480,13 +480,14 @@ class Learner:
     def _start_pumps(self) -> asyncio.Queue[tuple[Rollout[np.ndarray], int]]:
         """One task per collector keeps ``rollouts_in_flight`` collect calls queued on it and puts
         the rollouts into a bounded queue (collectors pause when it is full). Dead ones are replaced."""
-        assert self._pool is not None
+        pool = self._pool
+        assert pool is not None
         queue: asyncio.Queue[tuple[Rollout[np.ndarray], int]] = asyncio.Queue(self.scheme.max_queued_rollouts)
 
         async def pump(i: int) -> None:
             in_flight: deque[Any] = deque()
             while True:
-                handle = self._pool.handles[i]  # type: ignore[union-attr]
+                handle = pool.handles[i]  # _replace puts a new worker in this list
                 while len(in_flight) < self.scheme.rollouts_in_flight:
                     in_flight.append(handle.collect())
                 try:
@@ -497,7 +498,7 @@ class Learner:
                     continue
                 await queue.put(item)
 
-        self._tasks = [asyncio.create_task(pump(i)) for i in range(len(self._pool.handles))]
+        self._tasks = [asyncio.create_task(pump(i)) for i in range(len(pool.handles))]
         return queue
 
     async def _next_rollout(
