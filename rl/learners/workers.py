@@ -119,6 +119,7 @@ class GradientWorker:
     def compute_gradients(self) -> GradientResult:
         rollout = self.collector.collect()
         algorithm = self.agent.algorithm
+        # _CaptureStep is no torch Optimizer, but the algorithms only call step() (and zero_grad) on it.
         optimizer, algorithm.optimizer = algorithm.optimizer, self.capture  # type: ignore[assignment]
         try:
             stats = algorithm.learn(to_torch(self.agent.preprocess_batch(rollout)))

@@ -15,7 +15,7 @@ import rl
 
 ale_py = pytest.importorskip("ale_py", reason="the atari extra is not installed (pip install .[atari])")
 
-from rl.atari import AtariEnv, ConvActorCritic  # noqa: E402
+from rl.atari import AtariEnv, ConvActorCritic  # noqa: E402 - only once ale_py is known to be there
 
 ROOT = Path(__file__).resolve().parents[2]
 
