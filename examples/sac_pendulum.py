@@ -21,6 +21,7 @@ import json
 import sys
 from dataclasses import dataclass
 
+import gymnasium as gym
 import torch
 
 import actorrt
@@ -78,7 +79,9 @@ class Config(DistributedRun):
     """Where TensorBoard events, CSV logs and the PNG curve go."""
 
 
-def make_algorithm(algo: str, obs_space, action_space, hidden: int, lr: float, gamma: float, tau: float):  # type: ignore[no-untyped-def]
+def make_algorithm(
+    algo: str, obs_space: gym.Space, action_space: gym.Space, hidden: int, lr: float, gamma: float, tau: float
+) -> rl.SAC | rl.TD3 | rl.DDPG:
     """SAC, TD3 or DDPG with ``hidden x hidden`` networks and one learning rate."""
     h = (hidden, hidden)
     if algo == "sac":

@@ -91,6 +91,7 @@ class MakeAgent:
 def learner_options(c: Config) -> dict:
     """The learner's replay and update settings."""
     obs, act = env_spaces(rl.CollectorConfig(c.env_id))
+    assert obs.shape is not None and act.shape is not None
     replay = rl.UniformReplay(c.buffer_size, obs.shape, act.shape, seed=c.seed)
     return {"replay": replay, "batch_size": c.batch_size, "learning_starts": c.learning_starts}
 

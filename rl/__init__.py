@@ -21,6 +21,7 @@ from rl.logger import TrainingLogger
 from rl.model import Model
 from rl.models import (
     ActorCritic,
+    ActorCriticModel,
     DeterministicActor,
     MLPPolicy,
     QCritic,
@@ -51,6 +52,7 @@ __all__ = [
     "SAC",
     "TD3",
     "ActorCritic",
+    "ActorCriticModel",
     "Agent",
     "AgentStep",
     "Algorithm",

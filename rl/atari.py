@@ -12,8 +12,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from rl import distributions as D
-from rl.model import Model
+from rl import distributions
+from rl.models import ActorCriticModel
 
 __all__ = ["AtariEnv", "ConvActorCritic"]
 
@@ -37,19 +37,21 @@ class AtariEnv:
         return FrameStackObservation(env, self.stack)
 
 
-class ConvActorCritic(Model):
+class ConvActorCritic(ActorCriticModel):
     """Nature-DQN torso (3 conv layers, 512 units) with a categorical policy head and a value head.
 
-    Observations are ``uint8 [B, stack, 84, 84]``; they are scaled to [0, 1] inside. Same interface
-    as :class:`rl.ActorCritic` (``act``, ``greedy``, ``value``, ``evaluate``), so PolicyGradient,
-    A2C, PPO and IMPALA use it unchanged.
+    Observations are ``uint8 [B, stack, 84, 84]``; they are scaled to [0, 1] inside. An
+    :class:`rl.ActorCriticModel` like :class:`rl.ActorCritic` (``act``, ``greedy``, ``value``,
+    ``evaluate``), so PolicyGradient, A2C, PPO and IMPALA use it unchanged.
     """
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden: int = 512) -> None:
         super().__init__()
         if not isinstance(action_space, gym.spaces.Discrete):
             raise TypeError(f"ConvActorCritic: needs a discrete action space, got {action_space}")
-        channels = int(observation_space.shape[0])  # type: ignore[index]
+        if observation_space.shape is None:
+            raise TypeError(f"ConvActorCritic: needs stacked frames [stack, 84, 84], got {observation_space}")
+        channels = int(observation_space.shape[0])
         self.torso = nn.Sequential(
             nn.Conv2d(channels, 32, 8, stride=4),
             nn.ReLU(),
@@ -73,7 +75,7 @@ class ConvActorCritic(Model):
 
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h, _ = self._features(obs)
-        action, log_prob = D.categorical_sample(self.policy(h))
+        action, log_prob = distributions.categorical_sample(self.policy(h))
         return action, log_prob, self.baseline(h).squeeze(-1)
 
     def greedy(self, obs: torch.Tensor) -> torch.Tensor:
@@ -88,8 +90,8 @@ class ConvActorCritic(Model):
         h, lead = self._features(obs)
         logits = self.policy(h).reshape(*lead, -1)
         return (
-            D.categorical_log_prob(logits, action),
-            D.categorical_entropy(logits),
+            distributions.categorical_log_prob(logits, action),
+            distributions.categorical_entropy(logits),
             self.baseline(h).reshape(*lead),
         )
 

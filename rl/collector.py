@@ -39,7 +39,9 @@ class CollectorConfig:
     """Extra keyword arguments for ``gym.make``."""
 
 
-def make_vector_env(config: CollectorConfig, env_fn: Callable[[], gym.Env] | None = None) -> gym.vector.VectorEnv:
+def make_vector_env(
+    config: CollectorConfig, env_fn: Callable[[], gym.Env] | None = None
+) -> SyncVectorEnv | AsyncVectorEnv:
     """Build the vector env with same-step autoreset (the final obs is in ``info['final_obs']``)."""
     fn = env_fn or (lambda: gym.make(config.env_id, **config.env_kwargs))
     fns = [fn for _ in range(config.num_envs)]
@@ -83,32 +85,33 @@ class Collector:
         self.agent.set_weights(weights)
 
     def _reset(self) -> np.ndarray:
-        obs, _ = self.env.reset(seed=[self.config.seed + i for i in range(self.config.num_envs)])
+        seeds: list[int | None] = [self.config.seed + i for i in range(self.config.num_envs)]  # one per env
+        obs, _ = self.env.reset(seed=seeds)
         self.env.action_space.seed(self.config.seed)
         return obs
 
-    def collect(self) -> Rollout:
+    def collect(self) -> Rollout[np.ndarray]:
         """Step every env ``num_steps`` times and return the rollout (see :class:`Rollout`)."""
-        T, B = self.config.num_steps, self.config.num_envs
+        num_steps, num_envs = self.config.num_steps, self.config.num_envs
         obs = self._reset() if self._obs is None else self._obs
-        obs_buf = np.zeros((T, B, *obs.shape[1:]), dtype=obs.dtype)
+        obs_buf = np.zeros((num_steps, num_envs, *obs.shape[1:]), dtype=obs.dtype)
         final_obs = np.zeros_like(obs_buf)
-        rewards = np.zeros((T, B), dtype=np.float32)
-        terminated = np.zeros((T, B), dtype=bool)
-        truncated = np.zeros((T, B), dtype=bool)
-        log_probs = np.zeros((T, B), dtype=np.float32)
-        values = np.zeros((T, B), dtype=np.float32)
-        final_values = np.zeros((T, B), dtype=np.float32)
+        rewards = np.zeros((num_steps, num_envs), dtype=np.float32)
+        terminated = np.zeros((num_steps, num_envs), dtype=bool)
+        truncated = np.zeros((num_steps, num_envs), dtype=bool)
+        log_probs = np.zeros((num_steps, num_envs), dtype=np.float32)
+        values = np.zeros((num_steps, num_envs), dtype=np.float32)
+        final_values = np.zeros((num_steps, num_envs), dtype=np.float32)
         actions: np.ndarray | None = None
         ep_returns: list[float] = []
         ep_lengths: list[int] = []
         agent, env, clip = self.agent, self.env, self._clip
 
-        for t in range(T):
+        for t in range(num_steps):
             obs_buf[t] = obs
             step = agent.sample_with_info(obs)
             if actions is None:
-                actions = np.zeros((T, *step.action.shape), dtype=step.action.dtype)
+                actions = np.zeros((num_steps, *step.action.shape), dtype=step.action.dtype)
             actions[t] = step.action
             if step.log_prob is not None:
                 log_probs[t] = step.log_prob
@@ -136,7 +139,7 @@ class Collector:
                         final_values[t, tidx] = v
 
         self._obs = obs
-        self.total_steps += T * B
+        self.total_steps += num_steps * num_envs
         boot = agent.value(obs)
         assert actions is not None
         return Rollout(
@@ -150,7 +153,7 @@ class Collector:
             final_obs=final_obs,
             final_values=final_values,
             bootstrap_obs=obs.copy(),
-            bootstrap_value=np.zeros(B, np.float32) if boot is None else boot.astype(np.float32),
+            bootstrap_value=np.zeros(num_envs, np.float32) if boot is None else boot.astype(np.float32),
             episode_returns=np.asarray(ep_returns, dtype=np.float64),
             episode_lengths=np.asarray(ep_lengths, dtype=np.int64),
         )

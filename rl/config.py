@@ -18,11 +18,12 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import itertools
 import os
 import textwrap
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 __all__ = ["field_docs", "parse_config"]
@@ -41,7 +42,7 @@ def field_docs(cls: type) -> dict[str, str]:
         except (OSError, TypeError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for stmt, nxt in zip(body, body[1:]):
+        for stmt, nxt in itertools.pairwise(body):
             if (
                 isinstance(stmt, ast.AnnAssign)
                 and isinstance(stmt.target, ast.Name)
@@ -66,7 +67,7 @@ def _scalar_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _parser_for(base: Any, optional: bool):  # type: ignore[no-untyped-def]
+def _parser_for(base: Any, optional: bool) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         if optional and text.lower() in ("none", "null", ""):
             return None
@@ -96,7 +97,12 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: s
         if f.name not in docs:
             raise TypeError(f"{cls.__name__}.{f.name} has no documentation")
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name} has no default")
         base, optional = _scalar_type(hints[f.name])
         if base is bool:
             parser.add_argument(

@@ -29,7 +29,7 @@ class PointReach(gym.Env[dict[str, np.ndarray], np.ndarray]):
     reward of 0: the task is hard without hindsight relabelling and easy with it.
     """
 
-    metadata = {"render_modes": []}
+    # ``metadata`` is gym.Env's own default, ``{"render_modes": []}``: nothing to render.
 
     def __init__(
         self, dim: int = 2, max_steps: int = 50, step_size: float = 0.1, distance_threshold: float = 0.05
@@ -39,7 +39,10 @@ class PointReach(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.step_size = step_size
         self.distance_threshold = distance_threshold
         box = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
-        self.observation_space = gym.spaces.Dict({"observation": box, "achieved_goal": box, "desired_goal": box})
+        # gymnasium types a Dict space as Space[dict[str, Space]]; its elements are dicts of arrays.
+        self.observation_space = gym.spaces.Dict(  # type: ignore[assignment]
+            {"observation": box, "achieved_goal": box, "desired_goal": box}
+        )
         self.action_space = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
         self._pos = np.zeros(dim, np.float32)
         self._goal = np.zeros(dim, np.float32)

@@ -105,13 +105,13 @@ class HerReplay:
         self.compute_reward = compute_reward
         self.relabel_probability = 1.0 - 1.0 / (1.0 + n_sampled_goal)
         """``1 - 1/(1+k)``: the fraction of sampled transitions whose goal is replaced."""
-        T = self.max_steps
-        self.observations = np.zeros((self.num_slots, T + 1, obs_dim), np.float32)
-        self.achieved_goals = np.zeros((self.num_slots, T + 1, goal_dim), np.float32)
+        steps = self.max_steps
+        self.observations = np.zeros((self.num_slots, steps + 1, obs_dim), np.float32)
+        self.achieved_goals = np.zeros((self.num_slots, steps + 1, goal_dim), np.float32)
         self.desired_goals = np.zeros((self.num_slots, goal_dim), np.float32)
-        self.actions = np.zeros((self.num_slots, T, *action_shape), np.float32)
-        self.terminated = np.zeros((self.num_slots, T), bool)
-        self.truncated = np.zeros((self.num_slots, T), bool)
+        self.actions = np.zeros((self.num_slots, steps, *action_shape), np.float32)
+        self.terminated = np.zeros((self.num_slots, steps), bool)
+        self.truncated = np.zeros((self.num_slots, steps), bool)
         self.lengths = np.zeros(self.num_slots, np.int64)
         self._next = 0
         self._episodes = 0
@@ -123,32 +123,32 @@ class HerReplay:
 
     def add_episode(self, episode: GoalEpisode) -> None:
         """Store an episode (overwriting the oldest when full)."""
-        T = len(episode.actions)
-        if not 1 <= T <= self.max_steps:
-            raise ValueError(f"episode of {T} steps; this replay holds 1 to {self.max_steps}")
+        length = len(episode.actions)
+        if not 1 <= length <= self.max_steps:
+            raise ValueError(f"episode of {length} steps; this replay holds 1 to {self.max_steps}")
         s = self._next
-        self.observations[s, : T + 1] = episode.observations
-        self.achieved_goals[s, : T + 1] = episode.achieved_goals
+        self.observations[s, : length + 1] = episode.observations
+        self.achieved_goals[s, : length + 1] = episode.achieved_goals
         self.desired_goals[s] = episode.desired_goal
-        self.actions[s, :T] = episode.actions
-        self.terminated[s, :T] = episode.terminated
-        self.truncated[s, :T] = episode.truncated
-        self.lengths[s] = T
+        self.actions[s, :length] = episode.actions
+        self.terminated[s, :length] = episode.terminated
+        self.truncated[s, :length] = episode.truncated
+        self.lengths[s] = length
         self._next = (s + 1) % self.num_slots
         self._episodes += 1
 
-    def sample(self, batch_size: int) -> ReplayBatch:
+    def sample(self, batch_size: int) -> ReplayBatch[np.ndarray]:
         """Transitions drawn uniformly over all stored steps, a fraction of them relabelled."""
         total = self.lengths.sum()
         if total == 0:
             raise ValueError("sample from an empty replay")
         ep = self.rng.choice(self.num_slots, size=batch_size, p=self.lengths / total)
-        T = self.lengths[ep]
-        t = (self.rng.random(batch_size) * T).astype(np.int64)
+        length = self.lengths[ep]  # T of each sampled episode
+        t = (self.rng.random(batch_size) * length).astype(np.int64)
         goals = self.desired_goals[ep].copy()
         relabel = self.rng.random(batch_size) < self.relabel_probability
         # future: t' uniform in {t+1, ..., T}, the achieved goal after step t'-1.
-        future = t + 1 + (self.rng.random(batch_size) * (T - t)).astype(np.int64)
+        future = t + 1 + (self.rng.random(batch_size) * (length - t)).astype(np.int64)
         goals[relabel] = self.achieved_goals[ep[relabel], future[relabel]]
         next_achieved = self.achieved_goals[ep, t + 1]
         rewards = np.asarray(self.compute_reward(next_achieved, goals, None), np.float32).reshape(batch_size)

@@ -68,7 +68,7 @@ class TrainingLogger:
     def log_episodes(self, step: int, returns: np.ndarray, lengths: np.ndarray) -> None:
         """Record episodes that finished by env step ``step``."""
         wall = self.wall_s
-        for r, n in zip(returns.tolist(), lengths.tolist()):
+        for r, n in zip(returns.tolist(), lengths.tolist(), strict=True):
             self._recent.append(r)
             self.steps.append(step)
             self.returns.append(r)

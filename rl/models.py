@@ -4,6 +4,7 @@ SAC): a deterministic actor, a squashed-Gaussian actor, a Q critic and twin Q cr
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,14 +12,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from rl import distributions as D
-from rl import ops
+from rl import distributions, ops
 from rl.model import Model
 
 __all__ = [
     "ActorCritic",
+    "ActorCriticModel",
     "DeterministicActor",
     "FastTanh",
     "MLPPolicy",
@@ -129,7 +129,7 @@ class TwinMLP(nn.Module):
         """Per further hidden layer ``[2, h_in, h_out]`` (already transposed for ``baddbmm``)."""
         self.biases = nn.ParameterList()
         """Per further hidden layer ``[2, 1, h_out]``."""
-        for h_in, h_out in zip(self.hidden, self.hidden[1:]):
+        for h_in, h_out in itertools.pairwise(self.hidden):
             w = torch.empty(2, h_out, h_in)
             nn.init.orthogonal_(w[0], gain=hidden_gain)
             nn.init.orthogonal_(w[1], gain=hidden_gain)
@@ -145,16 +145,38 @@ class TwinMLP(nn.Module):
         """``(mlp_a(x), mlp_b(x))`` for ``x`` of shape ``[..., in]``."""
         lead = x.shape[:-1]
         x = x.reshape(-1, x.shape[-1])
-        h = self.activation(F.linear(x, self.first_weight, self.first_bias))
+        h = self.activation(torch.nn.functional.linear(x, self.first_weight, self.first_bias))
         h = h.view(h.shape[0], 2, self.hidden[0]).transpose(0, 1)  # [2, N, h0]
-        for w, b in zip(self.weights, self.biases):
+        for w, b in zip(self.weights, self.biases, strict=True):
             h = self.activation(torch.baddbmm(b, h, w))
         a = self.head_a(h[0])
         b_out = self.head_b(h[1])
         return a.reshape(*lead, a.shape[-1]), b_out.reshape(*lead, b_out.shape[-1])
 
 
-class ActorCritic(Model):
+class ActorCriticModel(Model):
+    """What PolicyGradient, A2C, PPO and IMPALA need of a model: a stochastic policy and a state
+    value over the same observations. Implemented by :class:`ActorCritic` (MLPs) and
+    :class:`rl.atari.ConvActorCritic` (Atari frames)."""
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; return ``(action, log_prob, value)`` for a batch of observations."""
+        raise NotImplementedError
+
+    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        """Most likely action."""
+        raise NotImplementedError
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """``V(obs)`` (observation dims removed)."""
+        raise NotImplementedError
+
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log pi(action|obs), entropy, V(obs))`` with gradients, for any leading dims."""
+        raise NotImplementedError
+
+
+class ActorCritic(ActorCriticModel):
     """Separate policy and value MLPs over flat observations, evaluated together (:class:`TwinMLP`).
 
     Discrete action spaces get a categorical head (logits); ``Box`` action spaces get a diagonal
@@ -192,9 +214,9 @@ class ActorCritic(Model):
         """Sample actions; return ``(action, log_prob, value)`` for a batch ``[B, obs_dim]``."""
         out, value = self(obs)
         if self.continuous:
-            action, log_prob = D.gaussian_sample(out, self.log_std)
+            action, log_prob = distributions.gaussian_sample(out, self.log_std)
         else:
-            action, log_prob = D.categorical_sample(out)
+            action, log_prob = distributions.categorical_sample(out)
         return action, log_prob, value
 
     def greedy(self, obs: torch.Tensor) -> torch.Tensor:
@@ -210,10 +232,10 @@ class ActorCritic(Model):
         """``(log pi(action|obs), entropy, V(obs))`` with gradients, for any leading dims."""
         out, value = self(obs)
         if self.continuous:
-            log_prob = D.gaussian_log_prob(out, self.log_std, action)
-            entropy = D.gaussian_entropy(self.log_std).expand(log_prob.shape)
+            log_prob = distributions.gaussian_log_prob(out, self.log_std, action)
+            entropy = distributions.gaussian_entropy(self.log_std).expand(log_prob.shape)
         else:
-            log_prob, entropy = D.categorical_log_prob_entropy(out, action)
+            log_prob, entropy = distributions.categorical_log_prob_entropy(out, action)
         return log_prob, entropy, value
 
 
@@ -397,7 +419,7 @@ class MLPPolicy(Model):
         self.register_buffer("scale", scale)
         self.register_buffer("bias", bias)
         self.sizes = [_flat_dim(observation_space), *(int(h) for h in hidden), out]
-        layers = [nn.Linear(a, b) for a, b in zip(self.sizes, self.sizes[1:])]
+        layers = [nn.Linear(a, b) for a, b in itertools.pairwise(self.sizes)]
         for layer in layers:  # small, scale-free initial weights: an ES starts near zero
             nn.init.normal_(layer.weight, std=1.0 / np.sqrt(layer.in_features))
             nn.init.zeros_(layer.bias)
@@ -434,7 +456,7 @@ class MLPPolicy(Model):
         k = flat.shape[0]
         h = obs.reshape(k, 1, -1)
         offset = 0
-        for i, (a, b) in enumerate(zip(self.sizes, self.sizes[1:])):
+        for i, (a, b) in enumerate(itertools.pairwise(self.sizes)):
             w = flat[:, offset : offset + a * b].reshape(k, b, a)
             offset += a * b
             bias = flat[:, offset : offset + b].reshape(k, 1, b)

@@ -88,10 +88,10 @@ class NormalizingAgent(Agent):
         self.clip_reward = clip_reward
         self.gamma = gamma
         model = algorithm.model
-        model.add_module("obs_rms", RunningMeanStd(tuple(obs_shape)))
-        model.add_module("ret_rms", RunningMeanStd(()))
-        self.obs_rms: RunningMeanStd = model.obs_rms  # type: ignore[assignment]
-        self.ret_rms: RunningMeanStd = model.ret_rms  # type: ignore[assignment]
+        self.obs_rms = RunningMeanStd(tuple(obs_shape))
+        self.ret_rms = RunningMeanStd(())
+        model.add_module("obs_rms", self.obs_rms)
+        model.add_module("ret_rms", self.ret_rms)
         self._returns: np.ndarray | None = None
         """Discounted return so far of each environment column, for the reward statistics."""
 
@@ -101,15 +101,15 @@ class NormalizingAgent(Agent):
             return super().preprocess_obs(obs)
         return self.obs_rms.normalize(obs, self.clip_obs)
 
-    def scale_rewards(self, rollout: Rollout) -> np.ndarray:
+    def scale_rewards(self, rollout: Rollout[np.ndarray]) -> np.ndarray:
         """Update the discounted-return statistics with this rollout; rewards ``/ std(return)``."""
         rewards = rollout.rewards
-        T, B = rewards.shape
-        if self._returns is None or len(self._returns) != B:
-            self._returns = np.zeros(B)
-        seen = np.empty((T, B))
+        num_steps, num_envs = rewards.shape
+        if self._returns is None or len(self._returns) != num_envs:
+            self._returns = np.zeros(num_envs)
+        seen = np.empty((num_steps, num_envs))
         done = rollout.terminated | rollout.truncated
-        for t in range(T):
+        for t in range(num_steps):
             self._returns = self._returns * self.gamma + rewards[t]
             seen[t] = self._returns
             self._returns[done[t]] = 0.0

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -189,7 +188,7 @@ def tanh_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.T
     """
     z = (u - mean) * torch.exp(-log_std)
     log_mu = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-    log_det = (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
+    log_det = (2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))).sum(-1)
     return log_mu - log_det
 
 

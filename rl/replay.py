@@ -13,30 +13,30 @@ goal-conditioned episodes is in :mod:`rl.her`.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Generic, NamedTuple
 
 import numpy as np
 
-from rl.storage import Rollout
+from rl.storage import ArrayT, Rollout
 
 __all__ = ["PrioritizedReplay", "ReplayBatch", "SumTree", "UniformReplay"]
 
 
-class ReplayBatch(NamedTuple):
+class ReplayBatch(NamedTuple, Generic[ArrayT]):
     """``N`` sampled transitions (numpy; :func:`rl.agent.to_torch` makes tensors of them).
 
     ``weights`` are the importance-sampling weights of prioritised replay (ones for uniform
     replay) and ``indices`` the slots sampled, to update their priorities after the TD step.
     """
 
-    obs: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    next_obs: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    weights: np.ndarray
-    indices: np.ndarray
+    obs: ArrayT
+    actions: ArrayT
+    rewards: ArrayT
+    next_obs: ArrayT
+    terminated: ArrayT
+    truncated: ArrayT
+    weights: ArrayT
+    indices: ArrayT
 
 
 class UniformReplay:
@@ -110,10 +110,13 @@ class UniformReplay:
         self.total_added += n
         return idx
 
-    def add_rollout(self, rollout: Rollout) -> np.ndarray:
+    def add_rollout(self, rollout: Rollout[np.ndarray]) -> np.ndarray:
         """Append every step of a collector's rollout (``[T, B]`` flattened, final obs restored)."""
         t, b = rollout.rewards.shape
-        flat = lambda x: x.reshape(t * b, *x.shape[2:])  # noqa: E731
+
+        def flat(x: np.ndarray) -> np.ndarray:
+            return x.reshape(t * b, *x.shape[2:])
+
         return self.add(
             flat(rollout.obs),
             flat(rollout.actions),
@@ -123,7 +126,7 @@ class UniformReplay:
             flat(rollout.truncated),
         )
 
-    def _gather(self, idx: np.ndarray, weights: np.ndarray) -> ReplayBatch:
+    def _gather(self, idx: np.ndarray, weights: np.ndarray) -> ReplayBatch[np.ndarray]:
         return ReplayBatch(
             self.obs[idx],
             self.actions[idx],
@@ -135,7 +138,7 @@ class UniformReplay:
             idx.astype(np.int64),
         )
 
-    def sample(self, batch_size: int) -> ReplayBatch:
+    def sample(self, batch_size: int) -> ReplayBatch[np.ndarray]:
         """``batch_size`` transitions drawn uniformly with replacement; weights are ones."""
         if self._size == 0:
             raise ValueError("sample from an empty replay")
@@ -244,7 +247,7 @@ class PrioritizedReplay(UniformReplay):
         self.tree.update(idx, self._max_priority**self.alpha)
         return idx
 
-    def sample(self, batch_size: int) -> ReplayBatch:
+    def sample(self, batch_size: int) -> ReplayBatch[np.ndarray]:
         """``batch_size`` transitions with probability ``P(i)``, and their weights ``w_i``."""
         if self._size == 0:
             raise ValueError("sample from an empty replay")

@@ -1,4 +1,9 @@
-"""Rollouts (time-major numpy containers) and an experience replay buffer.
+"""Rollouts (time-major containers of arrays) and an experience replay buffer.
+
+Collectors and buffers fill :class:`Rollout` and :class:`Transition` with numpy arrays;
+:func:`rl.agent.to_torch` turns them into the same containers of tensors, which is what
+``Algorithm.learn`` receives. The array type is their parameter: ``Rollout[np.ndarray]``,
+``Rollout[torch.Tensor]``.
 
 A :class:`Rollout` keeps ``terminated`` (the MDP ended: no future reward) and ``truncated`` (a
 time limit cut the episode: the future still has value) apart, and carries what is needed to
@@ -8,16 +13,21 @@ policy's critic.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 import torch
 
-__all__ = ["ReplayBuffer", "Rollout", "Transition", "bootstrapped_rewards", "episode_discounts"]
+__all__ = ["ArrayT", "ReplayBuffer", "Rollout", "Transition", "bootstrapped_rewards", "episode_discounts"]
+
+ArrayT = TypeVar("ArrayT", bound=np.ndarray | torch.Tensor)
+"""The array type of a batch container: ``np.ndarray`` (collected, stored, sent) or
+``torch.Tensor`` (what :meth:`rl.Algorithm.learn` gets, after :func:`rl.agent.to_torch`)."""
 
 
-class Rollout(NamedTuple):
-    """``T`` steps of ``B`` environments, time-major. Plain numpy, picklable, cheap to send.
+class Rollout(NamedTuple, Generic[ArrayT]):
+    """``T`` steps of ``B`` environments, time-major. Numpy when collected (picklable, cheap to
+    send), tensors when learned from.
 
     Fields (shapes):
         obs ``[T, B, *obs]``: observation the action was taken in.
@@ -35,19 +45,19 @@ class Rollout(NamedTuple):
         episode_returns ``[N]``, episode_lengths ``[N]``: episodes that finished in this rollout.
     """
 
-    obs: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    log_probs: np.ndarray
-    values: np.ndarray
-    final_obs: np.ndarray
-    final_values: np.ndarray
-    bootstrap_obs: np.ndarray
-    bootstrap_value: np.ndarray
-    episode_returns: np.ndarray
-    episode_lengths: np.ndarray
+    obs: ArrayT
+    actions: ArrayT
+    rewards: ArrayT
+    terminated: ArrayT
+    truncated: ArrayT
+    log_probs: ArrayT
+    values: ArrayT
+    final_obs: ArrayT
+    final_values: ArrayT
+    bootstrap_obs: ArrayT
+    bootstrap_value: ArrayT
+    episode_returns: ArrayT
+    episode_lengths: ArrayT
 
     @property
     def num_steps(self) -> int:
@@ -55,9 +65,10 @@ class Rollout(NamedTuple):
         return int(self.rewards.shape[0] * self.rewards.shape[1])
 
     def next_obs(self) -> np.ndarray:
-        """``x_{t+1}`` for every step: ``final_obs`` where the episode ended, else the next ``obs``."""
+        """``x_{t+1}`` for every step: ``final_obs`` where the episode ended, else the next ``obs``
+        (of a numpy rollout)."""
         nxt = np.concatenate([self.obs[1:], self.bootstrap_obs[None]], axis=0)
-        done = self.terminated | self.truncated
+        done = np.logical_or(self.terminated, self.truncated)
         mask = done.reshape(done.shape + (1,) * (nxt.ndim - 2))
         return np.where(mask, self.final_obs, nxt)
 
@@ -78,14 +89,15 @@ def bootstrapped_rewards(
     return rewards + gamma * truncated.to(rewards.dtype) * final_values
 
 
-class Transition(NamedTuple):
-    """A batch of one-step transitions sampled from a :class:`ReplayBuffer` (numpy)."""
+class Transition(NamedTuple, Generic[ArrayT]):
+    """A batch of one-step transitions sampled from a :class:`ReplayBuffer` (numpy; tensors
+    in ``Algorithm.learn``)."""
 
-    obs: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    next_obs: np.ndarray
-    terminated: np.ndarray
+    obs: ArrayT
+    actions: ArrayT
+    rewards: ArrayT
+    next_obs: ArrayT
+    terminated: ArrayT
 
 
 class ReplayBuffer:
@@ -136,10 +148,13 @@ class ReplayBuffer:
         self._pos = int((self._pos + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
 
-    def add_rollout(self, rollout: Rollout) -> None:
+    def add_rollout(self, rollout: Rollout[np.ndarray]) -> None:
         """Append every step of a rollout, flattening ``[T, B]``."""
         t, b = rollout.rewards.shape
-        flat = lambda x: x.reshape(t * b, *x.shape[2:])  # noqa: E731
+
+        def flat(x: np.ndarray) -> np.ndarray:
+            return x.reshape(t * b, *x.shape[2:])
+
         self.add(
             flat(rollout.obs),
             flat(rollout.actions),
@@ -148,7 +163,7 @@ class ReplayBuffer:
             flat(rollout.terminated),
         )
 
-    def sample(self, batch_size: int) -> Transition:
+    def sample(self, batch_size: int) -> Transition[np.ndarray]:
         """Uniformly sample ``batch_size`` transitions (with replacement)."""
         if self._size == 0:
             raise ValueError("sample from an empty ReplayBuffer")

@@ -1,16 +1,18 @@
-"""Pieces shared by the actor-critic algorithms: acting with an :class:`ActorCritic`, optimizers."""
+"""Pieces shared by the actor-critic algorithms: acting with an :class:`ActorCriticModel`, optimizers."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import torch
 
 from rl.algorithm import Algorithm, PolicyStep
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 
 __all__ = ["ActorCriticAlgorithm", "make_optimizer"]
 
 
-def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:  # type: ignore[no-untyped-def]
+def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
     """``adam`` (eps 1e-5, as in the PPO reference code) or ``rmsprop`` (alpha .99, eps 1e-5, as A2C).
 
     Adam is the fused kernel and RMSprop the ``foreach`` one: one torch call for all parameters
@@ -24,9 +26,9 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:  # ty
 
 
 class ActorCriticAlgorithm(Algorithm):
-    """Acting for algorithms whose model is an :class:`ActorCritic` (PG, A2C, PPO, IMPALA)."""
+    """Acting for algorithms whose model is an :class:`ActorCriticModel` (PG, A2C, PPO, IMPALA)."""
 
-    model: ActorCritic
+    model: ActorCriticModel
 
     def sample(self, obs: torch.Tensor) -> PolicyStep:
         """Sample from the policy; also return ``log pi(a|obs)`` and ``V(obs)``."""

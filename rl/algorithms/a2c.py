@@ -8,8 +8,10 @@ One gradient step per rollout of ``T x B`` steps.
 
 from __future__ import annotations
 
+import torch
+
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 from rl.ops import gae
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 
@@ -21,7 +23,7 @@ class A2C(ActorCriticAlgorithm):
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticModel,
         lr: float = 7e-4,
         gamma: float = 0.99,
         gae_lambda: float = 1.0,
@@ -40,7 +42,7 @@ class A2C(ActorCriticAlgorithm):
         self.normalize_advantages = normalize_advantages
         self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
 
-    def learn(self, batch: Rollout) -> dict[str, float]:
+    def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One A2C step on a rollout of tensors."""
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
         rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)

@@ -61,7 +61,7 @@ class DDPG(OffPolicyAlgorithm):
         """``mu(s)``."""
         return self.model(obs)
 
-    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+    def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""
         # Critic: regress Q(s, a) onto the target network's one-step bootstrap.
         with torch.no_grad():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn.functional as F
+from torch.nn.functional import mse_loss, smooth_l1_loss
 
 from rl.algorithm import Algorithm, PolicyStep
 from rl.models import QNetwork
@@ -73,7 +73,7 @@ class DQN(Algorithm):
         """Greedy actions."""
         return self.model(obs).argmax(-1)
 
-    def learn(self, batch: Transition) -> dict[str, float]:
+    def learn(self, batch: Transition[torch.Tensor]) -> dict[str, float]:
         """One TD update on a batch of transitions (tensors)."""
         q = self.model(batch.obs).gather(1, batch.actions.long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():
@@ -84,7 +84,7 @@ class DQN(Algorithm):
                 next_action = next_q_target.argmax(-1, keepdim=True)
             next_q = next_q_target.gather(1, next_action).squeeze(1)
             target = batch.rewards + self.gamma * (~batch.terminated).float() * next_q
-        loss = F.mse_loss(q, target) if self.loss == "mse" else F.smooth_l1_loss(q, target)
+        loss = mse_loss(q, target) if self.loss == "mse" else smooth_l1_loss(q, target)
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 from rl.ops import vtrace
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 
@@ -28,7 +28,7 @@ class IMPALA(ActorCriticAlgorithm):
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticModel,
         lr: float = 6e-4,
         gamma: float = 0.99,
         baseline_coef: float = 0.5,
@@ -47,7 +47,7 @@ class IMPALA(ActorCriticAlgorithm):
         self.max_grad_norm = max_grad_norm
         self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
 
-    def learn(self, batch: Rollout) -> dict[str, float]:
+    def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One V-trace update on a rollout of tensors (behaviour ``log_probs`` required)."""
         # Learner's view of the rollout: log pi(a|x), entropy, V(x), and V(x_T).
         target_log_prob, entropy, values = self.model.evaluate(batch.obs, batch.actions)

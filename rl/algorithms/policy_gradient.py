@@ -9,8 +9,10 @@ baseline's estimate of the remaining value, and a time-limit truncation likewise
 
 from __future__ import annotations
 
+import torch
+
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 from rl.ops import discounted_returns
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 
@@ -22,7 +24,7 @@ class PolicyGradient(ActorCriticAlgorithm):
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticModel,
         lr: float = 1e-3,
         gamma: float = 0.99,
         vf_coef: float = 0.5,
@@ -39,7 +41,7 @@ class PolicyGradient(ActorCriticAlgorithm):
         self.max_grad_norm = max_grad_norm
         self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
 
-    def learn(self, batch: Rollout) -> dict[str, float]:
+    def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One REINFORCE step on a rollout of tensors."""
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
         rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)

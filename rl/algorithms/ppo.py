@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCritic
+from rl.models import ActorCriticModel
 from rl.ops import gae
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 
@@ -26,7 +26,7 @@ class PPO(ActorCriticAlgorithm):
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticModel,
         lr: float = 3e-4,
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
@@ -55,7 +55,7 @@ class PPO(ActorCriticAlgorithm):
         self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
         self._generator = torch.Generator().manual_seed(seed)
 
-    def learn(self, batch: Rollout) -> dict[str, float]:
+    def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """``num_epochs`` of minibatch updates on one rollout of tensors."""
         # 1. Advantages and value targets, once, with the behaviour values.
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
@@ -111,4 +111,4 @@ class PPO(ActorCriticAlgorithm):
             if self.target_kl is not None and float(epoch_kl) > self.target_kl:
                 break
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        return dict(zip(names, (sums / max(updates, 1)).tolist()))
+        return dict(zip(names, (sums / max(updates, 1)).tolist(), strict=True))

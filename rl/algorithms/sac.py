@@ -89,7 +89,7 @@ class SAC(OffPolicyAlgorithm):
         """The squashed mean action."""
         return self.model.greedy(obs)
 
-    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+    def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One step of each of critics, actor and temperature; then the soft target update."""
         alpha = self.temperature().detach()
 

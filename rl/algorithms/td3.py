@@ -72,7 +72,7 @@ class TD3(OffPolicyAlgorithm):
         """``mu(s)``."""
         return self.model(obs)
 
-    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+    def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic step; every ``policy_delay`` steps also an actor step and the target updates."""
         actor = self.model
         with torch.no_grad():

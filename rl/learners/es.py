@@ -52,7 +52,7 @@ def evaluate_population(
     while alive.any():
         idx = np.flatnonzero(alive)
         actions = model.batched_forward(flat[idx], torch.from_numpy(obs[idx])).numpy()
-        for a, i in zip(actions, idx):
+        for a, i in zip(actions, idx, strict=True):
             o, r, terminated, truncated, _ = envs[i].step(a)
             obs[i] = o
             returns[i] += float(r)

@@ -245,6 +245,8 @@ class Learner:
         self._local: Collector | None = None
         self._pool: _Pool | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._timings: set[asyncio.Future[None]] = set()
+        """Broadcast timings in flight: the loop keeps only weak references to tasks."""
         self._started = 0.0
         self._executor: ThreadPoolExecutor | None = None
         if scheme.replay == "learner" and replay is None:
@@ -431,7 +433,7 @@ class Learner:
         """Run an update off the event loop, so rollouts keep arriving meanwhile."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def _learn(self, batch: Rollout) -> dict[str, float]:
+    async def _learn(self, batch: Rollout[np.ndarray]) -> dict[str, float]:
         stats = await self._in_thread(self.agent.learn, batch)
         self.updates += 1
         return stats
@@ -444,7 +446,9 @@ class Learner:
         # Ordered before each worker's next call; a dead worker's error surfaces there.
         sent = [handle.set_weights(weights, self.version) for handle in self._pool.handles]
         if self.metrics is not None:
-            asyncio.ensure_future(self._time_broadcast(sent))
+            timing = asyncio.ensure_future(self._time_broadcast(sent))
+            self._timings.add(timing)
+            timing.add_done_callback(self._timings.discard)
 
     async def _time_broadcast(self, sent: list[Any]) -> None:
         assert self.metrics is not None
@@ -473,16 +477,17 @@ class Learner:
             self._broadcast()
         return self._solved(stop_at)
 
-    def _start_pumps(self) -> asyncio.Queue[tuple[Rollout, int]]:
+    def _start_pumps(self) -> asyncio.Queue[tuple[Rollout[np.ndarray], int]]:
         """One task per collector keeps ``rollouts_in_flight`` collect calls queued on it and puts
         the rollouts into a bounded queue (collectors pause when it is full). Dead ones are replaced."""
-        assert self._pool is not None
-        queue: asyncio.Queue[tuple[Rollout, int]] = asyncio.Queue(self.scheme.max_queued_rollouts)
+        pool = self._pool
+        assert pool is not None
+        queue: asyncio.Queue[tuple[Rollout[np.ndarray], int]] = asyncio.Queue(self.scheme.max_queued_rollouts)
 
         async def pump(i: int) -> None:
             in_flight: deque[Any] = deque()
             while True:
-                handle = self._pool.handles[i]  # type: ignore[union-attr]
+                handle = pool.handles[i]  # _replace puts a new worker in this list
                 while len(in_flight) < self.scheme.rollouts_in_flight:
                     in_flight.append(handle.collect())
                 try:
@@ -493,10 +498,12 @@ class Learner:
                     continue
                 await queue.put(item)
 
-        self._tasks = [asyncio.create_task(pump(i)) for i in range(len(self._pool.handles))]
+        self._tasks = [asyncio.create_task(pump(i)) for i in range(len(pool.handles))]
         return queue
 
-    async def _next_rollout(self, queue: asyncio.Queue[tuple[Rollout, int]]) -> tuple[Rollout, int]:
+    async def _next_rollout(
+        self, queue: asyncio.Queue[tuple[Rollout[np.ndarray], int]]
+    ) -> tuple[Rollout[np.ndarray], int]:
         """The next rollout from the pumps; raises what a pump failed with (other than a dead collector)."""
         getter = asyncio.ensure_future(queue.get())
         done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -586,7 +593,7 @@ class Learner:
 
     # ---- off-policy: collectors feed the learner's replay -------------------------------------
 
-    def _ingest(self, rollout: Rollout) -> tuple[dict[str, float], int]:
+    def _ingest(self, rollout: Rollout[np.ndarray]) -> tuple[dict[str, float], int]:
         """Store a rollout, then take the updates it is owed at ``updates_per_step`` (in the
         learner's thread: the replay is only ever touched there)."""
         assert self.replay is not None
@@ -605,7 +612,7 @@ class Learner:
                 done += 1
         return stats, done
 
-    async def _off_policy_step(self, rollout: Rollout, lag: int) -> None:
+    async def _off_policy_step(self, rollout: Rollout[np.ndarray], lag: int) -> None:
         """Ingest one rollout, record it, end the warm-up, and broadcast the weights once at least
         ``broadcast_every`` updates were taken since the last broadcast (checked after each
         rollout: a rollout owed many updates gives one broadcast, not one per update)."""

@@ -39,7 +39,7 @@ class RemoteCollector:
         self.collector.set_weights(weights)
         self.version = version
 
-    def collect(self) -> tuple[Rollout, int]:
+    def collect(self) -> tuple[Rollout[np.ndarray], int]:
         """One rollout, and the version of the weights that acted in it."""
         return self.collector.collect(), self.version
 
@@ -82,7 +82,7 @@ def apply_gradients(optimizer: torch.optim.Optimizer, grads: list[np.ndarray]) -
     params = [p for group in optimizer.param_groups for p in group["params"]]
     if len(params) != len(grads):
         raise ValueError(f"{len(grads)} gradients for {len(params)} parameters")
-    for p, g in zip(params, grads):
+    for p, g in zip(params, grads, strict=True):
         p.grad = torch.from_numpy(np.asarray(g, dtype=np.float32)).reshape(p.shape)
     optimizer.step()
 
@@ -119,6 +119,7 @@ class GradientWorker:
     def compute_gradients(self) -> GradientResult:
         rollout = self.collector.collect()
         algorithm = self.agent.algorithm
+        # _CaptureStep is no torch Optimizer, but the algorithms only call step() (and zero_grad) on it.
         optimizer, algorithm.optimizer = algorithm.optimizer, self.capture  # type: ignore[assignment]
         try:
             stats = algorithm.learn(to_torch(self.agent.preprocess_batch(rollout)))
@@ -143,7 +144,7 @@ class GradientWorker:
         self.collector.close()
 
 
-def concat_rollouts(rollouts: list[Rollout]) -> Rollout:
+def concat_rollouts(rollouts: list[Rollout[np.ndarray]]) -> Rollout[np.ndarray]:
     """Rollouts of the same length side by side: ``[T, B1+B2+...]`` (episodes concatenated)."""
     if len(rollouts) == 1:
         return rollouts[0]

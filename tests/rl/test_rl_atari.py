@@ -15,7 +15,7 @@ import rl
 
 ale_py = pytest.importorskip("ale_py", reason="the atari extra is not installed (pip install .[atari])")
 
-from rl.atari import AtariEnv, ConvActorCritic  # noqa: E402
+from rl.atari import AtariEnv, ConvActorCritic  # noqa: E402 - only once ale_py is known to be there
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def test_atari_env_is_84x84_stacked_uint8() -> None:
     env = AtariEnv("ALE/Pong-v5")()
     obs, _ = env.reset(seed=0)
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
-    obs, reward, *_ = env.step(env.action_space.sample())
+    obs, *_ = env.step(env.action_space.sample())
     assert obs.shape == (4, 84, 84)
     env.close()
 
@@ -33,33 +33,33 @@ def test_conv_actor_critic_learns_with_impala() -> None:
     env = AtariEnv("ALE/Pong-v5")()
     model = ConvActorCritic(env.observation_space, env.action_space)
     env.close()
-    T, B = 5, 3
-    obs = torch.randint(0, 255, (T, B, 4, 84, 84), dtype=torch.uint8)
+    num_steps, num_envs = 5, 3
+    obs = torch.randint(0, 255, (num_steps, num_envs, 4, 84, 84), dtype=torch.uint8)
     action, log_prob, value = model.act(obs[0])
-    assert action.shape == (B,) and log_prob.shape == (B,) and value.shape == (B,)
-    lp, ent, v = model.evaluate(obs, torch.zeros(T, B, dtype=torch.int64))
-    assert lp.shape == ent.shape == v.shape == (T, B)
-    assert model.value(obs).shape == (T, B)
+    assert action.shape == (num_envs,) and log_prob.shape == (num_envs,) and value.shape == (num_envs,)
+    lp, ent, v = model.evaluate(obs, torch.zeros(num_steps, num_envs, dtype=torch.int64))
+    assert lp.shape == ent.shape == v.shape == (num_steps, num_envs)
+    assert model.value(obs).shape == (num_steps, num_envs)
     algo = rl.IMPALA(model)
     batch = rl.Rollout(
         obs=obs,
-        actions=torch.zeros(T, B, dtype=torch.int64),
-        rewards=torch.ones(T, B),
-        terminated=torch.zeros(T, B, dtype=torch.bool),
-        truncated=torch.zeros(T, B, dtype=torch.bool),
-        log_probs=torch.full((T, B), -1.79),
-        values=torch.zeros(T, B),
+        actions=torch.zeros(num_steps, num_envs, dtype=torch.int64),
+        rewards=torch.ones(num_steps, num_envs),
+        terminated=torch.zeros(num_steps, num_envs, dtype=torch.bool),
+        truncated=torch.zeros(num_steps, num_envs, dtype=torch.bool),
+        log_probs=torch.full((num_steps, num_envs), -1.79),
+        values=torch.zeros(num_steps, num_envs),
         final_obs=obs,
-        final_values=torch.zeros(T, B),
+        final_values=torch.zeros(num_steps, num_envs),
         bootstrap_obs=obs[0],
-        bootstrap_value=torch.zeros(B),
+        bootstrap_value=torch.zeros(num_envs),
         episode_returns=torch.zeros(0),
         episode_lengths=torch.zeros(0),
     )
     before = [p.detach().clone() for p in model.parameters()]
     stats = algo.learn(batch)
     assert np.isfinite(stats["policy_loss"])
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
 @pytest.mark.slow

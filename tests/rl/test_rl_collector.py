@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -27,17 +29,19 @@ class Chain(gym.Env):
         self.terminal = terminal
         self.t = 0
 
-    def reset(self, *, seed=None, options=None):  # type: ignore[no-untyped-def]
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self.t = 0
         return np.array([0.0], np.float32), {}
 
-    def step(self, action):  # type: ignore[no-untyped-def]
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self.t += 1
         return np.array([self.t], np.float32), 1.0, self.terminal and self.t == EPISODE_LEN, False, {}
 
 
-def _make(terminal: bool):  # type: ignore[no-untyped-def]
+def _make(terminal: bool) -> Callable[[], gym.Env]:
     if terminal:
         return lambda: Chain(terminal=True)
     return lambda: gym.wrappers.TimeLimit(Chain(terminal=False), max_episode_steps=EPISODE_LEN)

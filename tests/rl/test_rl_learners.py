@@ -75,7 +75,10 @@ def _run(cluster: actorrt.Cluster, make: Any, scheme: Scheme, steps: int, tmp_pa
         try:
             async with Learner(make, CONFIG, scheme, logger=logger, metrics=metrics) as learner:
                 result = await learner.train(steps)
-                weights = [await h.get_weights() for h in learner._pool.handles] if scheme.gradients == "remote" else []
+                weights = []
+                if scheme.gradients == "remote":
+                    assert learner._pool is not None
+                    weights = [await h.get_weights() for h in learner._pool.handles]
                 return result, learner.agent.get_weights(), weights
         finally:
             logger.close()
@@ -121,6 +124,7 @@ def test_decentralised_update_keeps_every_copy_equal(rl_cluster: actorrt.Cluster
 def test_a_killed_collector_is_replaced_and_training_goes_on(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
     async def go() -> Any:
         async with Learner(make_impala, CONFIG, impala_scheme(2)) as learner:
+            assert learner._pool is not None
             pid = await learner._pool.handles[0].pid()
             training = asyncio.ensure_future(learner.train(20_000))
             while learner.updates < 3:
@@ -174,6 +178,7 @@ def make_td3() -> rl.Agent:
 
 def _pendulum_replay() -> rl.UniformReplay:
     obs, act = env_spaces(PENDULUM)
+    assert obs.shape is not None and act.shape is not None
     return rl.UniformReplay(50_000, obs.shape, act.shape, seed=0)
 
 
@@ -214,7 +219,9 @@ def test_off_policy_learner_keeps_its_update_to_data_ratio(rl_cluster: actorrt.C
             make_sac, PENDULUM, scheme, replay=replay, batch_size=32, learning_starts=256, metrics=metrics
         ) as learner:
             result = await learner.train(1500)
-            return result, len(replay), learner.version, learner.agent.algorithm.uniform_exploration
+            algorithm = learner.agent.algorithm
+            assert isinstance(algorithm, rl.SAC)
+            return result, len(replay), learner.version, algorithm.uniform_exploration
 
     result, stored, version, uniform = on(rl_cluster, go())
     assert stored == result.env_steps >= 1500
@@ -269,6 +276,7 @@ def test_a_killed_off_policy_collector_is_replaced(rl_cluster: actorrt.Cluster) 
             batch_size=32,
             learning_starts=256,
         ) as learner:
+            assert learner._pool is not None
             pid = await learner._pool.handles[0].pid()
             training = asyncio.ensure_future(learner.train(4000))
             while learner.updates < 10:

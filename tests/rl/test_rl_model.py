@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from torch.nn import functional as F
 
 import rl
 from rl.models import FastTanh, TwinMLP
@@ -24,7 +24,7 @@ def test_weights_round_trip_is_numpy_and_picklable() -> None:
     w = pickle.loads(pickle.dumps(a.get_weights()))
     assert all(isinstance(v, np.ndarray) for v in w.values())
     b.set_weights(w)
-    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
+    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
     # get_weights returns copies: mutating them does not touch the model
     w["nets.first_weight"][:] = 0
@@ -49,11 +49,13 @@ def test_sync_weights_to_soft_update(decay: float) -> None:
         torch.testing.assert_close(v, expected)
 
 
-def test_agent_save_restore(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_agent_save_restore(tmp_path: Path) -> None:
     a = rl.Agent(rl.PPO(_ac(0)))
     b = rl.Agent(rl.PPO(_ac(1)))
     obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
-    assert not np.allclose(a.value(obs), b.value(obs))
+    value_a, value_b = a.value(obs), b.value(obs)
+    assert value_a is not None and value_b is not None  # PPO has a critic
+    assert not np.allclose(value_a, value_b)
     a.save(tmp_path / "ckpt" / "agent.pt")
     b.restore(tmp_path / "ckpt" / "agent.pt")
     np.testing.assert_array_equal(a.value(obs), b.value(obs))
@@ -71,6 +73,7 @@ def test_agent_numpy_in_out_and_preprocess_hook() -> None:
     step = Doubling(rl.A2C(model)).sample_with_info(obs)
     assert step.action.shape == (3,) and step.action.dtype == np.int64
     assert step.log_prob is not None and step.log_prob.shape == (3,)
+    assert step.value is not None
     np.testing.assert_allclose(step.value, model.value(torch.full((3, 4), 2.0)).detach().numpy(), rtol=1e-6)
 
 
@@ -82,8 +85,12 @@ def test_twin_mlp_is_two_separate_mlps() -> None:
 
     def plain(i: int, head: torch.nn.Linear) -> torch.Tensor:
         h0 = twin.hidden[0]
-        h = torch.tanh(F.linear(x, twin.first_weight[i * h0 : (i + 1) * h0], twin.first_bias[i * h0 : (i + 1) * h0]))
-        for w, b in zip(twin.weights, twin.biases):
+        h = torch.tanh(
+            torch.nn.functional.linear(
+                x, twin.first_weight[i * h0 : (i + 1) * h0], twin.first_bias[i * h0 : (i + 1) * h0]
+            )
+        )
+        for w, b in zip(twin.weights, twin.biases, strict=True):
             h = torch.tanh(h @ w[i] + b[i])
         return head(h)
 

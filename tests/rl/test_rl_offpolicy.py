@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -15,9 +18,13 @@ ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
 HIDDEN = (32, 32)
 
 
-def _make(name: str, **kwargs) -> rl.algorithms._off_policy.OffPolicyAlgorithm:  # type: ignore[no-untyped-def]
+def _sac(**kwargs: Any) -> rl.SAC:
+    return rl.SAC(rl.SquashedGaussianActor(OBS, ACT, HIDDEN), rl.TwinQCritic(OBS, ACT, HIDDEN), **kwargs)
+
+
+def _make(name: str, **kwargs: Any) -> rl.DDPG | rl.TD3 | rl.SAC:
     if name == "SAC":
-        return rl.SAC(rl.SquashedGaussianActor(OBS, ACT, HIDDEN), rl.TwinQCritic(OBS, ACT, HIDDEN), **kwargs)
+        return _sac(**kwargs)
     if name == "TD3":
         return rl.TD3(rl.DeterministicActor(OBS, ACT, HIDDEN), rl.TwinQCritic(OBS, ACT, HIDDEN), **kwargs)
     return rl.DDPG(rl.DeterministicActor(OBS, ACT, HIDDEN), rl.QCritic(OBS, ACT, HIDDEN), **kwargs)
@@ -92,7 +99,7 @@ def test_ddpg_targets_follow_by_polyak_averaging() -> None:
 @pytest.mark.parametrize("target_entropy,direction", [(-50.0, -1), (50.0, +1)])
 def test_sac_temperature_moves_towards_the_entropy_target(target_entropy: float, direction: int) -> None:
     torch.manual_seed(0)
-    algo = _make("SAC", alpha=0.5, alpha_lr=1e-2, target_entropy=target_entropy)
+    algo = _sac(alpha=0.5, alpha_lr=1e-2, target_entropy=target_entropy)
     agent = rl.Agent(algo)
     for i in range(20):
         agent.learn(_bandit(64, i))
@@ -112,12 +119,12 @@ def test_uniform_exploration_covers_the_bounds_and_sample_stays_inside() -> None
         assert uniform.min() < -1.9 and uniform.max() > 1.9 and abs(uniform.mean()) < 0.1, name
 
 
-def test_state_dict_round_trip_includes_temperature(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_state_dict_round_trip_includes_temperature(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    algo = _make("SAC", alpha=0.3)
+    algo = _sac(alpha=0.3)
     rl.Agent(algo).learn(_bandit(32, 0))
     rl.Agent(algo).save(tmp_path / "sac.pt")
-    fresh = _make("SAC", alpha=1.0)
+    fresh = _sac(alpha=1.0)
     rl.Agent(fresh).restore(tmp_path / "sac.pt")
     assert fresh.alpha == pytest.approx(algo.alpha)
     for k, v in algo.target_critic.get_weights().items():
@@ -136,6 +143,7 @@ def test_short_pendulum_run(name: str, prioritized: bool) -> None:
     algo = getattr(rl, name)(actor, critic)
     agent = rl.Agent(algo)
     replay_cls = rl.PrioritizedReplay if prioritized else rl.UniformReplay
+    assert obs_space.shape is not None and act_space.shape is not None
     replay = replay_cls(10_000, obs_space.shape, act_space.shape, seed=0)
     collector = rl.Collector(config, agent)
     try:
@@ -149,6 +157,7 @@ def test_short_pendulum_run(name: str, prioritized: bool) -> None:
     assert 0.5 * (600 - 200) <= algo.updates <= 0.5 * (600 - 200 + 8)
     assert result.episodes == 2  # 300 steps per env: one 200-step episode each
     if prioritized:
+        assert isinstance(replay, rl.PrioritizedReplay)
         leaves = replay.tree[np.arange(600)]
         assert len(np.unique(leaves)) > 50  # priorities follow the TD errors, not all the maximum
         assert replay.beta == pytest.approx(0.4 + 0.6 * 592 / 600)  # annealed to 1 (set before the last collect)

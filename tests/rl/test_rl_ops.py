@@ -9,38 +9,46 @@ import torch
 from rl import ops
 
 
-def _random_inputs(seed: int, T: int = 7, B: int = 3) -> dict[str, np.ndarray]:
+def _random_inputs(seed: int, num_steps: int = 7, num_envs: int = 3) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    done = rng.random((T, B)) < 0.2
+    done = rng.random((num_steps, num_envs)) < 0.2
     return {
-        "log_rhos": rng.normal(0.0, 0.7, (T, B)),
+        "log_rhos": rng.normal(0.0, 0.7, (num_steps, num_envs)),
         "discounts": 0.9 * (~done),
-        "rewards": rng.normal(size=(T, B)),
-        "values": rng.normal(size=(T, B)),
-        "bootstrap_value": rng.normal(size=B),
+        "rewards": rng.normal(size=(num_steps, num_envs)),
+        "values": rng.normal(size=(num_steps, num_envs)),
+        "bootstrap_value": rng.normal(size=num_envs),
     }
 
 
-def vtrace_reference(log_rhos, discounts, rewards, values, bootstrap_value, rho_bar, pg_rho_bar):  # type: ignore[no-untyped-def]
+def vtrace_reference(
+    log_rhos: np.ndarray,
+    discounts: np.ndarray,
+    rewards: np.ndarray,
+    values: np.ndarray,
+    bootstrap_value: np.ndarray,
+    rho_bar: float,
+    pg_rho_bar: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Espeholt et al. 2018, eq. (1), summed term by term, one (s, b) at a time.
 
     v_s = V(x_s) + sum_{t=s}^{T-1} (prod_{i=s}^{t-1} gamma_i) (prod_{i=s}^{t-1} c_i) delta_t V,
     delta_t V = rho_t (r_t + gamma_t V(x_{t+1}) - V(x_t)), rho_t = min(rho_bar, pi/mu), c_i = min(1, pi/mu).
     """
-    T, B = rewards.shape
-    V = np.concatenate([values, bootstrap_value[None]], axis=0)  # V(x_0..x_T)
+    num_steps, num_envs = rewards.shape
+    v = np.concatenate([values, bootstrap_value[None]], axis=0)  # V(x_0..x_T)
     pi_over_mu = np.exp(log_rhos)
     rho = np.minimum(rho_bar, pi_over_mu)
     c = np.minimum(1.0, pi_over_mu)
-    vs = np.zeros((T, B))
-    for b in range(B):
-        for s in range(T):
-            total = V[s, b]
-            for t in range(s, T):
+    vs = np.zeros((num_steps, num_envs))
+    for b in range(num_envs):
+        for s in range(num_steps):
+            total = v[s, b]
+            for t in range(s, num_steps):
                 weight = 1.0
                 for i in range(s, t):
                     weight *= discounts[i, b] * c[i, b]
-                delta = rho[t, b] * (rewards[t, b] + discounts[t, b] * V[t + 1, b] - V[t, b])
+                delta = rho[t, b] * (rewards[t, b] + discounts[t, b] * v[t + 1, b] - v[t, b])
                 total += weight * delta
             vs[s, b] = total
     vs_next = np.concatenate([vs[1:], bootstrap_value[None]], axis=0)
@@ -49,18 +57,20 @@ def vtrace_reference(log_rhos, discounts, rewards, values, bootstrap_value, rho_
     return vs, pg_adv
 
 
-def gae_reference(rewards, values, bootstrap_value, discounts, lam):  # type: ignore[no-untyped-def]
+def gae_reference(
+    rewards: np.ndarray, values: np.ndarray, bootstrap_value: np.ndarray, discounts: np.ndarray, lam: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Schulman et al. 2016, eq. (16): A_t = sum_l (prod of gamma*lambda up to l) delta_{t+l}."""
-    T, B = rewards.shape
-    V = np.concatenate([values, bootstrap_value[None]], axis=0)
-    delta = rewards + discounts * V[1:] - V[:-1]
-    adv = np.zeros((T, B))
-    for b in range(B):
-        for t in range(T):
+    num_steps, num_envs = rewards.shape
+    v = np.concatenate([values, bootstrap_value[None]], axis=0)
+    delta = rewards + discounts * v[1:] - v[:-1]
+    adv = np.zeros((num_steps, num_envs))
+    for b in range(num_envs):
+        for t in range(num_steps):
             weight = 1.0
-            for l in range(T - t):
-                adv[t, b] += weight * delta[t + l, b]
-                weight *= discounts[t + l, b] * lam
+            for k in range(num_steps - t):
+                adv[t, b] += weight * delta[t + k, b]
+                weight *= discounts[t + k, b] * lam
     return adv, adv + values
 
 
@@ -82,9 +92,9 @@ def test_vtrace_on_policy_is_n_step_return() -> None:
     """With pi == mu (log_rhos = 0) and no clipping active, v_s is the n-step bootstrapped return."""
     x = _random_inputs(0)
     x["log_rhos"] = np.zeros_like(x["log_rhos"])
-    out = ops.vtrace(**{k: _t(v) for k, v in x.items()})
-    G = ops.discounted_returns(_t(x["rewards"]), _t(x["discounts"]), _t(x["bootstrap_value"]))
-    np.testing.assert_allclose(out.vs.numpy(), G.numpy(), atol=1e-10)
+    out = ops.vtrace(_t(x["log_rhos"]), _t(x["discounts"]), _t(x["rewards"]), _t(x["values"]), _t(x["bootstrap_value"]))
+    returns = ops.discounted_returns(_t(x["rewards"]), _t(x["discounts"]), _t(x["bootstrap_value"]))
+    np.testing.assert_allclose(out.vs.numpy(), returns.numpy(), atol=1e-10)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -100,8 +110,8 @@ def test_gae_matches_paper(seed: int, lam: float) -> None:
 def test_discounted_returns_by_hand() -> None:
     rewards = _t(np.array([[1.0], [2.0], [3.0]]))
     discounts = _t(np.array([[0.5], [0.0], [0.5]]))  # episode ends at t = 1
-    G = ops.discounted_returns(rewards, discounts, _t(np.array([10.0])))
-    np.testing.assert_allclose(G.numpy()[:, 0], [1 + 0.5 * 2, 2, 3 + 0.5 * 10])
+    returns = ops.discounted_returns(rewards, discounts, _t(np.array([10.0])))
+    np.testing.assert_allclose(returns.numpy()[:, 0], [1 + 0.5 * 2, 2, 3 + 0.5 * 10])
 
 
 # -- off-policy targets ------------------------------------------------------------------------
@@ -114,7 +124,9 @@ def test_td_target_bootstraps_truncation_not_termination() -> None:
     np.testing.assert_allclose(y.numpy(), [10.0, 1.0, 10.0])
 
 
-def clipped_double_q_reference(r, d, q1, q2, gamma, logp, alpha):  # type: ignore[no-untyped-def]
+def clipped_double_q_reference(
+    r: np.ndarray, d: np.ndarray, q1: np.ndarray, q2: np.ndarray, gamma: float, logp: np.ndarray, alpha: float
+) -> np.ndarray:
     """y = r + gamma (1 - d) (min(Q'_1, Q'_2) - alpha log pi(a'|s')), one transition at a time."""
     return np.array([r[i] + gamma * (1 - d[i]) * (min(q1[i], q2[i]) - alpha * logp[i]) for i in range(len(r))])
 
@@ -166,9 +178,9 @@ def test_soft_update_is_polyak_averaging() -> None:
     rng = np.random.default_rng(0)
     target = [torch.as_tensor(rng.normal(size=s)) for s in [(3, 4), (4,)]]
     source = [torch.as_tensor(rng.normal(size=s)) for s in [(3, 4), (4,)]]
-    expected = [0.005 * s + 0.995 * t for s, t in zip(source, target)]
+    expected = [0.005 * s + 0.995 * t for s, t in zip(source, target, strict=True)]
     ops.soft_update_(target, source, 0.005)
-    for t, e in zip(target, expected):
+    for t, e in zip(target, expected, strict=True):
         np.testing.assert_allclose(t.numpy(), e.numpy(), atol=1e-12)
     with pytest.raises(ValueError):
         ops.soft_update_(target, source, 1.5)
@@ -202,9 +214,12 @@ def test_es_gradient_matches_sum_and_is_unbiased_on_a_quadratic() -> None:
     up, um, eps = rng.normal(size=n), rng.normal(size=n), rng.normal(size=(n, d))
     reference = sum((up[i] - um[i]) * eps[i] for i in range(n)) / (2 * n * sigma)
     np.testing.assert_allclose(ops.es_gradient(_t(up), _t(um), _t(eps), sigma).numpy(), reference, atol=1e-12)
-    # F(theta) = -|theta - c|^2: grad = -2 (theta - c); antithetic differences are exactly linear.
+    # f(theta) = -|theta - c|^2: grad = -2 (theta - c); antithetic differences are exactly linear.
     theta, c = np.array([0.5, -1.0, 2.0]), np.array([1.0, 1.0, 1.0])
     eps = np.random.default_rng(1).normal(size=(20_000, 3))
-    F = lambda th: -((th - c) ** 2).sum(-1)  # noqa: E731
-    g = ops.es_gradient(_t(F(theta + sigma * eps)), _t(F(theta - sigma * eps)), _t(eps), sigma).numpy()
+
+    def f(th: np.ndarray) -> np.ndarray:
+        return -((th - c) ** 2).sum(-1)
+
+    g = ops.es_gradient(_t(f(theta + sigma * eps)), _t(f(theta - sigma * eps)), _t(eps), sigma).numpy()
     np.testing.assert_allclose(g, -2 * (theta - c), atol=0.06)

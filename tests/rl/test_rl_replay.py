@@ -40,6 +40,7 @@ def test_rollouts_keep_truncation_apart_and_store_the_final_observation() -> Non
     obs_space, act_space = env_spaces(config)
     agent = rl.Agent(rl.DDPG(rl.DeterministicActor(obs_space, act_space), rl.QCritic(obs_space, act_space)))
     collector = rl.Collector(config, agent)
+    assert obs_space.shape is not None and act_space.shape is not None
     replay = UniformReplay(1000, obs_space.shape, act_space.shape)
     try:
         rollouts = [collector.collect() for _ in range(2)]
@@ -77,13 +78,13 @@ def test_prioritized_sampling_frequencies_and_weights() -> None:
     _add_numbered(replay, 0, 8)
     td = np.array([0.1, 0.5, 1.0, 2.0, 4.0, 0.2, 0.3, 3.0])
     replay.update_priorities(np.arange(8), td)
-    P = td**alpha / (td**alpha).sum()
+    probs = td**alpha / (td**alpha).sum()
     counts = np.zeros(8)
     for _ in range(200):
         batch = replay.sample(256)
         counts += np.bincount(batch.indices, minlength=8)
-    np.testing.assert_allclose(counts / counts.sum(), P, atol=0.01)
-    w = (8 * P) ** -beta
+    np.testing.assert_allclose(counts / counts.sum(), probs, atol=0.01)
+    w = (8 * probs) ** -beta
     np.testing.assert_allclose(batch.weights, (w / w[batch.indices].max())[batch.indices], rtol=1e-5)
     # A new transition gets the largest priority seen (4.0), so it is the likeliest.
     _add_numbered(replay, 8, 1)  # overwrites slot 0
@@ -103,7 +104,7 @@ def test_her_future_relabelling() -> None:
     np.testing.assert_array_equal(batch.next_obs[:, 2:], goal)  # the same goal on both sides
     np.testing.assert_array_equal(batch.rewards, env.compute_reward(batch.next_obs[:, :2], goal))
     relabelled = 0
-    for ob, nxt, g in zip(obs, batch.next_obs[:, :2], goal):
+    for ob, nxt, g in zip(obs, batch.next_obs[:, :2], goal, strict=True):
         ep, t = next((e, int(i)) for e in episodes for i in np.flatnonzero((e.observations[:-1] == ob).all(1)))
         np.testing.assert_array_equal(nxt, ep.observations[t + 1])
         if not np.array_equal(g, ep.desired_goal):

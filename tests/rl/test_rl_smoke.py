@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ import rl
 from rl.collector import env_spaces
 
 
-def _on_policy(algo_cls, env_id: str, **kwargs):  # type: ignore[no-untyped-def]
+def _on_policy(algo_cls: Callable[..., rl.Algorithm], env_id: str, **kwargs: Any) -> tuple[rl.Agent, rl.Collector]:
     torch.manual_seed(0)
     config = rl.CollectorConfig(env_id=env_id, num_envs=4, num_steps=16, seed=0)
     obs_space, act_space = env_spaces(config)
@@ -22,7 +24,7 @@ def _on_policy(algo_cls, env_id: str, **kwargs):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("algo_cls", [rl.PolicyGradient, rl.A2C, rl.PPO, rl.IMPALA])
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
-def test_on_policy_smoke(algo_cls, env_id: str) -> None:  # type: ignore[no-untyped-def]
+def test_on_policy_smoke(algo_cls: Callable[..., rl.Algorithm], env_id: str) -> None:
     agent, collector = _on_policy(algo_cls, env_id)
     before = agent.get_weights()
     result = rl.train_on_policy(agent, collector, total_steps=320, solved_return=None)
@@ -30,6 +32,7 @@ def test_on_policy_smoke(algo_cls, env_id: str) -> None:  # type: ignore[no-unty
     assert result.env_steps == 320 and not result.solved
     after = agent.get_weights()
     assert any(not np.array_equal(before[k], after[k]) for k in before)  # it learned something
+    assert collector.observation_space.shape is not None
     obs = np.zeros((3, *collector.observation_space.shape), np.float32)
     assert agent.predict(obs).shape[0] == 3
 
@@ -59,6 +62,7 @@ def test_dqn_smoke() -> None:
     algo = rl.DQN(rl.QNetwork(obs_space, act_space, hidden=(32,)), target_update_interval=5)
     agent = rl.Agent(algo)
     collector = rl.Collector(config, agent)
+    assert obs_space.shape is not None
     buffer = rl.ReplayBuffer(1000, obs_space.shape, seed=0)
     target_before = algo.target_model.get_weights()
     result = rl.train_dqn(
