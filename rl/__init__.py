@@ -19,7 +19,7 @@ from rl.config import parse_config, use_torch_threads
 from rl.her import HerReplay
 from rl.logger import TrainingLogger
 from rl.model import Model
-from rl.models import (
+from rl.networks import (
     ActorCritic,
     ActorCriticModel,
     DeterministicActor,

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from rl import distributions
-from rl.models import ActorCriticModel
+from rl.networks import ActorCriticModel
 
 __all__ = ["AtariEnv", "ConvActorCritic"]
 

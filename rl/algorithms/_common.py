@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import torch
 
 from rl.algorithm import Algorithm, PolicyStep
-from rl.models import ActorCriticModel
+from rl.networks import ActorCriticModel
 
 __all__ = ["ActorCriticAlgorithm", "make_optimizer"]
 

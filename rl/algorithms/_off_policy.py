@@ -11,7 +11,7 @@ import torch
 from rl import ops
 from rl.algorithm import Algorithm
 from rl.model import Model
-from rl.models import DeterministicActor, SquashedGaussianActor
+from rl.networks import DeterministicActor, SquashedGaussianActor
 
 __all__ = ["OffPolicyAlgorithm", "frozen_copy", "weighted_mse"]
 

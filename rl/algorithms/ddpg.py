@@ -17,7 +17,7 @@ import torch
 from rl import ops
 from rl.algorithm import PolicyStep
 from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
-from rl.models import DeterministicActor, QCritic
+from rl.networks import DeterministicActor, QCritic
 from rl.replay import ReplayBatch
 
 __all__ = ["DDPG"]

@@ -23,7 +23,7 @@ import torch
 from torch.nn.functional import mse_loss, smooth_l1_loss
 
 from rl.algorithm import Algorithm, PolicyStep
-from rl.models import QNetwork
+from rl.networks import QNetwork
 from rl.storage import Transition
 
 __all__ = ["DQN"]

@@ -23,7 +23,7 @@ import torch
 
 from rl import ops
 from rl.algorithm import Algorithm, PolicyStep
-from rl.models import MLPPolicy
+from rl.networks import MLPPolicy
 
 __all__ = ["ES", "NoiseTable"]
 

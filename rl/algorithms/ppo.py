@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
-from rl.models import ActorCriticModel
+from rl.networks import ActorCriticModel
 from rl.ops import gae
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
 

@@ -24,7 +24,7 @@ from torch import nn
 from rl import ops
 from rl.algorithm import PolicyStep
 from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
-from rl.models import SquashedGaussianActor, TwinQCritic
+from rl.networks import SquashedGaussianActor, TwinQCritic
 from rl.replay import ReplayBatch
 
 __all__ = ["SAC"]

@@ -22,7 +22,7 @@ import torch
 from rl import ops
 from rl.algorithm import PolicyStep
 from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
-from rl.models import DeterministicActor, TwinQCritic
+from rl.networks import DeterministicActor, TwinQCritic
 from rl.replay import ReplayBatch
 
 __all__ = ["TD3"]

@@ -26,7 +26,7 @@ from rl.agent import Agent
 from rl.algorithms.es import ES, NoiseTable
 from rl.learners.learner import LearnerResult
 from rl.logger import TrainingLogger
-from rl.models import MLPPolicy
+from rl.networks import MLPPolicy
 
 __all__ = ["ESLearner", "ESWorker", "evaluate_population"]
 

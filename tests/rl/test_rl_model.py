@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import rl
-from rl.models import FastTanh, TwinMLP
+from rl.networks import FastTanh, TwinMLP
 
 
 def _ac(seed: int = 0) -> rl.ActorCritic:

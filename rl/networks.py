@@ -1,6 +1,7 @@
-"""Small MLP networks: an actor-critic (policy and value MLPs in one pass), a Q-network for
-discrete actions, and the actors and critics of continuous-action off-policy methods (DDPG, TD3,
-SAC): a deterministic actor, a squashed-Gaussian actor, a Q critic and twin Q critics."""
+"""Networks: an actor-critic (policy and value MLPs in one pass), a Q-network for discrete
+actions, and the actors and critics of continuous-action off-policy methods (DDPG, TD3, SAC): a
+deterministic actor, a squashed-Gaussian actor, a Q critic and twin Q critics. Their base class,
+:class:`rl.model.Model`, is in ``rl/model.py``."""
 
 from __future__ import annotations
 
