@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from rl.fused import resolve_fused
 from rl.model import Model
 
 __all__ = ["Algorithm", "PolicyStep"]
@@ -34,8 +35,10 @@ class Algorithm:
     model: Model
     optimizer: torch.optim.Optimizer
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, fused: bool | None = None) -> None:
         self.model = model
+        self.fused = resolve_fused(fused)
+        """Whether the updates take the fast paths of :mod:`rl.fused` (``None``: :func:`rl.fused.enabled`)."""
 
     # -- acting -------------------------------------------------------------------------------
     def sample(self, obs: torch.Tensor) -> PolicyStep:

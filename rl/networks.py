@@ -1,4 +1,4 @@
-"""Networks: an actor-critic (policy and value MLPs in one pass), a Q-network for discrete
+"""Networks: an actor-critic (policy and value MLPs, by default in one pass), a Q-network for discrete
 actions, and the actors and critics of continuous-action off-policy methods (DDPG, TD3, SAC): a
 deterministic actor, a squashed-Gaussian actor, a Q critic and twin Q critics. Their base class,
 :class:`rl.model.Model`, is in ``rl/model.py``."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -15,50 +14,21 @@ import torch
 from torch import nn
 
 from rl import distributions, ops
+from rl.fused import FusedMLPPair, MLPPair, SigmoidTanh, resolve_fused
 from rl.model import Model
 
 __all__ = [
     "ActorCritic",
     "ActorCriticModel",
     "DeterministicActor",
-    "FastTanh",
     "MLPPolicy",
     "QCritic",
     "QNetwork",
     "SquashedGaussianActor",
-    "TwinMLP",
     "TwinQCritic",
     "mlp",
+    "mlp_pair",
 ]
-
-
-class _Tanh(torch.autograd.Function):
-    """``tanh(x) = 2 sigmoid(2x) - 1``; backward ``g (1 - y^2)`` from the saved output."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
-
-
-class FastTanh(nn.Module):
-    """``nn.Tanh`` computed as ``2 sigmoid(2x) - 1`` (equal to within 2e-7).
-
-    With the CPU build of torch 2.13 used here, ``torch.tanh`` on a ``[256, 128]`` float32 tensor
-    takes ~110 us against ~35 us for this form; forward plus backward ~130 us against ~85 us.
-    That is two of these per PPO gradient step. Small tensors (acting on a few envs) go to
-    ``torch.tanh``: there the cost of a Python autograd function is larger than the saving.
-    """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Elementwise tanh."""
-        return torch.tanh(x) if x.numel() < 4096 else _Tanh.apply(x)
 
 
 def mlp(
@@ -93,66 +63,24 @@ def _flat_dim(space: gym.Space) -> int:
     return int(np.prod(space.shape))
 
 
-class TwinMLP(nn.Module):
-    """Two MLPs with the same hidden sizes, over the same input, evaluated in one pass.
-
-    Mathematically ``(mlp_a(x), mlp_b(x))`` with separate weights; computed as one matmul for
-    the first layer (both weight matrices stacked), one batched matmul (``baddbmm`` over the pair)
-    per further hidden layer, and one linear layer per head. For the small networks of classic
-    control this halves the number of torch operations (forward and backward), which is what
-    the time of a gradient step is made of at these sizes. Initialised like :func:`mlp`.
-    """
-
-    def __init__(
-        self,
-        in_dim: int,
-        hidden: Sequence[int],
-        out_a: int,
-        out_b: int,
-        activation: type[nn.Module] = nn.Tanh,
-        gain_a: float = 1.0,
-        gain_b: float = 1.0,
-    ) -> None:
-        super().__init__()
-        if not hidden:
-            raise ValueError("TwinMLP needs at least one hidden layer")
-        self.hidden = tuple(int(h) for h in hidden)
-        self.activation = activation()
-        hidden_gain = float(np.sqrt(2))
-        h0 = self.hidden[0]
-        first = torch.empty(2 * h0, in_dim)
-        nn.init.orthogonal_(first[:h0], gain=hidden_gain)
-        nn.init.orthogonal_(first[h0:], gain=hidden_gain)
-        self.first_weight = nn.Parameter(first)
-        """``[2 * h0, in]``: rows ``[:h0]`` for network a, ``[h0:]`` for network b."""
-        self.first_bias = nn.Parameter(torch.zeros(2 * h0))
-        self.weights = nn.ParameterList()
-        """Per further hidden layer ``[2, h_in, h_out]`` (already transposed for ``baddbmm``)."""
-        self.biases = nn.ParameterList()
-        """Per further hidden layer ``[2, 1, h_out]``."""
-        for h_in, h_out in itertools.pairwise(self.hidden):
-            w = torch.empty(2, h_out, h_in)
-            nn.init.orthogonal_(w[0], gain=hidden_gain)
-            nn.init.orthogonal_(w[1], gain=hidden_gain)
-            self.weights.append(nn.Parameter(w.transpose(1, 2).contiguous()))
-            self.biases.append(nn.Parameter(torch.zeros(2, 1, h_out)))
-        self.head_a = nn.Linear(self.hidden[-1], out_a)
-        self.head_b = nn.Linear(self.hidden[-1], out_b)
-        for head, gain in ((self.head_a, gain_a), (self.head_b, gain_b)):
-            nn.init.orthogonal_(head.weight, gain=gain)
-            nn.init.zeros_(head.bias)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(mlp_a(x), mlp_b(x))`` for ``x`` of shape ``[..., in]``."""
-        lead = x.shape[:-1]
-        x = x.reshape(-1, x.shape[-1])
-        h = self.activation(torch.nn.functional.linear(x, self.first_weight, self.first_bias))
-        h = h.view(h.shape[0], 2, self.hidden[0]).transpose(0, 1)  # [2, N, h0]
-        for w, b in zip(self.weights, self.biases, strict=True):
-            h = self.activation(torch.baddbmm(b, h, w))
-        a = self.head_a(h[0])
-        b_out = self.head_b(h[1])
-        return a.reshape(*lead, a.shape[-1]), b_out.reshape(*lead, b_out.shape[-1])
+def mlp_pair(
+    in_dim: int,
+    hidden: Sequence[int],
+    out_a: int,
+    out_b: int,
+    activation: type[nn.Module],
+    gain_a: float = 1.0,
+    gain_b: float = 1.0,
+    *,
+    fused: bool,
+) -> FusedMLPPair | MLPPair:
+    """Two MLPs over the same input, ``(a, b) = pair(x)``: a :class:`rl.fused.FusedMLPPair` (one
+    pass) or its plain version, a :class:`rl.fused.MLPPair` of two :func:`mlp` networks."""
+    if fused:
+        return FusedMLPPair(in_dim, hidden, out_a, out_b, activation, gain_a=gain_a, gain_b=gain_b)
+    return MLPPair(
+        mlp(in_dim, hidden, out_a, activation, out_gain=gain_a), mlp(in_dim, hidden, out_b, activation, out_gain=gain_b)
+    )
 
 
 class ActorCriticModel(Model):
@@ -178,11 +106,16 @@ class ActorCriticModel(Model):
 
 
 class ActorCritic(ActorCriticModel):
-    """Separate policy and value MLPs over flat observations, evaluated together (:class:`TwinMLP`).
+    """Separate policy and value MLPs over flat observations.
 
     Discrete action spaces get a categorical head (logits); ``Box`` action spaces get a diagonal
     Gaussian whose ``log_std`` is a state-independent parameter. Used by PolicyGradient, A2C, PPO
     and IMPALA.
+
+    ``fused`` (``None``: :func:`rl.fused.enabled`) evaluates the two MLPs in one pass
+    (:class:`rl.fused.FusedMLPPair`) with tanh as :class:`rl.fused.SigmoidTanh`; unfused, they are
+    a :class:`rl.fused.MLPPair` with ``nn.Tanh`` (the same maths; the weights are named differently).
+    ``activation`` (``None``: that tanh) overrides the activation either way.
     """
 
     def __init__(
@@ -190,10 +123,14 @@ class ActorCritic(ActorCriticModel):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden: Sequence[int] = (64, 64),
-        activation: type[nn.Module] = FastTanh,
+        activation: type[nn.Module] | None = None,
         log_std_init: float = 0.0,
+        fused: bool | None = None,
     ) -> None:
         super().__init__()
+        self.fused = resolve_fused(fused)
+        if activation is None:
+            activation = SigmoidTanh if self.fused else nn.Tanh
         obs_dim = _flat_dim(observation_space)
         self.continuous = isinstance(action_space, gym.spaces.Box)
         if self.continuous:
@@ -203,7 +140,7 @@ class ActorCritic(ActorCriticModel):
             act_dim = int(action_space.n)
         else:
             raise TypeError(f"ActorCritic: unsupported action space {action_space}")
-        self.nets = TwinMLP(obs_dim, hidden, act_dim, 1, activation, gain_a=0.01, gain_b=1.0)
+        self.nets = mlp_pair(obs_dim, hidden, act_dim, 1, activation, gain_a=0.01, gain_b=1.0, fused=self.fused)
         """Network a: the policy (logits or Gaussian mean); network b: the value."""
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -370,7 +307,11 @@ class QCritic(Model):
 
 
 class TwinQCritic(Model):
-    """Two independent ``Q(s, a)`` networks (TD3 and SAC's clipped double Q), in one pass (:class:`TwinMLP`)."""
+    """Two independent ``Q(s, a)`` networks (TD3 and SAC's clipped double Q).
+
+    ``fused`` (``None``: :func:`rl.fused.enabled`): in one pass (:class:`rl.fused.FusedMLPPair`),
+    or as two plain MLPs (:class:`rl.fused.MLPPair`).
+    """
 
     def __init__(
         self,
@@ -378,10 +319,12 @@ class TwinQCritic(Model):
         action_space: gym.Space,
         hidden: Sequence[int] = (256, 256),
         activation: type[nn.Module] = nn.ReLU,
+        fused: bool | None = None,
     ) -> None:
         super().__init__()
+        self.fused = resolve_fused(fused)
         in_dim = _flat_dim(observation_space) + _flat_dim(action_space)
-        self.nets = TwinMLP(in_dim, hidden, 1, 1, activation)
+        self.nets = mlp_pair(in_dim, hidden, 1, 1, activation, fused=self.fused)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(Q1(obs, action), Q2(obs, action))``, each ``[B]``."""

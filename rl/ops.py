@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import torch
 
+from rl.fused import fused_soft_update_, plain_soft_update_
+
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 
@@ -192,15 +194,17 @@ def tanh_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.T
     return log_mu - log_det
 
 
-@torch.no_grad()
-def soft_update_(target: Sequence[torch.Tensor], source: Sequence[torch.Tensor], tau: float) -> None:
+def soft_update_(
+    target: Sequence[torch.Tensor], source: Sequence[torch.Tensor], tau: float, fused: bool = True
+) -> None:
     """Polyak averaging, in place: ``theta' <- tau theta + (1 - tau) theta'`` (Lillicrap et al. 2016).
 
-    One ``_foreach_lerp_`` over all tensors. ``tau = 1`` copies.
+    ``fused``: one ``_foreach_lerp_`` over all tensors (:func:`rl.fused.fused_soft_update_`), else
+    one ``lerp_`` per tensor (:func:`rl.fused.plain_soft_update_`). ``tau = 1`` copies.
     """
     if not 0.0 <= tau <= 1.0:
         raise ValueError(f"tau must be in [0, 1], got {tau}")
-    torch._foreach_lerp_(list(target), list(source), tau)
+    (fused_soft_update_ if fused else plain_soft_update_)(target, source, tau)
 
 
 # -- evolution strategies -----------------------------------------------------------------------

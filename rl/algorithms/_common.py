@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import torch
 
 from rl.algorithm import Algorithm, PolicyStep
+from rl.fused import fused_clip_grad_norm_, plain_clip_grad_norm_
 from rl.networks import ActorCriticModel
 
 __all__ = ["ActorCriticAlgorithm", "make_optimizer"]
@@ -46,9 +47,10 @@ class ActorCriticAlgorithm(Algorithm):
         """Backward, clip, optimizer step; return the gradient norm before clipping (a tensor).
 
         The same maths as ``zero_grad``, ``clip_grad_norm_`` and ``step``, with fewer torch calls:
-        the parameter list is built once, and the norm is one ``_foreach_norm`` over it. Only
-        ``self.optimizer.step()`` is called on the optimizer (so a stand-in that captures the
-        gradients, as the distributed learners use, works).
+        the parameter list is built once, and (with :attr:`fused`) the norm is one
+        ``_foreach_norm`` over it (:func:`rl.fused.fused_clip_grad_norm_`; else
+        :func:`rl.fused.plain_clip_grad_norm_`). Only ``self.optimizer.step()`` is called on the
+        optimizer (so a stand-in that captures the gradients, as the distributed learners use, works).
         """
         params = self.__dict__.get("_params")
         if params is None:
@@ -57,8 +59,7 @@ class ActorCriticAlgorithm(Algorithm):
             p.grad = None
         loss.backward()
         grads = [p.grad for p in params if p.grad is not None]
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-        if max_grad_norm:
-            torch._foreach_mul_(grads, (max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
+        clip = fused_clip_grad_norm_ if self.fused else plain_clip_grad_norm_
+        norm = clip(grads, max_grad_norm)
         self.optimizer.step()
         return norm

@@ -40,8 +40,8 @@ class OffPolicyAlgorithm(Algorithm):
 
     model: DeterministicActor | SquashedGaussianActor
 
-    def __init__(self, model: DeterministicActor | SquashedGaussianActor) -> None:
-        super().__init__(model)
+    def __init__(self, model: DeterministicActor | SquashedGaussianActor, fused: bool | None = None) -> None:
+        super().__init__(model, fused)
         self.uniform_exploration = False
         """Act uniformly at random in the bounds (warm-up)."""
         self.td_errors: np.ndarray = np.zeros(0, np.float32)
@@ -54,7 +54,6 @@ class OffPolicyAlgorithm(Algorithm):
         u = torch.rand(like.shape[0], self.model.action_dim)
         return self.model.low + (self.model.high - self.model.low) * u
 
-    @staticmethod
-    def _soft_update(target: Model, source: Model, tau: float) -> None:
+    def _soft_update(self, target: Model, source: Model, tau: float) -> None:
         """Polyak-average the parameters (buffers such as the action bounds are constant)."""
-        ops.soft_update_(list(target.parameters()), list(source.parameters()), tau)
+        ops.soft_update_(list(target.parameters()), list(source.parameters()), tau, fused=self.fused)

@@ -32,8 +32,9 @@ class A2C(ActorCriticAlgorithm):
         max_grad_norm: float | None = 0.5,
         normalize_advantages: bool = False,
         optimizer: str = "rmsprop",
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, fused)
         self.gamma = gamma
         self.gae_lambda = gae_lambda
         self.vf_coef = vf_coef

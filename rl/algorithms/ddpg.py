@@ -37,8 +37,9 @@ class DDPG(OffPolicyAlgorithm):
         gamma: float = 0.99,
         tau: float = 0.005,
         exploration_noise: float = 0.1,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(actor)
+        super().__init__(actor, fused)
         self.critic = critic
         self.target_actor = frozen_copy(actor)
         self.target_critic = frozen_copy(critic)

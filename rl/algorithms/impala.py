@@ -37,8 +37,9 @@ class IMPALA(ActorCriticAlgorithm):
         clip_pg_rho_threshold: float = 1.0,
         max_grad_norm: float | None = 40.0,
         optimizer: str = "rmsprop",
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, fused)
         self.gamma = gamma
         self.baseline_coef = baseline_coef
         self.ent_coef = ent_coef

@@ -32,8 +32,9 @@ class PolicyGradient(ActorCriticAlgorithm):
         normalize_advantages: bool = True,
         max_grad_norm: float | None = 0.5,
         optimizer: str = "adam",
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, fused)
         self.gamma = gamma
         self.vf_coef = vf_coef
         self.ent_coef = ent_coef

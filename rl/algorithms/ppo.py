@@ -40,8 +40,9 @@ class PPO(ActorCriticAlgorithm):
         target_kl: float | None = None,
         optimizer: str = "adam",
         seed: int = 0,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, fused)
         self.gamma = gamma
         self.gae_lambda = gae_lambda
         self.clip_range = clip_range

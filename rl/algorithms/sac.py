@@ -59,8 +59,9 @@ class SAC(OffPolicyAlgorithm):
         alpha: float = 1.0,
         autotune_alpha: bool = True,
         target_entropy: float | None = None,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(actor)
+        super().__init__(actor, fused)
         self.critic = critic
         self.target_critic = frozen_copy(critic)
         self.gamma = gamma

@@ -45,8 +45,9 @@ class TD3(OffPolicyAlgorithm):
         policy_noise: float = 0.2,
         noise_clip: float = 0.5,
         policy_delay: int = 2,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(actor)
+        super().__init__(actor, fused)
         self.critic = critic
         self.target_actor = frozen_copy(actor)
         self.target_critic = frozen_copy(critic)
