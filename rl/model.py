@@ -33,7 +33,13 @@ class Model(nn.Module):
         missing = set(state) - set(weights)
         unexpected = set(weights) - set(state)
         if missing or unexpected:
-            raise KeyError(f"set_weights: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+            hint = ""
+            if any("first_weight" in n for n in missing | unexpected):  # rl.fused.FusedMLPPair on one side only
+                hint = (
+                    "; one side was built fused and the other plain: set RL_FUSED the same on every process "
+                    "(or pass fused= explicitly)"
+                )
+            raise KeyError(f"set_weights: missing {sorted(missing)}, unexpected {sorted(unexpected)}{hint}")
         with torch.no_grad():
             for name, t in state.items():
                 t.copy_(torch.as_tensor(weights[name]))

@@ -212,3 +212,10 @@ def test_fused_is_on_by_default_and_rl_fused_0_turns_it_off(monkeypatch: pytest.
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False", "MLPPair", "False", "True"]
+
+
+def test_weights_of_a_fused_model_refused_by_a_plain_one_say_why() -> None:
+    obs, act = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    fused, plain = rl.ActorCritic(obs, act, fused=True), rl.ActorCritic(obs, act, fused=False)
+    with pytest.raises(KeyError, match="RL_FUSED the same on every process"):
+        plain.set_weights(fused.get_weights())
