@@ -61,12 +61,8 @@ class ActorConnection:
         self._seq = itertools.count(1)
         # seq -> (future, method name, call kind) of every call sent and not answered yet
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
-        # Large buffers go through /dev/shm once the host proved it shares it with us: ours in
-        # this pool's segments; the host's segments we mapped are named in the outbox's
-        # `released` once we let go of them, and unlinked by us too when we close.
-        self.shm = False
-        self._pool: _shm.Pool | None = None
-        self._seen_host_segments: set[str] = set()
+        # Large buffers go through /dev/shm once the host proved it shares it with us.
+        self.exchange: _shm.Exchange | None = None
         # Calls go straight into the outbox's next batch (cheaper than building a Call and
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
@@ -108,9 +104,8 @@ class ActorConnection:
         if first.HasField("error"):
             await self._teardown()
             raise _remote_error(f"{self.class_name}.__init__", first.error)
-        self.shm = reply.shared_memory
-        if self.shm:
-            self._pool = _shm.Pool()
+        if reply.shared_memory:
+            self.exchange = _shm.Exchange(self.loop, self._send_release)
         self._outbox = Outbox(self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES)
         self._reader = asyncio.create_task(self._read())
 
@@ -139,7 +134,9 @@ class ActorConnection:
         what = f"{self.class_name}.{name}"
         try:
             encoded = encode(
-                (args, kwargs), pool=self._pool if self.shm else None, limit=self.cluster.max_payload_bytes
+                (args, kwargs),
+                pool=exchange.pool if (exchange := self.exchange) is not None and not exchange.closed else None,
+                limit=self.cluster.max_payload_bytes,
             )
         except PayloadTooLargeError as e:
             raise SerializationError(
@@ -162,8 +159,8 @@ class ActorConnection:
         if failure is None and self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
             failure, self.set_attr_error = self.set_attr_error, None
         if failure is not None or self._outbox is None:
-            if isinstance(packed, Encoded) and self._pool is not None:
-                self._pool.release(packed.segments())
+            if isinstance(packed, Encoded) and self.exchange is not None:
+                self.exchange.pool.release(packed.segments())
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
         if isinstance(packed, tuple):
@@ -191,8 +188,8 @@ class ActorConnection:
                     continue
                 if not isinstance(batch, pb.ReplyBatch):  # grpc.aio.EOF
                     break
-                if batch.released and self._pool is not None:
-                    self._pool.release(batch.released)
+                if batch.released and self.exchange is not None:
+                    self.exchange.peer_released(batch.released)
                 self._settle(batch.replies)
                 # The callers just answered run before the next read is armed (a start_batch
                 # into gRPC core and several coroutine frames): a lone call's round trip ends
@@ -230,10 +227,10 @@ class ActorConnection:
                 continue
             if entry is None or entry[0].done():
                 continue
-            if value.shared:
-                self._seen_host_segments.update(s.name for s in value.shared)
+            if value.shared and self.exchange is not None:
+                self.exchange.saw(value.shared)
             try:
-                entry[0].set_result(decode(value, self._on_release))
+                entry[0].set_result(decode(value, self.exchange.on_release if self.exchange else _no_release))
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 entry[0].set_exception(e)
 
@@ -259,14 +256,13 @@ class ActorConnection:
         except Exception as e:  # noqa: BLE001 - e.g. a class missing here
             fut.set_exception(e)
 
-    def _on_release(self, name: str) -> None:
-        """A host segment we mapped is no longer used (any thread, from the GC)."""
-        try:
-            self.loop.call_soon_threadsafe(self._queue_release, name)
-        except RuntimeError:  # the loop is closed: the segment went with the connection
-            pass
+    @property
+    def shm(self) -> bool:
+        """Whether large buffers go through /dev/shm on this stream (until it closes)."""
+        return self.exchange is not None and not self.exchange.closed
 
-    def _queue_release(self, name: str) -> None:
+    def _send_release(self, name: str) -> None:
+        """Name a host segment we no longer use in our next batch. Loop thread."""
         if self.dead is None and self._outbox is not None:
             self._outbox.release(name)
 
@@ -281,11 +277,8 @@ class ActorConnection:
             if fut is not None and not fut.done():
                 fut.set_exception(self.dead)
                 fut.exception()
-        self.shm = False
-        if self._pool is not None:
-            self._pool.close()
-        _shm.unlink(self._seen_host_segments)
-        self._seen_host_segments.clear()
+        if self.exchange is not None:
+            self.exchange.close()
         for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(self.dead)
@@ -305,6 +298,10 @@ class ActorConnection:
         if self._channel is not None:
             await self._channel.close(grace=None)
         self._reader = None
+
+
+def _no_release(name: str) -> None:
+    """Where a payload maps no segment: nothing to release."""
 
 
 def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:

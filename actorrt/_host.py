@@ -148,40 +148,29 @@ class _Actor:
         return found
 
 
+def _no_release(name: str) -> None:
+    """Where a payload maps no segment: nothing to release."""
+
+
 class CallStream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
     def __init__(self, actor: _Actor, context: _Context, shm: bool = False, client_pid: int | None = None) -> None:
         self.actor = actor
-        # The client's process, when it shares our pid namespace: if the stream ends because it
-        # died, the segments it wrote and we never saw (calls still queued on its side) are
-        # removed here; the daemon does it as well when this host exits (``shm_peer`` report).
-        self.client_pid = client_pid
         self.context = context
-        # Large values go through /dev/shm (the client proved it shares it): our replies in this
-        # pool's segments; the client's segments we mapped are named in `released` once the
-        # actor lets go of them, and unlinked by us too when the stream ends.
-        self.pool = _shm.Pool() if shm else None
-        self.seen_client_segments: set[str] = set()
         self.loop = asyncio.get_running_loop()
         # Replies are added straight into the outbox's batch: building a Reply and copying it
         # into a ReplyBatch cost ~1.2 us per call, ``replies.add(seq=...)`` ~0.35 us.
         self.outbox: Outbox[pb.ReplyBatch] = Outbox(context.write, pb.ReplyBatch, "replies")
+        # Large values go through /dev/shm when the client proved it shares it. With the
+        # client's pid (same pid namespace), the files of a client that died are removed when
+        # the stream ends; the daemon does it as well when this host exits (``shm_peer``).
+        self.exchange = _shm.Exchange(self.loop, self.outbox.release, client_pid) if shm else None
+        self.pool = self.exchange.pool if self.exchange is not None else None
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = False
         # The call whose streamed arguments are arriving in chunks, and their buffers.
         self.incoming: tuple[pb.CallBatch, _wire.Incoming] | None = None
-
-    def on_release(self, name: str) -> None:
-        """A client segment the actor used is free again (any thread, from the GC)."""
-        try:
-            self.loop.call_soon_threadsafe(self._queue_release, name)
-        except RuntimeError:  # the loop is closed: the process is ending
-            pass
-
-    def _queue_release(self, name: str) -> None:
-        if not self.done:
-            self.outbox.release(name)
 
     def reply(self, msg: pb.Reply) -> None:
         self.outbox.batch.replies.append(msg)
@@ -232,19 +221,8 @@ class CallStream:
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
             await self.outbox.drain()  # the client is gone if this fails; nothing to tell it
-            if self.pool is not None:
-                self.pool.close()
-            _shm.unlink(self.seen_client_segments)
-            if self.client_pid is not None:
-                self._remove_if_client_gone(self.client_pid)
-
-    def _remove_if_client_gone(self, pid: int, tries: int = 5) -> None:
-        """Remove the client's shared-memory files once its process is gone; a socket closes
-        a moment before its process is reaped, so look again a few times."""
-        if not _shm.alive(pid):
-            _shm.remove_owned_by(pid)
-        elif tries > 1:
-            self.loop.call_later(0.5, self._remove_if_client_gone, pid, tries - 1)
+            if self.exchange is not None:
+                self.exchange.close()
 
     async def _take_chunk(self, data: memoryview) -> None:
         if self.incoming is None:
@@ -264,8 +242,8 @@ class CallStream:
         stats = actor.stats
         buckets, bucket_of, bounds = stats.buckets, bisect.bisect_left, LATENCY_BUCKETS
         started = time.perf_counter()
-        if batch.released and self.pool is not None:
-            self.pool.release(batch.released)
+        if batch.released and self.exchange is not None:
+            self.exchange.peer_released(batch.released)
         for call in batch.calls:
             try:
                 payload = call.args
@@ -277,9 +255,9 @@ class CallStream:
                         raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
                     args, kwargs = decode_streamed(payload.pickle, streamed.buffers)
                 elif payload.pickle:
-                    if payload.shared:
-                        self.seen_client_segments.update(s.name for s in payload.shared)
-                    args, kwargs = decode(payload, self.on_release)
+                    if payload.shared and self.exchange is not None:
+                        self.exchange.saw(payload.shared)
+                    args, kwargs = decode(payload, self.exchange.on_release if self.exchange else _no_release)
                 else:
                     args, kwargs = NO_ARGS
                 if call.kind != pb.CALL_KIND_METHOD:

@@ -21,6 +21,7 @@ are synchronous and thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import mmap
 import os
@@ -30,9 +31,14 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from actorrt.v1.common_pb2 import SharedBuffer
 
 __all__ = [
     "THRESHOLD",
+    "Exchange",
     "Pool",
     "alive",
     "available",
@@ -298,3 +304,63 @@ def map_pooled(name: str, size: int, on_release: Callable[[str], None]) -> memor
         os.close(fd)
     weakref.finalize(mem, on_release, name)
     return memoryview(mem)[:size]
+
+
+class Exchange:
+    """The shared memory of one Calls stream, on either end (client or actor host).
+
+    ``pool``: this end's reusable segments, for the large buffers it sends; the peer names them
+    back in ``released`` (``peer_released``) once its values let go of them. The peer's segments
+    this end maps are remembered (``saw``); when a value using one is gone, ``on_release`` (any
+    thread, from the GC) has ``send_release(name)`` called on the loop, which names it in this
+    end's next batch. ``close`` (when the stream ends) unlinks this end's segments and the
+    peer's it has seen, and, on a host whose client shares its pid namespace (``peer_pid``),
+    every file of that client once it is gone: segments of calls it had queued and never sent.
+    Loop thread, except ``on_release``.
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, send_release: Callable[[str], None], peer_pid: int | None = None
+    ) -> None:
+        self.pool = Pool()
+        self.peer_pid = peer_pid
+        self._seen: set[str] = set()
+        self._loop = loop
+        self._send_release = send_release
+        self.closed = False
+
+    def saw(self, shared: Iterable[SharedBuffer]) -> None:
+        """The peer's segments a payload maps (its ``shared``)."""
+        self._seen.update(s.name for s in shared)
+
+    def peer_released(self, names: Iterable[str]) -> None:
+        self.pool.release(names)
+
+    def on_release(self, name: str) -> None:
+        """A peer segment this end mapped is no longer used (any thread, from the GC)."""
+        try:
+            self._loop.call_soon_threadsafe(self._released, name)
+        except RuntimeError:  # the loop is closed: the segment went with the stream
+            pass
+
+    def _released(self, name: str) -> None:
+        if not self.closed:
+            self._send_release(name)
+
+    def close(self) -> None:
+        """Unlink what this stream leaves behind (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.pool.close()
+        unlink(self._seen)
+        self._seen.clear()
+        if self.peer_pid is not None:
+            self._remove_if_peer_gone(self.peer_pid)
+
+    def _remove_if_peer_gone(self, pid: int, tries: int = 5) -> None:
+        """A socket closes a moment before its process is reaped, so look again a few times."""
+        if not alive(pid):
+            remove_owned_by(pid)
+        elif tries > 1:
+            self._loop.call_later(0.5, self._remove_if_peer_gone, pid, tries - 1)

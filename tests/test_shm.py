@@ -281,3 +281,36 @@ async def test_a_worker_daemon_killed_with_segments_out_leaves_no_file(tmp_path:
             assert int(held.sum()) == 2 * MIB
     finally:
         c.stop()
+
+
+def test_exchange_releases_on_the_loop_and_leaves_nothing_when_closed() -> None:
+    """One stream's shared memory alone: segments we map are named back from any thread, via the
+    loop; closing unlinks our pool and the peer's segments we saw."""
+    import asyncio
+    import threading
+
+    from actorrt.v1.common_pb2 import SharedBuffer
+
+    async def main() -> None:
+        sent: list[str] = []
+        peer = _shm.Pool()
+        name = peer.put(np.ones(MIB, np.uint8).data)
+        ours = _shm.Exchange(asyncio.get_running_loop(), sent.append)
+        own = ours.pool.put(np.zeros(MIB, np.uint8).data)
+        ours.saw([SharedBuffer(index=0, name=name, size=MIB)])
+        threading.Thread(target=ours.on_release, args=(name,)).start()
+        for _ in range(100):
+            if sent:
+                break
+            await asyncio.sleep(0.01)
+        assert sent == [name]
+        ours.peer_released([own])  # the peer let go of ours: reusable, still there
+        assert (Path(_shm.SHM_DIR) / own).exists()
+        ours.close()
+        assert not (Path(_shm.SHM_DIR) / own).exists() and not (Path(_shm.SHM_DIR) / name).exists()
+        ours.on_release("ignored-after-close")
+        await asyncio.sleep(0.01)
+        assert sent == [name]
+        peer.close()
+
+    asyncio.run(main())
