@@ -357,12 +357,6 @@ class ClusterTable:
                 heapq.heappush(self._deadlines, (self.clock() + req.timeout_s, req.client_id, req.request_id))
         return placement
 
-    def cancel_request(self, client_id: str, request_id: int) -> bool:
-        if self.queue.pop((client_id, request_id), None) is None:
-            return False
-        self.placements_failed += 1
-        return True
-
     def next_deadline(self) -> float | None:
         """When the earliest queued request's placement timeout ends (the table's clock), if any."""
         while self._deadlines:
