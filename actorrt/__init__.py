@@ -21,10 +21,12 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from actorrt._client import Cluster, connect, kill
+from actorrt._client import Cluster, connect, get_actor, kill
 from actorrt._current import current_cluster
 from actorrt._errors import (
     ActorDiedError,
+    ActorNameTakenError,
+    ActorNotFoundError,
     ActorRTError,
     AuthenticationError,
     ClusterConnectionError,
@@ -44,6 +46,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ActorDiedError",
     "ActorHandle",
+    "ActorNameTakenError",
+    "ActorNotFoundError",
     "ActorOptions",
     "ActorRTError",
     "AuthenticationError",
@@ -60,6 +64,7 @@ __all__ = [
     "connect",
     "current_cluster",
     "get",
+    "get_actor",
     "kill",
     "remote_class",
     "run",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import itertools
 import logging
 import os
 import threading
@@ -26,10 +27,19 @@ import grpc
 
 from actorrt import _current, _rpc
 from actorrt._client_state import ClientState
-from actorrt._errors import SLOT_NOT_READY, ActorDiedError, ClusterConnectionError, PlacementError, SerializationError
+from actorrt._errors import (
+    SLOT_NOT_READY,
+    ActorDiedError,
+    ActorNameTakenError,
+    ActorNotFoundError,
+    ClusterConnectionError,
+    PlacementError,
+    RemoteError,
+    SerializationError,
+)
 from actorrt._files import MAX_FILES_BYTES, collect_files
 from actorrt._future import CallFuture, spawn
-from actorrt._handle import ActorConnection, ActorHandle
+from actorrt._handle import ActorConnection, ActorHandle, HandleRef, member_kinds
 from actorrt._logs import print_actor_output
 from actorrt._remote import options_of
 from actorrt._serialization import dumps, name_culprit, ship_local_modules
@@ -38,7 +48,7 @@ from actorrt._status import ClusterStatus
 from actorrt.v1 import actor_host_pb2, common_pb2
 from actorrt.v1 import master_pb2 as pb
 
-__all__ = ["Cluster", "connect", "kill"]
+__all__ = ["Cluster", "connect", "get_actor", "kill"]
 
 log = logging.getLogger("actorrt.client")
 
@@ -63,8 +73,10 @@ class Cluster:
         max_payload_mb: int,
         preload: Sequence[str] = (),
         log_to_driver: bool = True,
+        actor_id: str = "",
     ) -> None:
         self._preload = tuple(preload)
+        self.actor_id = actor_id  # set when this is an actor's own connection (``_actor_client``)
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
         self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
         if max_payload_mb < 1:
@@ -85,6 +97,10 @@ class Cluster:
         self._session: MasterSession | None = None
         self._thread: threading.Thread | None = None
         self._closing: set[asyncio.Future[None]] = set()  # connections closing: the loop keeps only weak refs
+        # Guards every ActorConnection.handles count and which connection ``state.actors`` maps
+        # an actor to: handles are made and dropped on any thread.
+        self._refs_lock = threading.Lock()
+        self._copies = itertools.count(1)
 
     @property
     def embedded(self) -> bool:
@@ -98,6 +114,7 @@ class Cluster:
 
     async def _start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._files = collect_files(self._files_patterns, min(self.max_payload_bytes, MAX_FILES_BYTES))
         if not self.address:
             from actorrt._embedded import start_embedded  # the servers load only when needed
@@ -112,7 +129,8 @@ class Cluster:
             timeout=self.timeout,
             mute_output=not self.log_to_driver,
             on_notice=self._on_notice,
-            unanswered=self.state.unanswered,
+            unanswered=self._unanswered,
+            actor_id=self.actor_id,
         )
         await self._session.open()
 
@@ -125,24 +143,209 @@ class Cluster:
             else:  # nobody waits any more: give the slot back
                 self._send_release(notice.actor_placed.actor_id, "its placement was abandoned")
         elif kind == "placement_failed":
-            waiter = self.state.answered(notice.placement_failed.request_id)
+            failed = notice.placement_failed
+            waiter = self.state.answered(failed.request_id)
             if waiter is not None and not waiter.done():
-                waiter.set_exception(PlacementError(notice.placement_failed.reason))
+                taken = failed.code == pb.PLACEMENT_FAILURE_NAME_TAKEN
+                waiter.set_exception((ActorNameTakenError if taken else PlacementError)(failed.reason))
         elif kind == "actor_output":
             if self.log_to_driver:
                 print_actor_output(notice.actor_output)
+        elif kind == "actor_found":
+            waiter = self.state.found(notice.actor_found.request_id)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(notice.actor_found)
+        elif kind == "actor_restarting":
+            restarting = notice.actor_restarting
+            conn = self.state.actors.get(restarting.actor_id)
+            if conn is not None:
+                conn.restarting(restarting.cause, restarting.restarts)
+        elif kind == "actor_moved":
+            conn = self.state.actors.get(notice.actor_moved.actor_id)
+            if conn is not None:
+                self.background(self._follow(conn, notice.actor_moved))
         elif kind == "actor_died":
             died = notice.actor_died
             conn, waiters = self.state.died(died.actor_id, died.cause)
             if conn is not None:
                 conn.mark_dead(died.cause)
-                closing = asyncio.ensure_future(conn.close(died.cause))
-                self._closing.add(closing)
-                closing.add_done_callback(self._closing.discard)
+                self.background(conn.close(died.cause))
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(died.cause)
         self._checked()
+
+    def background(self, work: Any) -> None:
+        """Run ``work`` (a coroutine) on the loop, kept referenced until it is done."""
+        task = asyncio.ensure_future(work)
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def _unanswered(self) -> list[pb.ClientEvent]:
+        """What a new master must hear again: placements it never answered, actors held."""
+        held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
+        return self.state.unanswered() + held
+
+    async def _follow(self, conn: ActorConnection, moved: pb.ActorMoved) -> None:
+        """A restarted actor has a new host: construct it there (we created it) or attach."""
+        try:
+            await conn.moved(moved.endpoint, list(moved.gpu_ids), moved.construct, self.timeout)
+        except RemoteError as e:  # its constructor raised this time: the restart failed for good
+            cause = f"its constructor failed when restarting it: {e}"
+            self._send_release(conn.actor_id, cause)
+            conn.mark_dead(cause)
+        except ActorDiedError as e:
+            if conn.dead is None and not moved.construct:
+                await self._relocate(conn, e.cause)
+
+    async def _relocate(self, conn: ActorConnection, detail: str) -> None:
+        """Attaching failed: ask the master where the actor is now, and try once more there."""
+        found = await self._lookup(pb.LookupActor(actor_id=conn.actor_id))
+        if found is None or not found.actor_id:
+            conn.mark_dead(await self.death_cause(conn.actor_id, 0.5) or detail)
+            return
+        if not found.endpoint or conn.dead is not None:  # restarting: an ActorMoved follows
+            return
+        conn.endpoint = found.endpoint
+        try:
+            await conn.attach(self.timeout)
+        except ActorDiedError as e:
+            conn.mark_dead(await self.death_cause(conn.actor_id, 0.5) or e.cause)
+
+    async def _lookup(self, step: pb.LookupActor) -> pb.ActorFound | None:
+        msg = pb.ClientEvent(lookup_actor=step)
+        fut: asyncio.Future[Any] = self.loop.create_future()
+        request_id = self.state.look_up(msg, fut)
+        assert self._session is not None
+        self._session.send(msg)
+        try:
+            found: pb.ActorFound = await asyncio.wait_for(fut, self.timeout if self.timeout > 0 else None)
+            return found
+        except TimeoutError:
+            return None
+        finally:
+            self.state.found(request_id)
+
+    # ---- handles and references (any thread) ------------------------------------------------
+
+    def make_handle(self, conn: ActorConnection) -> ActorHandle[Any]:
+        """A new handle on ``conn``, counted (each handle's ``__del__`` calls ``drop``)."""
+        with self._refs_lock:
+            conn.handles += 1
+        return ActorHandle(conn)
+
+    def drop(self, conn: ActorConnection) -> None:
+        """A handle was garbage-collected (any thread, even inside the loop's own code)."""
+        with self._refs_lock:
+            conn.handles -= 1
+            if conn.handles > 0 or conn.released:
+                return
+        if self.closed:
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._last_handle_gone, conn)
+        except RuntimeError:  # the loop is closed: the connection is gone with it
+            pass
+
+    def _last_handle_gone(self, conn: ActorConnection) -> None:
+        if conn._pending or conn._queued:
+            conn.release_when_idle = True
+            return
+        self.release(conn)
+
+    def release(self, conn: ActorConnection) -> None:
+        """This process holds no handle to ``conn``'s actor any more: say so, close it. Loop thread."""
+        with self._refs_lock:
+            if conn.handles > 0 or conn.released:
+                conn.release_when_idle = False
+                return
+            conn.released = True
+            if self.state.actors.get(conn.actor_id) is conn:
+                del self.state.actors[conn.actor_id]
+        conn.release_when_idle = False
+        if conn.dead is None and self._session is not None and not self.closed:
+            self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=conn.actor_id)))
+        self.background(conn.close("its last handle in this process was dropped"))
+
+    def _send_soon(self, event: pb.ClientEvent) -> None:
+        """Queue a session step from any thread, in the order asked."""
+        if self._session is None or self.closed:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._session.send(event)
+        else:
+            self.loop.call_soon_threadsafe(self._session.send, event)
+
+    def send_copy(self, conn: ActorConnection) -> str:
+        """A handle is being pickled (any thread): a token the master counts as a holder until
+        the receiving process claims the copy (``receive_handle``)."""
+        if self.closed:
+            raise ClusterConnectionError(f"cannot send a handle to {conn.actor_id}: its cluster connection is closed")
+        token = f"{self.client_id}.{next(self._copies)}"
+        self._send_soon(pb.ClientEvent(add_ref=pb.AddRef(actor_id=conn.actor_id, token=token)))
+        return token
+
+    def receive_handle(self, ref: HandleRef) -> ActorHandle[Any]:
+        """A pickled handle arrived in this process (any thread): hold the actor, reach it."""
+        if self.closed:
+            raise ClusterConnectionError("a handle arrived, but this process's cluster connection is closed")
+        conn, first = self._connection_for(ref.actor_id, ref.endpoint, ref.class_name, ref.kinds, ref.max_restarts)
+        handle = self.make_handle(conn)
+        self.loop.call_soon_threadsafe(self._claim, conn, ref.token, first)
+        return handle
+
+    def _connection_for(
+        self, actor_id: str, endpoint: str, class_name: str, kinds: dict[str, bool], max_restarts: int
+    ) -> tuple[ActorConnection, bool]:
+        """The connection this process has to ``actor_id``, or a new one (True) to attach."""
+        with self._refs_lock:
+            conn = self.state.actors.get(actor_id)
+            if conn is not None and not conn.released and conn.dead is None:
+                return conn, False
+            conn = ActorConnection(self, actor_id, endpoint, kinds, class_name, max_restarts)
+            conn.waiting = True  # calls wait for the stream (or for the restart) to be up
+            cause = self.state.cause(actor_id)
+            if cause is None:
+                self.state.actors[actor_id] = conn
+        if cause is not None:
+            self.loop.call_soon_threadsafe(conn.mark_dead, cause)
+        return conn, cause is None
+
+    def _claim(self, conn: ActorConnection, token: str, first: bool) -> None:
+        """Loop thread: tell the master this process holds the actor and the copy arrived."""
+        assert self._session is not None
+        if first:
+            self._session.send(pb.ClientEvent(add_ref=pb.AddRef(actor_id=conn.actor_id)))
+            self.background(self._attach(conn))
+        if token:
+            self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=conn.actor_id, token=token)))
+
+    async def _attach(self, conn: ActorConnection) -> None:
+        if not conn.endpoint:  # restarting: an ActorMoved tells where it will be
+            return
+        try:
+            await conn.attach(self.timeout)
+        except ActorDiedError as e:
+            if conn.dead is None:
+                await self._relocate(conn, e.cause)
+
+    async def get_actor(self, name: str) -> ActorHandle[Any]:
+        """The named actor's handle (cluster loop); raises ActorNotFoundError."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"get_actor: name must be a non-empty str, got {name!r}")
+        if self.closed:
+            raise ClusterConnectionError("the cluster connection is closed")
+        found = await self._lookup(pb.LookupActor(name=name))
+        if found is None:
+            raise ClusterConnectionError(f"get_actor({name!r}): the master did not answer within {self.timeout:g}s")
+        if not found.actor_id:
+            raise ActorNotFoundError(f"get_actor({name!r}): {found.reason}")
+        kinds = {**dict.fromkeys(found.shape.attributes, False), **dict.fromkeys(found.shape.methods, True)}
+        conn, first = self._connection_for(found.actor_id, found.endpoint, found.class_name, kinds, found.max_restarts)
+        handle = self.make_handle(conn)
+        if first:  # the master counts us as a holder already
+            self.background(self._attach(conn))
+        return handle
 
     async def death_cause(self, actor_id: str, wait_s: float) -> str | None:
         """Why the master says ``actor_id`` died, waiting up to ``wait_s`` for the notice."""
@@ -195,13 +398,25 @@ class Cluster:
             raise ClusterConnectionError("the cluster connection is closed")
         timeout = opts.placement_timeout if opts.placement_timeout is not None else self.placement_timeout
         deadline = self.loop.time() + timeout if timeout > 0 else None
-        resources = common_pb2.Resources(
-            num_cpus=opts.num_cpus, num_gpus=opts.num_gpus, max_memory_mb=opts.max_memory_mb or 0
+        kinds = member_kinds(cls)
+        place = pb.PlaceActor(
+            resources=common_pb2.Resources(
+                num_cpus=opts.num_cpus, num_gpus=opts.num_gpus, max_memory_mb=opts.max_memory_mb or 0
+            ),
+            class_name=class_name,
+            name=opts.name or "",
+            detached=opts.lifetime == "detached",
+            max_restarts=opts.max_restarts,
+            scheduling=pb.SCHEDULING_SPREAD if opts.scheduling == "spread" else pb.SCHEDULING_UNSPECIFIED,
+            node=opts.node or "",
+            shape=pb.ActorShape(
+                methods=[n for n, m in kinds.items() if m], attributes=[n for n, m in kinds.items() if not m]
+            ),
         )
         for attempt in range(1, PLACE_ATTEMPTS + 1):
             left = max(0.001, deadline - self.loop.time()) if deadline is not None else 0.0
-            placed = await self._request_placement(class_name, resources, left, timeout)
-            conn = ActorConnection(self, placed.actor_id, placed.endpoint, cls, class_name)
+            placed = await self._request_placement(place, left, timeout)
+            conn = ActorConnection(self, placed.actor_id, placed.endpoint, kinds, class_name, opts.max_restarts)
             construct = actor_host_pb2.ConstructActor(
                 version=_rpc.PROTOCOL_VERSION,
                 actor_id=placed.actor_id,
@@ -233,16 +448,19 @@ class Cluster:
             if self.closed:  # closed while constructing: _close did not see this connection
                 await conn.close("its client closed the cluster connection")
                 raise ClusterConnectionError("the cluster connection was closed")
-            self.state.adopt(placed.actor_id, conn)
+            if opts.max_restarts != 0:
+                conn.construct = construct
+            with self._refs_lock:
+                self.state.adopt(placed.actor_id, conn)
             self._checked()
-            return ActorHandle(conn)
+            return self.make_handle(conn)
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
-    async def _request_placement(
-        self, class_name: str, resources: common_pb2.Resources, timeout_s: float, asked_s: float
-    ) -> pb.ActorPlaced:
+    async def _request_placement(self, place: pb.PlaceActor, timeout_s: float, asked_s: float) -> pb.ActorPlaced:
         """Ask the master for a slot; waits at most ``timeout_s`` (0: forever) plus a margin."""
-        msg = pb.ClientEvent(place_actor=pb.PlaceActor(resources=resources, class_name=class_name, timeout_s=timeout_s))
+        class_name = place.class_name
+        msg = pb.ClientEvent(place_actor=place)
+        msg.place_actor.timeout_s = timeout_s
         fut: asyncio.Future[Any] = self.loop.create_future()
         request_id = self.state.request(msg, fut)
         assert self._session is not None
@@ -468,6 +686,14 @@ def connect(
         preload=preload,
         log_to_driver=log_to_driver,
     )
+
+
+def get_actor(name: str) -> CallFuture[ActorHandle[Any]]:
+    """A handle to the live actor named ``name`` (``Cls.options(name=...)``) in the current
+    cluster, from any client or actor; await it (or ``.result()``). The class need not be
+    importable here. Raises ``ActorNotFoundError`` when no live actor has that name."""
+    cluster = _current.current_cluster()
+    return spawn(cluster.loop, lambda: cluster.get_actor(name))
 
 
 def kill(handle: ActorHandle[Any]) -> CallFuture[None]:

@@ -45,6 +45,7 @@ class ClientState(Generic[W, C]):
     def __init__(self, deaths_kept: int = DEATHS_KEPT) -> None:
         self._request_ids = itertools.count(1)
         self.placing: dict[int, Placement[W]] = {}
+        self.lookups: dict[int, W] = {}  # LookupActor steps not answered yet
         self.actors: dict[str, C] = {}
         self.deaths: OrderedDict[str, str] = OrderedDict()
         self.death_waiters: dict[str, list[W]] = {}
@@ -68,6 +69,17 @@ class ClientState(Generic[W, C]):
         waits any more (a placed actor must then be released)."""
         placement = self.placing.pop(request_id, None)
         return placement.waiter if placement is not None else None
+
+    def look_up(self, message: pb.ClientEvent, waiter: W) -> int:
+        """A new LookupActor step: fills in its request id, returns it."""
+        request_id = next(self._request_ids)
+        message.lookup_actor.request_id = request_id
+        self.lookups[request_id] = waiter
+        return request_id
+
+    def found(self, request_id: int) -> W | None:
+        """The master answered a lookup: the waiter to tell, if anyone still waits."""
+        return self.lookups.pop(request_id, None)
 
     def unanswered(self) -> list[pb.ClientEvent]:
         """The requests a new master never saw, in the order they were made."""
@@ -107,9 +119,11 @@ class ClientState(Generic[W, C]):
 
     def closed(self) -> tuple[list[C], list[W]]:
         """The connection closes: the connections to close and the placement waiters to fail."""
-        conns, waiters = list(self.actors.values()), [p.waiter for p in self.placing.values()]
+        conns = list(self.actors.values())
+        waiters = [p.waiter for p in self.placing.values()] + list(self.lookups.values())
         self.actors.clear()
         self.placing.clear()
+        self.lookups.clear()
         return conns, waiters
 
     # ---- invariants ---------------------------------------------------------------------------

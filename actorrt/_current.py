@@ -6,6 +6,8 @@ it) do not import each other. Any thread; connections open and close on their ow
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from actorrt._errors import ClusterConnectionError
@@ -13,17 +15,34 @@ from actorrt._errors import ClusterConnectionError
 if TYPE_CHECKING:
     from actorrt._client import Cluster
 
-__all__ = ["current_cluster", "enter", "leave"]
+__all__ = ["current_cluster", "enter", "leave", "set_fallback"]
 
 _stack: list[Cluster] = []
 
 
+_fallback: Callable[[], Cluster] | None = None
+_fallback_lock = threading.Lock()
+
+
 def current_cluster() -> Cluster:
-    """The cluster of the innermost open ``connect()``; raises if there is none."""
+    """The cluster of the innermost open ``connect()``; inside an actor with none open, the
+    actor's own connection to its cluster (made on first use); raises if there is neither."""
     for cluster in reversed(_stack):
         if not cluster.closed:
             return cluster
+    if _fallback is not None:
+        with _fallback_lock:
+            for cluster in reversed(_stack):  # another thread may have made it meanwhile
+                if not cluster.closed:
+                    return cluster
+            return _fallback()
     raise ClusterConnectionError("not connected: open a cluster first with 'async with actorrt.connect():'")
+
+
+def set_fallback(make: Callable[[], Cluster] | None) -> None:
+    """What ``current_cluster`` opens when no connection is open (an actor host sets it)."""
+    global _fallback
+    _fallback = make
 
 
 def enter(cluster: Cluster) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 __all__ = [
     "SLOT_NOT_READY",
     "ActorDiedError",
+    "ActorNameTakenError",
+    "ActorNotFoundError",
     "ActorRTError",
     "AuthenticationError",
     "ClusterConnectionError",
@@ -145,6 +147,14 @@ class SerializationError(ActorRTError, TypeError):
 
 class PlacementError(ActorRTError):
     """No slot within the timeout, or resources that no node can ever provide."""
+
+
+class ActorNameTakenError(PlacementError):
+    """``Cls.options(name=...)``: another live actor of the cluster has that name."""
+
+
+class ActorNotFoundError(ActorRTError, LookupError):
+    """``actorrt.get_actor(name)``: no live actor of the cluster has that name."""
 
 
 class ClusterConnectionError(ActorRTError, ConnectionError):

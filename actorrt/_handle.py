@@ -5,6 +5,16 @@ thread (so ``SerializationError`` comes at the call site) and added to the strea
 a lone call leaves at once, and calls made while a write is in flight go together in the next
 message. Replies come back batched and resolve futures by seq. Connection state is touched on
 the cluster's event loop only.
+
+A connection is opened by the actor's creator (the stream's first batch constructs it) or by
+any other process that got a handle (it attaches). Calls made before the stream is up, or while
+a restartable actor is being constructed again, wait in ``_queued`` and leave once it is.
+
+``ActorHandle`` is what users hold. Handles travel: pickled, a handle becomes a ``HandleRef``
+(what to reach and how to call it) and is rebuilt by the receiving process's cluster connection,
+which attaches its own stream to the host. Each process counts its live handles per actor and
+tells the master when it holds one and when it no longer does; a copy on its way is counted by
+a token (see ``Cluster.send_copy``). An actor nobody holds is released.
 """
 
 from __future__ import annotations
@@ -13,12 +23,14 @@ import asyncio
 import inspect
 import itertools
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
 from actorrt import _rpc, _shm, _wire
 from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
+from actorrt._current import current_cluster
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
@@ -30,10 +42,13 @@ if TYPE_CHECKING:
 
     from actorrt._client import Cluster
 
-__all__ = ["ActorConnection", "ActorHandle"]
+__all__ = ["ActorConnection", "ActorHandle", "HandleRef", "member_kinds"]
 
 T = TypeVar("T")
 _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
+# How long a restartable actor's connection, cut off, waits for the master to say whether the
+# actor restarts or died (a lost node is noticed within the worker timeout, 10 s by default).
+RESTART_VERDICT_S = 60.0
 
 
 def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
@@ -49,13 +64,36 @@ def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
 class ActorConnection:
     """One actor's Calls stream, pending futures and outgoing batch."""
 
-    def __init__(self, cluster: Cluster, actor_id: str, endpoint: str, cls: type, class_name: str) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        actor_id: str,
+        endpoint: str,
+        kinds: dict[str, bool],
+        class_name: str,
+        max_restarts: int = 0,
+    ) -> None:
         self.cluster = cluster
         self.loop = cluster.loop
         self.actor_id = actor_id
         self.endpoint = endpoint
-        self.cls = cls
+        self.kinds = kinds
         self.class_name = class_name
+        self.max_restarts = max_restarts
+        # The creator keeps the construct step of a restartable actor, to build it again.
+        self.construct: pb.ConstructActor | None = None
+        # Live ActorHandle objects of this process on this connection (the cluster's lock guards
+        # it), and whether this process has told the master it no longer holds the actor.
+        self.handles = 0
+        self.released = False
+        self.release_when_idle = False
+        # Calls made while the stream is not up (opening, or the actor restarting): they leave
+        # once it is. ``waiting`` says they may wait; else such a call fails at once.
+        self.waiting = False
+        self._queued: list[tuple[int, str, Encoded | tuple[int, list[bytes]] | None, CallFuture[Any]]] = []
+        # Set while a cut-off restartable connection waits for the master's word.
+        self._verdict: asyncio.Future[str] | None = None
+        self.restarts = 0
         self.dead: ActorDiedError | None = None
         self.set_attr_error: RemoteError | None = None
         self._seq = itertools.count(1)
@@ -77,6 +115,14 @@ class ActorConnection:
 
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
         """Construct the actor; raises RemoteError if its __init__ raised, ActorDiedError if gone."""
+        await self._open(construct, timeout_s, f"construct {self.class_name}")
+
+    async def attach(self, timeout_s: float) -> None:
+        """Open a stream to an actor another process constructed (the host waits for that)."""
+        attach = pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=self.actor_id)
+        await self._open(attach, timeout_s, f"reach {self.class_name}")
+
+    async def _open(self, step: pb.ConstructActor | pb.AttachActor, timeout_s: float, what: str) -> None:
         self._channel = _rpc.open_channel(self.endpoint, self.cluster.tls)
         # The stub's own serializer, except that pre-encoded batches (bytes) pass through.
         self._call = self._channel.stream_stream(
@@ -84,30 +130,35 @@ class ActorConnection:
         )(metadata=_rpc.auth_metadata(self.cluster.token))
         probe = _shm.make_probe()
         if probe is not None:
-            construct.shm_probe = probe
+            step.shm_probe = probe
+        first = pb.CallBatch(construct=step) if isinstance(step, pb.ConstructActor) else pb.CallBatch(attach=step)
         try:
-            for message in _wire.bounded(pb.CallBatch(construct=construct).SerializeToString()):
+            for message in _wire.bounded(first.SerializeToString()):
                 await self._call.write(message)
             reply = await asyncio.wait_for(self._call.read(), timeout_s if timeout_s > 0 else None)
         except (TimeoutError, grpc.RpcError) as e:
             await self._teardown()
             detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
-            raise ActorDiedError(self.actor_id, f"could not construct {self.class_name}: {detail}") from e
+            raise ActorDiedError(self.actor_id, f"could not {what}: {detail}") from e
         finally:
             if probe is not None:
                 _shm.unlink([probe])
-                construct.shm_probe = ""
+                step.shm_probe = ""
         if not isinstance(reply, pb.ReplyBatch) or not reply.replies:  # EOF, or not an answer
             await self._teardown()
-            raise ActorDiedError(self.actor_id, f"actor host closed the stream while constructing {self.class_name}")
-        first = reply.replies[0]
-        if first.HasField("error"):
+            raise ActorDiedError(self.actor_id, f"the actor host closed the stream (could not {what})")
+        answer = reply.replies[0]
+        if answer.HasField("error"):
             await self._teardown()
-            raise _remote_error(f"{self.class_name}.__init__", first.error)
+            raise _remote_error(f"{self.class_name}.__init__", answer.error)
         if reply.shared_memory:
             self.exchange = _shm.Exchange(self.loop, self._send_release)
         self._outbox = Outbox(self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES)
         self._reader = asyncio.create_task(self._read())
+        self.waiting = False
+        queued, self._queued = self._queued, []
+        for kind, name, packed, fut in queued:
+            self._enqueue(kind, name, packed, fut)
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
@@ -158,6 +209,9 @@ class ActorConnection:
         failure: BaseException | None = self.dead
         if failure is None and self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
             failure, self.set_attr_error = self.set_attr_error, None
+        if failure is None and self._outbox is None and self.waiting:
+            self._queued.append((kind, name, packed, fut))
+            return
         if failure is not None or self._outbox is None:
             if isinstance(packed, Encoded) and self.exchange is not None:
                 self.exchange.pool.release(packed.segments())
@@ -191,6 +245,8 @@ class ActorConnection:
                 if batch.released and self.exchange is not None:
                     self.exchange.peer_released(batch.released)
                 self._settle(batch.replies)
+                if self.release_when_idle and not self._pending:  # its last handle went meanwhile
+                    self.cluster.release(self)
                 # The callers just answered run before the next read is armed (a start_batch
                 # into gRPC core and several coroutine frames): a lone call's round trip ends
                 # once its reply is parsed, and its next call is written before the read is
@@ -204,9 +260,58 @@ class ActorConnection:
                 self._call.cancel()
         except asyncio.CancelledError:
             return
-        if self.dead is None:
+        if self.dead is not None:
+            return
+        if self.max_restarts == 0:
             cause = await self.cluster.death_cause(self.actor_id, wait_s=0.5) or detail
             self.mark_dead(cause)
+            return
+        # It may restart: what was in flight fails now (at most once), later calls wait for the
+        # master's word (ActorRestarting, then ActorMoved; or ActorDied).
+        self._cut_off(ActorDiedError(self.actor_id, detail))
+        self._verdict = self.loop.create_future()
+        try:
+            await asyncio.wait_for(self._verdict, RESTART_VERDICT_S)
+        except TimeoutError:
+            self.mark_dead(f"{detail}; the master said nothing of it within {RESTART_VERDICT_S:g}s")
+        finally:
+            self._verdict = None
+
+    def _cut_off(self, error: ActorDiedError) -> None:
+        """The stream is gone but the actor may come back: fail what was sent, queue what is not."""
+        self.waiting = True
+        self._fail_pending(error)
+        if self.exchange is not None:
+            self.exchange.close()
+            self.exchange = None
+        if self._outbox is not None:
+            self._outbox.clear()
+            self._outbox = None
+
+    def restarting(self, cause: str, restarts: int) -> None:
+        """The master says the actor's process died and it is being placed again. Loop thread."""
+        if self.dead is not None:
+            return
+        self.restarts = restarts
+        limit = "unlimited" if self.max_restarts < 0 else f"of {self.max_restarts}"
+        self._cut_off(ActorDiedError(self.actor_id, f"{cause} (restarting it: restart {restarts} {limit})"))
+        if self._verdict is not None and not self._verdict.done():
+            self._verdict.set_result("restarting")
+        self.cluster.background(self._teardown())
+
+    async def moved(self, endpoint: str, gpu_ids: list[int], construct: bool, timeout_s: float) -> None:
+        """The restarted actor has a new host: construct it there (its creator) or attach."""
+        if self.dead is not None:
+            return
+        await self._teardown()
+        self.endpoint = endpoint
+        self.waiting = True
+        if construct and self.construct is not None:
+            del self.construct.gpu_ids[:]
+            self.construct.gpu_ids.extend(gpu_ids)
+            await self.open(self.construct, timeout_s)
+        else:
+            await self.attach(timeout_s)
 
     def _settle(self, replies: Any) -> None:
         """Resolve the futures of a batch's replies. Loop thread."""
@@ -270,21 +375,31 @@ class ActorConnection:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""
         if self.dead is None:
             self.dead = ActorDiedError(self.actor_id, cause)
+        self.waiting = False
+        self._fail_pending(self.dead)
+        if self._verdict is not None and not self._verdict.done():
+            self._verdict.set_result("died")
+        if self.exchange is not None:
+            self.exchange.close()
+        if self._outbox is not None:
+            self._outbox.clear()
+
+    def _fail_pending(self, error: ActorDiedError) -> None:
+        """Fail the calls sent and not answered, and (once dead) those still queued."""
         pending, self._pending = self._pending, {}
+        futures = [fut for fut, _, _ in pending.values()]
         if self._incoming is not None:
             _, fut, _ = self._incoming
             self._incoming = None
-            if fut is not None and not fut.done():
-                fut.set_exception(self.dead)
-                fut.exception()
-        if self.exchange is not None:
-            self.exchange.close()
-        for fut, _, _ in pending.values():
+            if fut is not None:
+                futures.append(fut)
+        if not self.waiting:
+            futures.extend(fut for _, _, _, fut in self._queued)
+            self._queued = []
+        for fut in futures:
             if not fut.done():
-                fut.set_exception(self.dead)
+                fut.set_exception(error)
                 fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
-        if self._outbox is not None:
-            self._outbox.clear()
 
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)
@@ -310,7 +425,7 @@ def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:
     return chunk if chunk is not None else pb.ReplyBatch.FromString(data)
 
 
-def _member_kinds(cls: type) -> dict[str, bool]:
+def member_kinds(cls: type) -> dict[str, bool]:
     """name -> True for methods, False for other class attributes (properties, constants)."""
     kinds: dict[str, bool] = {}
     for name in dir(cls):
@@ -339,6 +454,30 @@ class _Method:
         return f"<remote method {self._conn.class_name}.{self._name} of actor {self._conn.actor_id}>"
 
 
+@dataclass(frozen=True)
+class HandleRef:
+    """What a pickled handle carries: the actor, where it is, how to call it, and the token of
+    this copy (the master counts the copy as a holder until the receiver claims it)."""
+
+    actor_id: str
+    endpoint: str
+    class_name: str
+    methods: tuple[str, ...]
+    attributes: tuple[str, ...]
+    max_restarts: int
+    token: str
+
+    @property
+    def kinds(self) -> dict[str, bool]:
+        return {**dict.fromkeys(self.attributes, False), **dict.fromkeys(self.methods, True)}
+
+
+def _rebuild(ref: HandleRef) -> ActorHandle[Any]:
+    """Unpickling a handle: this process's cluster connection (an actor's own, inside an actor)
+    holds it from now on."""
+    return current_cluster().receive_handle(ref)
+
+
 class ActorHandle(Generic[T]):
     """A handle to a remote ``T``. Every use returns a ``CallFuture`` and never blocks the loop.
 
@@ -346,6 +485,10 @@ class ActorHandle(Generic[T]):
     - ``await handle.attr``: read a plain attribute of the remote object (also a call, in order).
     - ``handle.attr = value``: set it; ordered before every later call on this handle. If the
       remote assignment fails, the next call on the handle raises that ``RemoteError``.
+
+    Handles can be passed to other actors and clients (as arguments or return values), which
+    call the actor directly. A non-detached actor is released once no handle to it remains in
+    any process.
     """
 
     __slots__ = ("_conn", "_kinds", "_methods")
@@ -354,8 +497,9 @@ class ActorHandle(Generic[T]):
     _methods: dict[str, _Method]
 
     def __init__(self, conn: ActorConnection) -> None:
+        """Only the cluster makes handles (``Cluster.hold`` counts them)."""
         object.__setattr__(self, "_conn", conn)
-        object.__setattr__(self, "_kinds", _member_kinds(conn.cls))
+        object.__setattr__(self, "_kinds", conn.kinds)
         object.__setattr__(self, "_methods", {})
 
     @property
@@ -378,9 +522,25 @@ class ActorHandle(Generic[T]):
             raise AttributeError(f"cannot set {name} on an actor handle")
         self._conn.submit(pb.CALL_KIND_SET_ATTR, name, (value,), {})
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActorHandle) and other._conn.actor_id == self._conn.actor_id
+
+    def __hash__(self) -> int:
+        return hash(self._conn.actor_id)
+
     def __repr__(self) -> str:
-        state = "dead" if self._conn.dead else "alive"
-        return f"<ActorHandle {self._conn.class_name} {self._conn.actor_id} at {self._conn.endpoint} ({state})>"
+        conn = self._conn
+        state = "dead" if conn.dead else "restarting" if conn.waiting and conn.restarts else "alive"
+        return f"<ActorHandle {conn.class_name} {conn.actor_id} at {conn.endpoint} ({state})>"
 
     def __reduce__(self) -> Any:
-        raise TypeError("actor handles cannot be pickled or sent to other actors yet")
+        conn = self._conn
+        token = conn.cluster.send_copy(conn)
+        methods = tuple(n for n, is_method in conn.kinds.items() if is_method)
+        attributes = tuple(n for n, is_method in conn.kinds.items() if not is_method)
+        ref = HandleRef(conn.actor_id, conn.endpoint, conn.class_name, methods, attributes, conn.max_restarts, token)
+        return (_rebuild, (ref,))
+
+    def __del__(self) -> None:
+        conn = self._conn
+        conn.cluster.drop(conn)

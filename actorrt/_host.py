@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from actorrt import _rpc, _shm, _wire
+from actorrt import _current, _rpc, _shm, _wire
 from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
+from actorrt._errors import ClusterConnectionError
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
 from actorrt._outbox import Outbox
 from actorrt._serialization import EMPTY, NO_ARGS, dumps
@@ -41,11 +42,15 @@ from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from actorrt._client import Cluster
+
     # What a Calls stream reads (batches, or chunks' data: ActorHostServicer.parse) and writes (batches, or
     # pre-encoded bytes: ActorHostServicer.encode).
     _Context: TypeAlias = grpc.aio.ServicerContext[pb.CallBatch | memoryview, pb.ReplyBatch | bytes]
 
-READY_PREFIX = "ACTORRT-HOST-READY"
+# How long a stream that attaches to this host's actor waits for the actor's construction (its
+# creator constructs it once placed; others holding a handle may attach first).
+ATTACH_WAIT_S = 60.0
 # A reply batch is flushed early when a sync call has kept the loop this long.
 _FLUSH_AFTER_S = 0.002
 
@@ -364,9 +369,12 @@ class CallStream:
 class ActorHostServicer(pb_grpc.ActorHostServicer):
     """Serves one actor; ``finished`` is set when its constructor failed."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None, tls: _rpc.TLS | None = None) -> None:
         self.actor: _Actor | None = None
         self.finished = asyncio.Event()
+        self.constructed = asyncio.Event()  # set once the actor is built (or its constructor failed)
+        self.token = token  # for the actor's own connection to its cluster (_actor_cluster)
+        self.tls = tls
         self.stats = CallStats()  # the actor's, once constructed; bytes are counted from the start
         self.report_fd: int | None = None  # the daemon's statistics pipe, if it gave one
 
@@ -409,17 +417,21 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             except (Exception, SystemExit) as e:  # noqa: BLE001 - construction failed: tell the owner, then end
                 await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, error=_failure(e))]))
                 self.finished.set()
+                self.constructed.set()
                 return
-            shm = _shm.check_probe(step.shm_probe)
-            client_pid = _shm.probe_owner(step.shm_probe) if shm else None
-            if client_pid is not None and self.report_fd is not None:
-                report_line(self.report_fd, {"shm_peer": client_pid})
-            await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)], shared_memory=shm))
+            finally:
+                self.constructed.set()
+            shm, client_pid = await self._answer_open(context, step.shm_probe)
         elif first.HasField("attach"):
             if first.attach.version != _rpc.PROTOCOL_VERSION:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(first.attach.version))
+            try:  # its creator may not have constructed it yet
+                await asyncio.wait_for(self.constructed.wait(), ATTACH_WAIT_S)
+            except TimeoutError:
+                pass
             if self.actor is None or self.actor.actor_id != first.attach.actor_id:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"no actor {first.attach.actor_id} here")
+            shm, client_pid = await self._answer_open(context, first.attach.shm_probe)
         else:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "the first CallBatch of a stream must construct or attach"
@@ -427,10 +439,24 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             return
         assert self.actor is not None
         first.ClearField("construct")
+        first.ClearField("attach")
         await CallStream(self.actor, context, shm, client_pid).run(requests, joiner, first)
+
+    async def _answer_open(self, context: _Context, probe: str) -> tuple[bool, int | None]:
+        """Answer a construct or attach step (reply seq 0), saying whether the stream may use
+        shared memory (the client's probe file is readable here)."""
+        shm = _shm.check_probe(probe)
+        client_pid = _shm.probe_owner(probe) if shm else None
+        if client_pid is not None and self.report_fd is not None:
+            report_line(self.report_fd, {"shm_peer": client_pid})
+        await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)], shared_memory=shm))
+        return shm, client_pid
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
+        os.environ["ACTORRT_ACTOR_ID"] = step.actor_id
+        max_payload_mb = max(1, step.max_payload_bytes // 2**20) if step.max_payload_bytes else 1024
+        _current.set_fallback(lambda: _actor_cluster(step.actor_id, self.token, self.tls, max_payload_mb))
         _write_shipped(step.files)
         cls, args, kwargs = decode(step.spec)
         instance = cls(*args, **kwargs)
@@ -442,6 +468,31 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             step.max_payload_bytes,
             self.stats,
         )
+
+
+def _actor_cluster(actor_id: str, token: str | None, tls: _rpc.TLS | None, max_payload_mb: int) -> Cluster:
+    """The actor's own connection to its cluster, opened the first time the actor needs one
+    (it received a handle, creates an actor, or looks one up). It runs on its own loop thread,
+    so plain methods can block on ``.result()`` while the host's loop is theirs; the actors it
+    creates belong to this actor and die with it."""
+    from actorrt._client import Cluster  # the client is loaded only by actors that use it
+
+    address = os.environ.get("ACTORRT_ADDRESS", "")
+    if not address:
+        raise ClusterConnectionError("this actor's host was not told its cluster's address (ACTORRT_ADDRESS)")
+    cluster = Cluster(
+        address,
+        token=token,
+        files=(),
+        timeout=30.0,
+        placement_timeout=300.0,
+        embedded_cpus=None,
+        tls=tls,
+        max_payload_mb=max_payload_mb,
+        actor_id=actor_id,
+    )
+    cluster.__enter__()
+    return cluster
 
 
 async def _next_message(
@@ -493,7 +544,7 @@ def _exit_when_parent_dies() -> None:
 async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     interceptors = [_rpc.TokenInterceptor(token)] if token else []
     server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options(_rpc.HOST_MAX_RECEIVE))
-    servicer = ActorHostServicer()
+    servicer = ActorHostServicer(token, tls)
     # What add_ActorHostServicer_to_server does, except that the servicer's (de)serializers count
     # bytes and let pre-encoded reply batches (bytes) pass through.
     handlers = {
@@ -506,7 +557,7 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     port = _rpc.listen(server, f"{bind}:0", tls)
     metrics_fd = servicer.report_fd = metrics_fd_from_env()
     await server.start()
-    print(f"{READY_PREFIX} {port}", flush=True)
+    print(f"{_rpc.HOST_READY_PREFIX} {port}", flush=True)
     reporter = asyncio.create_task(_report_stats(servicer, metrics_fd)) if metrics_fd is not None else None
     if metrics_fd is not None:
         _report_on_sigterm(servicer, metrics_fd)

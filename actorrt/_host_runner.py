@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from actorrt import _logs, _metrics, _rpc, _shm
-from actorrt._host import READY_PREFIX
 from actorrt._host_pool import Effects, HostPool, HostState, Signal, describe_exit
 from actorrt._host_procs import kill_group, kill_pid, process_table, process_tree, remove_dir, signal_proc
 from actorrt.v1 import master_pb2 as pb
@@ -63,6 +62,7 @@ class HostRunner:
         tls: _rpc.TLS | None,
         preload: tuple[str, ...],
         echo_output: bool,
+        master_address: str = "",
     ) -> None:
         """``emit`` sends an event to the master; ``output`` routes actors' lines to their log
         files and owners; ``echo_output`` also prints them on this process's stdout/stderr."""
@@ -76,6 +76,7 @@ class HostRunner:
         self.tls = tls
         self.preload = preload
         self.echo_output = echo_output
+        self.master_address = master_address  # actors reach their cluster there (handles, children)
         self.worker_id = ""  # for log records, once the daemon registered
         self._workdirs = ""
 
@@ -187,7 +188,7 @@ class HostRunner:
         io.stats = asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics))
         io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
         line = (await proc.stdout.readline()).decode(errors="replace").strip()
-        if not line.startswith(READY_PREFIX):
+        if not line.startswith(_rpc.HOST_READY_PREFIX):
             raise ValueError(f"unexpected first line from actor host: {line!r}")
         port = int(line.split()[1])
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
@@ -314,8 +315,10 @@ class HostRunner:
     def _host_env(self) -> dict[str, str]:
         """The environment of a new host: ours, with this daemon's token, TLS and preloads."""
         env = dict(os.environ, PYTHONUNBUFFERED="1", ACTORRT_PRELOAD=",".join(self.preload))
-        for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY"):
+        for name in ("ACTORRT_TOKEN", "ACTORRT_TLS_CA", "ACTORRT_TLS_CERT", "ACTORRT_TLS_KEY", "ACTORRT_ADDRESS"):
             env.pop(name, None)
+        if self.master_address:
+            env["ACTORRT_ADDRESS"] = self.master_address
         if self.token:
             env["ACTORRT_TOKEN"] = self.token
         if self.tls is not None:  # actor hosts serve clients with this node's certificate

@@ -16,12 +16,12 @@ import grpc
 from prometheus_client import CollectorRegistry
 
 from actorrt import _resources, _rpc
-from actorrt._errors import PlacementError
+from actorrt._errors import ActorNameTakenError, PlacementError
 from actorrt._lifecycle import Service
 from actorrt._logs import ids
 from actorrt._master_logs import ClientOutbox, MasterLogs
 from actorrt._metrics import MasterMetrics
-from actorrt._table import Actor, ClusterTable, Placement, Request, TableInvariantError
+from actorrt._table import Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
@@ -108,6 +108,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         for p in placements:
             self.metrics.placement_done(p.request)
             actor = self.table.actors[p.actor_id]
+            moved = p.request.restart_of
             self._send_worker(
                 p.worker_id,
                 pb.WorkerCommand(
@@ -125,6 +126,22 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     )
                 ),
             )
+            if moved:  # its creator constructs it again; everyone else attaches
+                for client_id in self._holders(actor):
+                    self._send_client(
+                        client_id,
+                        pb.ClientNotice(
+                            actor_moved=pb.ActorMoved(
+                                actor_id=actor.actor_id,
+                                endpoint=p.endpoint,
+                                node=p.node,
+                                gpu_ids=p.gpu_ids,
+                                construct=client_id == actor.client_id,
+                                restarts=actor.restarts,
+                            )
+                        ),
+                    )
+                continue
             self._send_client(
                 p.request.client_id,
                 pb.ClientNotice(
@@ -138,6 +155,43 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 ),
             )
 
+    @staticmethod
+    def _holders(actor: Actor) -> set[str]:
+        """The clients to tell what happens to ``actor``: its creator and every holder."""
+        return {actor.client_id, *actor.holders} - {""}
+
+    def _ended(self, ended: Ended, exit_code: int = 0, node: str = "") -> None:
+        """An actor's process ended: report its restart, or its death."""
+        actor = ended.actor
+        for client_id in self.table.clients_of_actor(actor.actor_id):  # what it created dies with it
+            self._client_gone(client_id)
+        if not ended.restarting:
+            self._report_death(actor, ended.cause, exit_code, node)
+            return
+        log.info(
+            "actor %s (%s) died: %s; restarting it (restart %d of %s)",
+            actor.actor_id,
+            actor.class_name,
+            ended.cause,
+            actor.restarts,
+            "unlimited" if actor.max_restarts < 0 else actor.max_restarts,
+            extra=ids(actor_id=actor.actor_id, client_id=actor.client_id),
+        )
+        self.metrics.actor_restarted(ended.cause)
+        notice = pb.ClientNotice(
+            actor_restarting=pb.ActorRestarting(actor_id=actor.actor_id, cause=ended.cause, restarts=actor.restarts)
+        )
+        for client_id in self._holders(actor):
+            self._send_client(client_id, notice)
+
+    def _released(self) -> None:
+        """Stop what the table released (refcount zero); report those that were restarting."""
+        for actor in self.table.take_released():
+            if actor.restarting:  # it had no process: it is gone now
+                self._report_death(actor, actor.stopping)
+            else:
+                self._stop(actor)
+
     def _report_death(self, actor: Actor, cause: str, exit_code: int = 0, node: str = "") -> None:
         self.table.record_death(actor, cause, node)
         log.info(
@@ -148,10 +202,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             extra=ids(actor_id=actor.actor_id, worker_id=actor.worker_id, client_id=actor.client_id),
         )
         self.metrics.actor_died(cause)
-        self._send_client(
-            actor.client_id,
-            pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor.actor_id, cause=cause, exit_code=exit_code)),
-        )
+        notice = pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor.actor_id, cause=cause, exit_code=exit_code))
+        for client_id in self._holders(actor):
+            self._send_client(client_id, notice)
 
     def _stop(self, actor: Actor) -> None:
         self._send_worker(
@@ -212,9 +265,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             old_queue.put_nowait(None)
         if reg.worker_id in self.table.workers:  # a reconnect: what it no longer reports is gone
             live_ids = {a.actor_id for a in live}
-            for actor in self.table.remove_worker(reg.worker_id):
-                if actor.actor_id not in live_ids:
-                    self._report_death(actor, "lost while its worker daemon reconnected")
+            lost = self.table.remove_worker(reg.worker_id, "lost while its worker daemon reconnected")
+            for ended in lost:
+                if ended.actor.actor_id not in live_ids:
+                    self._ended(ended)
         worker, stale = self.table.add_worker(
             node=reg.node,
             node_ip=reg.node_ip,
@@ -273,9 +327,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                             extra=ids(worker_id=worker_id, slot=ev.slot_lost.slot),
                         )
                 elif kind == "actor_exited":
-                    actor, placements = self.table.actor_exited(ev.actor_exited.actor_id)
-                    if actor is not None:
-                        self._report_death(actor, actor.stopping or ev.actor_exited.cause, ev.actor_exited.exit_code)
+                    ended, placements = self.table.actor_exited(ev.actor_exited.actor_id, ev.actor_exited.cause)
+                    if ended is not None:
+                        self._ended(ended, ev.actor_exited.exit_code)
                     self._announce(placements)
                 elif kind == "actor_output":
                     self.forward_output(ev.actor_output)
@@ -293,11 +347,12 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._to_worker.pop(worker_id, None)
         worker = self.table.workers.get(worker_id)
         node = worker.node if worker is not None else ""
-        dead = self.table.remove_worker(worker_id)
+        dead = self.table.remove_worker(worker_id, f"node lost: {cause}")
         level = logging.WARNING if dead else logging.INFO
         log.log(level, "worker %s left: %s (%d actors lost)", worker_id, cause, len(dead))
-        for actor in dead:
-            self._report_death(actor, f"node lost: {cause}", node=node)
+        for ended in dead:
+            self._ended(ended, node=node)
+        self._announce(self.table.place_waiting())
         self._retune_heartbeats()
         self.check()
 
@@ -320,7 +375,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         old = self._to_client.pop(client_id, None)
         if old is not None:
             old.put_nowait(None)
-        self.table.open_client(client_id, opening.hostname, opening.pid)
+        self.table.open_client(client_id, opening.hostname, opening.pid, opening.actor_id)
         self.set_muted(client_id, opening.mute_actor_output)
         self.check()
         queue = ClientOutbox(client_id)
@@ -358,13 +413,21 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 kind = ev.WhichOneof("event")
                 if kind == "place_actor":
                     self._place(client_id, ev.place_actor)
+                elif kind == "add_ref":
+                    self.table.add_ref(client_id, ev.add_ref.actor_id, ev.add_ref.token)
+                elif kind == "drop_ref":
+                    self.table.drop_ref(client_id, ev.drop_ref.actor_id, ev.drop_ref.token)
+                    self._released()
+                elif kind == "lookup_actor":
+                    self._lookup(client_id, ev.lookup_actor)
                 elif kind == "release_actor":
                     actor = self.table.release_actor(
                         client_id, ev.release_actor.actor_id, ev.release_actor.reason or "released by its client"
                     )
-                    if actor is not None:
+                    if actor is not None and not actor.restarting:
                         self._stop(actor)
-                    else:
+                    self._released()
+                    if actor is None:
                         self._send_client(
                             client_id,
                             pb.ClientNotice(
@@ -382,7 +445,22 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         finally:
             queue.put_nowait(None)
 
+    def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
+        found = pb.ActorFound(request_id=msg.request_id)
+        actor = self.table.lookup(client_id, msg.name, msg.actor_id)
+        if actor is None:
+            found.reason = f"no live actor is named {msg.name!r}" if msg.name else f"actor {msg.actor_id} is gone"
+        else:
+            found.actor_id, found.endpoint, found.class_name = actor.actor_id, actor.endpoint, actor.class_name
+            found.max_restarts = actor.max_restarts
+            found.shape.methods.extend(actor.methods)
+            found.shape.attributes.extend(actor.attributes)
+        self._send_client(client_id, pb.ClientNotice(actor_found=found))
+
     def _place(self, client_id: str, msg: pb.PlaceActor) -> None:
+        if msg.request_id == 0 or msg.max_restarts < -1:
+            self._fail_placement(client_id, msg.request_id, "PlaceActor needs a request_id > 0 and max_restarts >= -1")
+            return
         req = Request(
             client_id=client_id,
             request_id=msg.request_id,
@@ -391,13 +469,21 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             max_memory_mb=msg.resources.max_memory_mb,
             class_name=msg.class_name,
             timeout_s=max(0.0, msg.timeout_s),
+            name=msg.name,
+            detached=msg.detached,
+            max_restarts=msg.max_restarts,
+            spread=msg.scheduling == pb.SCHEDULING_SPREAD,
+            node=msg.node,
+            methods=tuple(msg.shape.methods),
+            attributes=tuple(msg.shape.attributes),
         )
         self.metrics.placement_requested(client_id, msg.request_id)
         try:
             placement = self.table.request(req)
         except PlacementError as e:
             self.metrics.placement_dropped(client_id, msg.request_id)
-            self._fail_placement(client_id, msg.request_id, str(e))
+            code = pb.PLACEMENT_FAILURE_NAME_TAKEN if isinstance(e, ActorNameTakenError) else 0
+            self._fail_placement(client_id, msg.request_id, str(e), code)
             return
         if placement is not None:
             self._announce([placement])
@@ -435,15 +521,23 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.expire_placements()
         self.check()
 
-    def _fail_placement(self, client_id: str, request_id: int, reason: str) -> None:
+    def _fail_placement(self, client_id: str, request_id: int, reason: str, code: int = 0) -> None:
         self._send_client(
-            client_id, pb.ClientNotice(placement_failed=pb.PlacementFailed(request_id=request_id, reason=reason))
+            client_id,
+            pb.ClientNotice(
+                placement_failed=pb.PlacementFailed(
+                    request_id=request_id,
+                    reason=reason,
+                    code=code,  # type: ignore[arg-type]
+                )
+            ),
         )
 
     def _client_gone(self, client_id: str) -> None:
         self.set_muted(client_id, False)
         for actor in self.table.remove_client(client_id):
             self._stop(actor)
+        self._released()
 
     # ---- housekeeping -----------------------------------------------------------------------
 
@@ -504,9 +598,15 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 client_id=a.client_id,
                 endpoint=a.endpoint,
                 rss_bytes=a.rss_bytes,
+                name=a.name,
+                detached=a.detached,
+                restarts=a.restarts,
+                max_restarts=a.max_restarts,
+                holders=len(a.holders) + len(a.tokens),
+                restarting=a.restarting,
             )
             res = row.resources
-            res.num_cpus, res.num_gpus, res.max_memory_mb = a.num_cpus, len(a.gpu_ids), a.max_memory_mb
+            res.num_cpus, res.num_gpus, res.max_memory_mb = a.num_cpus, a.num_gpus, a.max_memory_mb
         add_client = resp.clients.add
         for c in t.clients.values():
             add_client(

@@ -414,6 +414,12 @@ class MasterMetrics(Collector):
         )
         for cause in DEATH_CAUSES:
             self.deaths.labels(cause)
+        self.restarts = Counter(
+            "actorrt_actor_restarts",
+            "Actors placed and constructed again after their process died (max_restarts), by cause.",
+            ["cause"],
+            registry=self.registry,
+        )
         self._pending: OrderedDict[tuple[str, int], float] = OrderedDict()
         self.registry.register(self)
 
@@ -434,6 +440,9 @@ class MasterMetrics(Collector):
 
     def actor_died(self, cause: str) -> None:
         self.deaths.labels(death_category(cause)).inc()
+
+    def actor_restarted(self, cause: str) -> None:
+        self.restarts.labels(death_category(cause)).inc()
 
     # scrape (HTTP thread)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, TypeVar, cast, overload
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast, overload
 
 from actorrt._current import current_cluster
 from actorrt._future import CallFuture, spawn
@@ -24,6 +24,11 @@ class ActorOptions:
     max_memory_mb: int | None = None
     max_concurrency: int = 1
     placement_timeout: float | None = None
+    max_restarts: int = 0
+    name: str | None = None
+    lifetime: Literal["detached"] | None = None
+    scheduling: Literal["pack", "spread"] = "pack"
+    node: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("num_cpus", "num_gpus", "max_concurrency"):
@@ -40,6 +45,16 @@ class ActorOptions:
             raise ValueError(f"remote_class: max_memory_mb must be a positive int or None, got {self.max_memory_mb!r}")
         if self.placement_timeout is not None and self.placement_timeout < 0:
             raise ValueError(f"remote_class: placement_timeout must be >= 0, got {self.placement_timeout}")
+        if not isinstance(self.max_restarts, int) or isinstance(self.max_restarts, bool) or self.max_restarts < -1:
+            raise ValueError(f"max_restarts must be an int >= -1 (-1: forever), got {self.max_restarts!r}")
+        if self.name is not None and (not isinstance(self.name, str) or not self.name or len(self.name) > 256):
+            raise ValueError(f"name must be a non-empty str of at most 256 characters, got {self.name!r}")
+        if self.lifetime not in (None, "detached"):
+            raise ValueError(f"lifetime must be None or 'detached', got {self.lifetime!r}")
+        if self.scheduling not in ("pack", "spread"):
+            raise ValueError(f"scheduling must be 'pack' or 'spread', got {self.scheduling!r}")
+        if self.node is not None and (not isinstance(self.node, str) or not self.node):
+            raise ValueError(f"node must be a worker id from status, got {self.node!r}")
 
 
 def options_of(cls: type) -> ActorOptions:
@@ -76,7 +91,18 @@ class _Factory(Generic[T]):
         return spawn(cluster.loop, lambda: cluster.create_actor(cls, args, kwargs))
 
     def options(self, **overrides: Any) -> _Factory[T]:
-        """The same class with some options changed: ``Cls.options(num_cpus=2).remote()``."""
+        """The same class with some options changed: ``Cls.options(num_cpus=2).remote()``.
+
+        Besides the decorator's options: ``name`` (unique in the cluster while the actor lives;
+        ``actorrt.get_actor(name)`` finds it), ``lifetime="detached"`` (it outlives its creator
+        and its handles, until ``kill``), ``scheduling="spread"`` (the node with the most free
+        cpus; the default packs), ``node`` (a worker id from ``status``: place there only).
+        """
+        unknown = set(overrides) - set(ActorOptions.__dataclass_fields__)
+        if unknown:
+            raise TypeError(
+                f"options: unknown option(s) {sorted(unknown)}; known: {sorted(ActorOptions.__dataclass_fields__)}"
+            )
         return _Factory(self._cls, replace(self._options, **overrides))
 
 
@@ -104,6 +130,7 @@ def remote_class(
     max_memory_mb: int | None = None,
     max_concurrency: int = 1,
     placement_timeout: float | None = None,
+    max_restarts: int = 0,
 ) -> Callable[[type[T]], RemoteClass[T]]: ...
 
 
@@ -116,15 +143,19 @@ def remote_class(
     max_memory_mb: int | None = None,
     max_concurrency: int = 1,
     placement_timeout: float | None = None,
+    max_restarts: int = 0,
 ) -> Any:
     """Make ``cls`` creatable as an actor: ``handle = await Cls.remote(*args)``.
 
     The class itself is unchanged and still usable locally; ``Cls.remote`` and ``Cls.options``
     are added. Options: ``num_cpus``/``num_gpus`` reserved on one node, ``max_memory_mb`` (the
     actor is stopped past it), ``max_concurrency`` (how many ``async def`` calls may interleave),
-    ``placement_timeout`` (seconds to wait for a free slot; default the connection's).
+    ``placement_timeout`` (seconds to wait for a free slot; default the connection's),
+    ``max_restarts`` (how often the actor is constructed again, with the same arguments, when
+    its process dies; -1: forever. Calls in flight then fail with ``ActorDiedError``; later
+    calls wait for the new instance).
     """
-    options = ActorOptions(num_cpus, num_gpus, max_memory_mb, max_concurrency, placement_timeout)
+    options = ActorOptions(num_cpus, num_gpus, max_memory_mb, max_concurrency, placement_timeout, max_restarts)
 
     def wrap(target: type[T]) -> RemoteClass[T]:
         if not isinstance(target, type):

@@ -41,7 +41,9 @@ class MasterSession:
         mute_output: bool,
         on_notice: Callable[[pb.ClientNotice], None],
         unanswered: Callable[[], list[pb.ClientEvent]],
+        actor_id: str = "",
     ) -> None:
+        self.actor_id = actor_id
         self.address = address
         self.token = token
         self.tls = tls
@@ -121,6 +123,7 @@ class MasterSession:
             hostname=socket.gethostname(),
             pid=os.getpid(),
             mute_actor_output=self.mute_output,
+            actor_id=self.actor_id,
         )
         try:
             await self._call.write(pb.ClientEvent(open_session=opening))

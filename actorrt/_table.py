@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from actorrt._errors import PlacementError
+from actorrt._errors import ActorNameTakenError, PlacementError
 
 __all__ = [
     "DEAD_ACTORS_KEPT",
@@ -77,7 +77,27 @@ class Actor:
     gpu_ids: tuple[int, ...]
     max_memory_mb: int = 0
     rss_bytes: int = 0
+    num_gpus: int = 0  # len(gpu_ids), also while restarting (when it has none)
     stopping: str = ""  # the reason, once a stop was asked for
+    name: str = ""
+    detached: bool = False
+    max_restarts: int = 0  # -1: forever
+    restarts: int = 0
+    # Waiting for a new slot after its process died: no worker, slot -1, no endpoint.
+    restarting: bool = False
+    methods: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
+    # Clients holding a handle to it (its creator first), and handle copies on their way to
+    # another process (token -> count; a count below 0: the copy arrived before its sender said
+    # it left). A non-detached, refcounted actor with neither is released.
+    holders: set[str] = field(default_factory=set)
+    tokens: dict[str, int] = field(default_factory=dict)
+    # False for an actor a restarted master learned of from its worker: who holds it is unknown
+    # until a client says so again, so it is not released for lack of holders.
+    refcounted: bool = True
+
+    def may_restart(self) -> bool:
+        return self.max_restarts < 0 or self.restarts < self.max_restarts
 
 
 @dataclass
@@ -87,7 +107,11 @@ class Client:
     pid: int
     connected: bool = True
     lost_at: float | None = None
-    actors: set[str] = field(default_factory=set)
+    actors: set[str] = field(default_factory=set)  # those it created
+    holding: set[str] = field(default_factory=set)  # those it holds a handle to
+    sent: set[str] = field(default_factory=set)  # those it sent handle copies of (tokens)
+    # The actor whose own process this client is: the actors it created die with that actor.
+    actor_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,6 +123,14 @@ class Request:
     max_memory_mb: int = 0
     class_name: str = ""
     timeout_s: float = 0.0  # how long it may wait in the queue; 0: forever
+    name: str = ""
+    detached: bool = False
+    max_restarts: int = 0
+    spread: bool = False  # the node with the most free cpus; else pack (the fewest that fit)
+    node: str = ""  # a worker_id: place there only
+    methods: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
+    restart_of: str = ""  # the actor this request places again after its process died
 
 
 @dataclass(frozen=True)
@@ -113,6 +145,15 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class Ended:
+    """An actor's process ended (or its node was lost): ``restarting`` if it is placed again."""
+
+    actor: Actor
+    restarting: bool
+    cause: str
+
+
+@dataclass(frozen=True)
 class DeadActor:
     actor_id: str
     class_name: str
@@ -122,6 +163,11 @@ class DeadActor:
 
 
 _Key = tuple[int, int]  # (cpus_free, ready slots) of a worker that has a ready slot
+
+
+def _pending(key: tuple[str, int]) -> str:
+    """How ``names`` marks a name reserved by a queued request."""
+    return f"{key[0]}/{key[1]}"
 
 
 class ClusterTable:
@@ -147,6 +193,15 @@ class ClusterTable:
         # Placement deadlines of queued requests: (deadline, client_id, request_id), a min-heap;
         # entries of requests no longer queued are skipped when they come up.
         self._deadlines: list[tuple[float, str, int]] = []
+        # Names of live actors (and of queued requests, which reserve theirs) -> actor id, or
+        # "client_id/request_id" while queued.
+        self.names: dict[str, str] = {}
+        # Actors whose refcount hit zero (or that were killed while restarting): the caller
+        # stops them (``take_released``).
+        self._released: list[Actor] = []
+        # Queued requests that place a restarting actor again: actor id -> queue key.
+        self._restart_keys: dict[str, tuple[str, int]] = {}
+        self._restart_seq = itertools.count(1)
 
     # ---- workers ----------------------------------------------------------------------------
 
@@ -195,6 +250,9 @@ class ClusterTable:
                 actor.stopping = "reported twice by its worker"
                 stale.append(actor)
                 continue
+            actor.num_gpus = len(actor.gpu_ids)
+            actor.holders = {actor.client_id}
+            actor.refcounted = False  # who else holds it is unknown until they say so again
             self.actors[actor.actor_id] = actor
             worker.actors.add(actor.actor_id)
             worker.held[actor.slot] = actor.actor_id
@@ -205,6 +263,7 @@ class ClusterTable:
                 client = Client(actor.client_id, "", 0, connected=False, lost_at=self.clock())
                 self.clients[actor.client_id] = client
             client.actors.add(actor.actor_id)
+            client.holding.add(actor.actor_id)
         return worker, stale
 
     def record_death(self, actor: Actor, cause: str, node: str = "") -> DeadActor:
@@ -234,15 +293,18 @@ class ClusterTable:
         deadline = self.clock() - timeout_s
         return [w.worker_id for w in self.workers.values() if w.last_seen < deadline]
 
-    def remove_worker(self, worker_id: str) -> list[Actor]:
-        """Drop a worker and everything on it; returns the actors that died with it."""
+    def remove_worker(self, worker_id: str, cause: str = "") -> list[Ended]:
+        """Drop a worker and everything on it; returns how each of its actors ended (placed
+        again, or dead)."""
         worker = self.workers.get(worker_id)
         if worker is None:
             return []
-        dead = [self._drop_actor(a) for a in list(worker.actors)]
+        actor_ids = list(worker.actors)
+        worker.connected = False  # no placement there, nor in the index, while its actors end
         self._unindex(worker_id)
+        ended = [self._end(a, cause) for a in actor_ids]
         del self.workers[worker_id]
-        return [a for a in dead if a is not None]
+        return [e for e in ended if e is not None]
 
     def slot_ready(self, worker_id: str, slot: int, endpoint: str) -> list[Placement]:
         """A warm host waits in ``slot``. Ignored while an actor holds the slot: the worker sent
@@ -265,46 +327,160 @@ class ClusterTable:
 
     # ---- actors -----------------------------------------------------------------------------
 
-    def actor_exited(self, actor_id: str) -> tuple[Actor | None, list[Placement]]:
-        """The actor's process ended: free its resources; returns it and any new placements."""
-        actor = self._drop_actor(actor_id)
-        return actor, self.place_waiting() if actor is not None else []
+    def actor_exited(self, actor_id: str, cause: str = "") -> tuple[Ended | None, list[Placement]]:
+        """The actor's process ended: free its resources; it is placed again if it has restarts
+        left (and was not being stopped). Returns how it ended and any new placements."""
+        ended = self._end(actor_id, cause)
+        return ended, self.place_waiting() if ended is not None else []
+
+    def _end(self, actor_id: str, cause: str) -> Ended | None:
+        actor = self.actors.get(actor_id)
+        if actor is None or actor.restarting:
+            return None
+        owner = self.clients.get(actor.client_id)
+        if not actor.stopping and actor.may_restart() and owner is not None and owner.connected:
+            actor.num_gpus = len(actor.gpu_ids)
+            self._free(actor)
+            actor.restarts += 1
+            actor.restarting = True
+            actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids, actor.rss_bytes = "", -1, "", (), 0
+            self._enqueue(
+                Request(
+                    client_id=actor.client_id,
+                    request_id=-next(self._restart_seq),  # never a client's: theirs are > 0
+                    num_cpus=actor.num_cpus,
+                    num_gpus=actor.num_gpus,
+                    max_memory_mb=actor.max_memory_mb,
+                    class_name=actor.class_name,
+                    restart_of=actor_id,
+                )
+            )
+            return Ended(actor, True, cause)
+        if not actor.stopping and actor.may_restart() and actor.max_restarts != 0:
+            cause = f"{cause}; not restarted: its creator, which holds its constructor arguments, is gone"
+        elif actor.max_restarts != 0 and not actor.stopping:
+            cause = f"{cause} (after {actor.restarts} restarts, the last allowed)"
+        self._drop_actor(actor_id)
+        return Ended(actor, False, actor.stopping or cause)
+
+    def _free(self, actor: Actor) -> None:
+        """Give the actor's slot and resources back (it stays in the table)."""
+        worker = self.workers.get(actor.worker_id)
+        if worker is not None:
+            worker.actors.discard(actor.actor_id)
+            if worker.held.get(actor.slot) == actor.actor_id:
+                del worker.held[actor.slot]
+            worker.cpus_free += actor.num_cpus
+            worker.gpus_free |= set(actor.gpu_ids)
+            self._reindex(worker)
 
     def _drop_actor(self, actor_id: str) -> Actor | None:
         actor = self.actors.pop(actor_id, None)
         if actor is None:
             return None
-        worker = self.workers.get(actor.worker_id)
-        if worker is not None:
-            worker.actors.discard(actor_id)
-            if worker.held.get(actor.slot) == actor_id:
-                del worker.held[actor.slot]
-            worker.cpus_free += actor.num_cpus
-            worker.gpus_free |= set(actor.gpu_ids)
-            self._reindex(worker)
+        if actor.name and self.names.get(actor.name) == actor_id:
+            del self.names[actor.name]
+        for holder in actor.holders:
+            held = self.clients.get(holder)
+            if held is not None:
+                held.holding.discard(actor_id)
+        key = self._restart_keys.pop(actor_id, None)
+        if key is not None:
+            self.queue.pop(key, None)
+        self._free(actor)
         client = self.clients.get(actor.client_id)
         if client is not None:
             client.actors.discard(actor_id)
         return actor
 
     def release_actor(self, client_id: str, actor_id: str, reason: str) -> Actor | None:
-        """Mark an actor to be stopped; its resources free when its worker reports the exit."""
+        """Mark an actor to be stopped (a kill: it is not restarted), when ``client_id`` created
+        or holds it (empty: the table itself). A placed actor's resources free when its worker
+        reports the exit; a restarting one ends now (``take_released``)."""
         actor = self.actors.get(actor_id)
-        if actor is None or actor.client_id != client_id:
+        if actor is None or (client_id and client_id != actor.client_id and client_id not in actor.holders):
             return None
-        actor.stopping = reason
+        actor.stopping = actor.stopping or reason
+        if actor.restarting:
+            self._drop_actor(actor_id)
+            self._released.append(actor)
+        return actor
+
+    def take_released(self) -> list[Actor]:
+        """Actors released since the last call: those placed must be stopped (``stopping`` says
+        why); those that were restarting are already gone and must be reported dead."""
+        released, self._released = self._released, []
+        return released
+
+    # ---- references and names -----------------------------------------------------------------
+
+    def add_ref(self, client_id: str, actor_id: str, token: str = "") -> None:
+        """``client_id`` holds a handle to the actor (no token), or sent a copy (token)."""
+        actor = self.actors.get(actor_id)
+        client = self.clients.get(client_id)
+        if actor is None or client is None:
+            return
+        if token:
+            self._count_token(actor, token, +1)
+            client.sent.add(actor_id)
+        else:
+            actor.holders.add(client_id)
+            client.holding.add(actor_id)
+            actor.refcounted = True
+
+    def drop_ref(self, client_id: str, actor_id: str, token: str = "") -> None:
+        """``client_id`` dropped its last handle (no token), or a copy with ``token`` arrived
+        there. An actor nobody holds any more is released (``take_released``)."""
+        actor = self.actors.get(actor_id)
+        if actor is None:
+            return
+        if token:
+            self._count_token(actor, token, -1)
+        else:
+            actor.holders.discard(client_id)
+            client = self.clients.get(client_id)
+            if client is not None:
+                client.holding.discard(actor_id)
+        self._release_if_unheld(actor)
+
+    def _count_token(self, actor: Actor, token: str, step: int) -> None:
+        count = actor.tokens.get(token, 0) + step
+        if count:
+            actor.tokens[token] = count
+        else:
+            actor.tokens.pop(token, None)
+
+    def _release_if_unheld(self, actor: Actor) -> None:
+        if actor.holders or actor.tokens or actor.detached or not actor.refcounted or actor.stopping:
+            return
+        self.release_actor("", actor.actor_id, "released: no handle to it remains")
+        if not actor.restarting:
+            self._released.append(actor)
+
+    def lookup(self, client_id: str, name: str, actor_id: str = "") -> Actor | None:
+        """The live (or restarting) actor named ``name`` (or with that id); ``client_id`` now
+        holds it."""
+        actor = self.actors.get(actor_id or self.names.get(name, ""))
+        if actor is None or actor.stopping:
+            return None
+        self.add_ref(client_id, actor.actor_id)
         return actor
 
     # ---- clients ----------------------------------------------------------------------------
 
-    def open_client(self, client_id: str, hostname: str, pid: int) -> Client:
+    def open_client(self, client_id: str, hostname: str, pid: int, actor_id: str = "") -> Client:
         client = self.clients.get(client_id)
         if client is None:
             client = Client(client_id, hostname, pid)
             self.clients[client_id] = client
         client.connected, client.lost_at = True, None
         client.hostname, client.pid = hostname or client.hostname, pid or client.pid
+        client.actor_id = actor_id or client.actor_id
         return client
+
+    def clients_of_actor(self, actor_id: str) -> list[str]:
+        """The clients that are ``actor_id``'s own process (the actors they created die with it)."""
+        return [c.client_id for c in self.clients.values() if c.actor_id == actor_id]
 
     def client_lost(self, client_id: str) -> None:
         client = self.clients.get(client_id)
@@ -321,41 +497,96 @@ class ClusterTable:
         ]
 
     def remove_client(self, client_id: str) -> list[Actor]:
-        """Forget a client; returns its actors, which the caller must stop."""
+        """Forget a client; returns its actors, which the caller must stop (also those released
+        because it held their last handle: ``take_released``). Its detached actors live on,
+        with no creator."""
         client = self.clients.pop(client_id, None)
         self._drop_requests_of(client_id)
         if client is None:
             return []
-        actors = [self.actors[a] for a in client.actors if a in self.actors]
-        for actor in actors:
+        actors = []
+        for actor_id in client.actors:
+            actor = self.actors.get(actor_id)
+            if actor is None:
+                continue
+            if actor.detached:
+                actor.client_id = ""
+                continue
             actor.stopping = actor.stopping or "its client is gone"
-        return actors
+            actors.append(actor)
+        for actor_id in client.holding:
+            held = self.actors.get(actor_id)
+            if held is not None:
+                held.holders.discard(client_id)
+        prefix = client_id + "."
+        for actor_id in client.holding | client.sent:  # its copies on their way are never claimed
+            held = self.actors.get(actor_id)
+            if held is not None:
+                for token in [t for t in held.tokens if t.startswith(prefix)]:
+                    del held.tokens[token]
+                self._release_if_unheld(held)
+        for actor in actors:
+            if actor.restarting:  # nothing to stop: it ends now
+                self._drop_actor(actor.actor_id)
+                self._released.append(actor)
+        return [a for a in actors if not a.restarting]
 
     def _drop_requests_of(self, client_id: str) -> None:
-        for key in [k for k in self.queue if k[0] == client_id]:
-            del self.queue[key]
+        for key in [k for k in self.queue if k[0] == client_id and k[1] > 0]:
+            self._unqueue(key)
+
+    def _unqueue(self, key: tuple[str, int]) -> Request | None:
+        req = self.queue.pop(key, None)
+        if req is not None and req.name and self.names.get(req.name) == _pending(key):
+            del self.names[req.name]
+        return req
 
     # ---- placement --------------------------------------------------------------------------
 
     def request(self, req: Request) -> Placement | None:
-        """Place ``req`` now, or queue it (None). Raises PlacementError if no node ever could."""
+        """Place ``req`` now, or queue it (None). Raises PlacementError if no node ever could,
+        ActorNameTakenError if its name is taken."""
         if req.num_cpus < 1 or req.num_gpus < 0:
             raise PlacementError(f"{req.class_name}: num_cpus must be >= 1 and num_gpus >= 0")
-        if self.workers and not any(w.cpus >= req.num_cpus and w.gpus >= req.num_gpus for w in self.workers.values()):
+        candidates = [self.workers[req.node]] if req.node in self.workers else list(self.workers.values())
+        if req.node and req.node not in self.workers:
             self.placements_failed += 1
-            biggest = max(self.workers.values(), key=lambda w: (w.cpus, w.gpus))
+            raise PlacementError(f"{req.class_name or 'actor'}: no node {req.node!r} in the cluster (see status)")
+        if candidates and not any(w.cpus >= req.num_cpus and w.gpus >= req.num_gpus for w in candidates):
+            self.placements_failed += 1
+            biggest = max(candidates, key=lambda w: (w.cpus, w.gpus))
+            where = f"node {req.node}" if req.node else "the largest node"
             raise PlacementError(
                 f"{req.class_name or 'actor'} asks for num_cpus={req.num_cpus}, num_gpus={req.num_gpus}, "
-                f"but the largest node has cpus={biggest.cpus}, gpus={biggest.gpus}"
+                f"but {where} has cpus={biggest.cpus}, gpus={biggest.gpus}"
             )
+        key = (req.client_id, req.request_id)
+        if req.name:
+            holder = self.names.get(req.name)
+            if holder is not None and holder != _pending(key):
+                self.placements_failed += 1
+                raise ActorNameTakenError(f"the actor name {req.name!r} is taken: {self._named(holder)}")
+        self._unqueue(key)  # the same request again (resent after a reconnect) goes last
         placement = self._try_place(req)
         if placement is None:
-            key = (req.client_id, req.request_id)
-            self.queue.pop(key, None)  # the same request again (resent after a reconnect) goes last
-            self.queue[key] = req
-            if req.timeout_s > 0:
-                heapq.heappush(self._deadlines, (self.clock() + req.timeout_s, req.client_id, req.request_id))
+            self._enqueue(req)
         return placement
+
+    def _named(self, holder: str) -> str:
+        actor = self.actors.get(holder)
+        if actor is not None:
+            return f"actor {holder} ({actor.class_name}) has it"
+        return "a request still waiting for a slot has it"
+
+    def _enqueue(self, req: Request) -> None:
+        key = (req.client_id, req.request_id)
+        self.queue[key] = req
+        if req.restart_of:
+            self._restart_keys[req.restart_of] = key
+        if req.name:
+            self.names[req.name] = _pending(key)
+        if req.timeout_s > 0:
+            heapq.heappush(self._deadlines, (self.clock() + req.timeout_s, req.client_id, req.request_id))
 
     def next_deadline(self) -> float | None:
         """When the earliest queued request's placement timeout ends (the table's clock), if any."""
@@ -373,7 +604,8 @@ class ClusterTable:
         expired = []
         while (deadline := self.next_deadline()) is not None and deadline <= now:
             _, client_id, request_id = heapq.heappop(self._deadlines)
-            req = self.queue.pop((client_id, request_id))
+            req = self._unqueue((client_id, request_id))
+            assert req is not None  # next_deadline skips what is no longer queued
             self.placements_failed += 1
             expired.append(req)
         return expired
@@ -392,9 +624,21 @@ class ClusterTable:
                 placed.append(placement)
         return placed
 
+    def _fits(self, worker: Worker, req: Request) -> bool:
+        return worker.cpus_free >= req.num_cpus and len(worker.gpus_free) >= req.num_gpus and bool(worker.ready)
+
     def _pick(self, req: Request) -> Worker | None:
-        """The worker with the most free cpus (then ready slots) that fits ``req``."""
-        for key in reversed(self._index_keys):
+        """Where ``req`` goes: its pinned node if that fits now; else, spread, the worker with
+        the most free cpus (then ready slots), or, pack, the one with the fewest that fit."""
+        if req.node:
+            worker = self.workers.get(req.node)
+            return worker if worker is not None and self._key_of.get(req.node) and self._fits(worker, req) else None
+        if req.spread:
+            keys: Iterable[_Key] = reversed(self._index_keys)
+        else:
+            first = bisect.bisect_left(self._index_keys, (req.num_cpus, 0))
+            keys = itertools.islice(self._index_keys, first, None)
+        for key in keys:
             if key[0] < req.num_cpus:
                 return None
             for worker_id in self._index[key]:
@@ -412,24 +656,40 @@ class ClusterTable:
         gpu_ids = tuple(sorted(worker.gpus_free)[: req.num_gpus])
         worker.gpus_free -= set(gpu_ids)
         worker.cpus_free -= req.num_cpus
-        actor = Actor(
-            actor_id=secrets.token_hex(8),
-            worker_id=worker.worker_id,
-            slot=slot,
-            endpoint=endpoint,
-            client_id=req.client_id,
-            class_name=req.class_name,
-            num_cpus=req.num_cpus,
-            gpu_ids=gpu_ids,
-            max_memory_mb=req.max_memory_mb,
-        )
-        self.actors[actor.actor_id] = actor
+        actor = self.actors.get(req.restart_of) if req.restart_of else None
+        if actor is not None:  # the same actor, placed again
+            self._restart_keys.pop(actor.actor_id, None)
+            actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids = worker.worker_id, slot, endpoint, gpu_ids
+            actor.restarting = False
+        else:
+            actor = Actor(
+                actor_id=secrets.token_hex(8),
+                worker_id=worker.worker_id,
+                slot=slot,
+                endpoint=endpoint,
+                client_id=req.client_id,
+                class_name=req.class_name,
+                num_cpus=req.num_cpus,
+                gpu_ids=gpu_ids,
+                max_memory_mb=req.max_memory_mb,
+                num_gpus=req.num_gpus,
+                name=req.name,
+                detached=req.detached,
+                max_restarts=req.max_restarts,
+                methods=req.methods,
+                attributes=req.attributes,
+                holders={req.client_id},
+            )
+            self.actors[actor.actor_id] = actor
+            client = self.clients.get(req.client_id)
+            if client is not None:
+                client.actors.add(actor.actor_id)
+                client.holding.add(actor.actor_id)
+            if req.name:
+                self.names[req.name] = actor.actor_id
         worker.actors.add(actor.actor_id)
         worker.held[slot] = actor.actor_id
         self._reindex(worker)
-        client = self.clients.get(req.client_id)
-        if client is not None:
-            client.actors.add(actor.actor_id)
         self.placements_total += 1
         return Placement(req, actor.actor_id, worker.worker_id, worker.node, slot, endpoint, gpu_ids)
 
@@ -520,17 +780,43 @@ class ClusterTable:
             )
         for aid, a in self.actors.items():
             check(a.actor_id == aid, f"actor {aid} is filed under another id ({a.actor_id})")
-            worker = self.workers.get(a.worker_id)
-            check(
-                worker is not None and aid in worker.actors,
-                f"actor {aid}: its worker {a.worker_id} is not in the table or does not list it",
-            )
+            if a.restarting:
+                key = self._restart_keys.get(aid)
+                check(
+                    key is not None and key in self.queue and self.queue[key].restart_of == aid,
+                    f"actor {aid} is restarting but no request places it again",
+                )
+                check(not a.worker_id and a.slot == -1, f"actor {aid} is restarting but still on a slot")
+            else:
+                worker = self.workers.get(a.worker_id)
+                check(
+                    worker is not None and aid in worker.actors,
+                    f"actor {aid}: its worker {a.worker_id} is not in the table or does not list it",
+                )
             client = self.clients.get(a.client_id)
             check(
-                client is not None or bool(a.stopping),
+                client is not None or bool(a.stopping) or (a.detached and not a.client_id),
                 f"actor {aid}: its client {a.client_id} is gone and nobody is stopping it",
             )
             check(client is None or aid in client.actors, f"actor {aid}: its client {a.client_id} does not list it")
+            check(
+                all(h in self.clients and aid in self.clients[h].holding for h in a.holders),
+                f"actor {aid}: holders {sorted(a.holders)} are not all clients holding it",
+            )
+            check(all(a.tokens.values()), f"actor {aid}: a handle copy counted zero times is kept")
+            check(not a.name or self.names.get(a.name) == aid, f"actor {aid}: its name {a.name!r} points elsewhere")
+            check(
+                bool(a.holders or a.tokens or a.detached or a.stopping or not a.refcounted),
+                f"actor {aid}: nobody holds it, but it was not released",
+            )
+        for name, holder in self.names.items():
+            actor = self.actors.get(holder)
+            owner, _, number = holder.rpartition("/")
+            request = self.queue.get((owner, int(number))) if owner else None
+            check(
+                (actor is not None and actor.name == name) or (request is not None and request.name == name),
+                f"the name {name!r} is held by {holder}, which is neither a live actor nor a queued request of it",
+            )
         for cid, c in self.clients.items():
             check(c.client_id == cid, f"client {cid} is filed under another id ({c.client_id})")
             check(c.connected == (c.lost_at is None), f"client {cid}: connected={c.connected}, lost_at={c.lost_at}")
@@ -538,10 +824,17 @@ class ClusterTable:
                 all(a in self.actors and self.actors[a].client_id == cid for a in c.actors),
                 f"client {cid} lists actors that are not its own live actors",
             )
+            check(
+                all(a in self.actors and cid in self.actors[a].holders for a in c.holding),
+                f"client {cid} holds actors that do not list it as a holder",
+            )
         for (cid, rid), req in self.queue.items():
             check((req.client_id, req.request_id) == (cid, rid), f"request {cid}/{rid} is filed under another key")
             client = self.clients.get(cid)
-            check(client is not None and client.connected, f"request {cid}/{rid} waits for a client that is not here")
+            check(
+                client is not None and (client.connected or rid < 0),
+                f"request {cid}/{rid} waits for a client that is not here",
+            )
         timed = {(cid, rid) for _, cid, rid in self._deadlines}
         check(
             all(k in timed for k, r in self.queue.items() if r.timeout_s > 0),

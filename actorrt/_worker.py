@@ -109,6 +109,7 @@ class WorkerDaemon(Service):
             tls=tls,
             preload=self.preload,
             echo_output=echo_output,
+            master_address=master_address,
         )
 
     # ---- lifecycle --------------------------------------------------------------------------

@@ -163,6 +163,8 @@ async def test_a_split_message_interrupted_or_garbled_is_refused_and_the_actor_l
                 response_deserializer=pb.ReplyBatch.FromString,
             )(metadata=_rpc.auth_metadata(c.token))
             await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=sink.actor_id)))
+            answer = await call.read()  # attaching is answered (reply seq 0), as constructing is
+            assert isinstance(answer, pb.ReplyBatch) and answer.replies[0].seq == 0
             await call.write(_wire.split(b"x" * 10)[0])
             for message in tail:
                 await call.write(message)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorrt._errors import PlacementError
+from actorrt._errors import ActorNameTakenError, PlacementError
 from actorrt._table import Actor, ClusterTable, Request
 
 
@@ -88,7 +88,7 @@ def test_release_keeps_resources_until_the_worker_reports_the_exit() -> None:
     t, wid, _ = table_with_worker(cpus=1)
     p = t.request(Request("c1", 1))
     assert p is not None
-    assert t.release_actor("someone-else", p.actor_id, "x") is None  # only the owner may
+    assert t.release_actor("someone-else", p.actor_id, "x") is None  # only a client holding it may
     actor = t.release_actor("c1", p.actor_id, "killed")
     assert actor is not None and actor.stopping == "killed"
     assert t.workers[wid].cpus_free == 0
@@ -102,7 +102,8 @@ def test_removing_a_worker_returns_its_actors() -> None:
     b = t.request(Request("c1", 2))
     assert a and b
     dead = t.remove_worker(wid)
-    assert {x.actor_id for x in dead} == {a.actor_id, b.actor_id}
+    assert {x.actor.actor_id for x in dead} == {a.actor_id, b.actor_id}
+    assert not any(x.restarting for x in dead)
     assert not t.actors and not t.workers and not t.clients["c1"].actors
 
 
@@ -146,15 +147,151 @@ def test_reregistering_worker_rebuilds_its_actors() -> None:
     assert t.clients["c9"].connected and "a1" in t.clients["c9"].actors
 
 
-def test_spreads_actors_over_nodes() -> None:
+def two_nodes(cpus: int = 2) -> tuple[ClusterTable, dict[str, str]]:
     t = ClusterTable()
     t.open_client("c1", "h", 1)
+    ids = {}
     for n in ("a", "b"):
-        w, _ = t.add_worker(node=n, node_ip="127.0.0.1", cpus=2, gpus=0)
-        t.slot_ready(w.worker_id, 0, f"{n}:1")
-        t.slot_ready(w.worker_id, 1, f"{n}:2")
-    nodes = [t.request(Request("c1", i)).node for i in range(2)]  # type: ignore[union-attr]
+        w, _ = t.add_worker(node=n, node_ip="127.0.0.1", cpus=cpus, gpus=0)
+        ids[n] = w.worker_id
+        for slot in range(cpus):
+            t.slot_ready(w.worker_id, slot, f"{n}:{slot}")
+    return t, ids
+
+
+def test_spread_places_on_the_node_with_most_free_cpus() -> None:
+    t, _ = two_nodes()
+    nodes = [t.request(Request("c1", i, spread=True)).node for i in range(2)]  # type: ignore[union-attr]
     assert sorted(nodes) == ["a", "b"]
+    t.validate()
+
+
+def test_the_default_packs_onto_the_fullest_node_that_fits() -> None:
+    t, _ = two_nodes()
+    nodes = [t.request(Request("c1", i)).node for i in range(2)]  # type: ignore[union-attr]
+    assert nodes[0] == nodes[1]  # the second goes where the first already is
+    third = t.request(Request("c1", 3))
+    assert third is not None and third.node != nodes[0]
+    t.validate()
+
+
+def test_a_pinned_request_goes_to_its_node_only_and_waits_for_it() -> None:
+    t, ids = two_nodes(cpus=1)
+    p = t.request(Request("c1", 1, node=ids["b"]))
+    assert p is not None and p.node == "b"
+    assert t.request(Request("c1", 2, node=ids["b"])) is None  # b is full; a is free but not b
+    assert len(t.queue) == 1
+    t.validate()
+    with pytest.raises(PlacementError, match="no node 'nope'"):
+        t.request(Request("c1", 3, node="nope"))
+
+
+def test_names_are_unique_and_reserved_while_queued() -> None:
+    t, _ = two_nodes(cpus=1)
+    first = t.request(Request("c1", 1, name="replay"))
+    assert first is not None
+    with pytest.raises(ActorNameTakenError, match="'replay' is taken"):
+        t.request(Request("c1", 2, name="replay"))
+    t.request(Request("c1", 3))
+    assert t.request(Request("c1", 4, name="params")) is None  # queued: the name is reserved
+    with pytest.raises(ActorNameTakenError, match="waiting for a slot"):
+        t.request(Request("c1", 5, name="params"))
+    t.validate()
+    assert t.lookup("c1", "replay") is t.actors[first.actor_id]
+    assert t.lookup("c1", "params") is None  # not placed yet
+    t.actor_exited(first.actor_id)
+    assert "replay" not in t.names and t.lookup("c1", "replay") is None
+    t.validate()
+
+
+def test_an_actor_is_released_when_no_holder_and_no_copy_in_flight_remains() -> None:
+    t, _ = two_nodes(cpus=1)
+    t.open_client("c2", "h", 2)
+    p = t.request(Request("c1", 1))
+    assert p is not None
+    aid = p.actor_id
+    t.add_ref("c1", aid, "c1.1")  # c1 sends a copy to c2
+    t.add_ref("c2", aid)  # c2 unpickled it ...
+    t.drop_ref("c2", aid, "c1.1")  # ... and says the copy arrived
+    t.drop_ref("c1", aid)  # the creator drops its handle
+    assert not t.take_released() and t.actors[aid].holders == {"c2"}
+    t.validate()
+    t.drop_ref("c2", aid, "c1.2")  # a copy that arrived before its sender's word
+    t.drop_ref("c2", aid)
+    assert not t.take_released()  # that copy is still counted (-1): its AddRef is on its way
+    t.add_ref("c1", aid, "c1.2")
+    t.drop_ref("c1", aid)  # nothing changes for c1; the count check runs again
+    released = t.take_released()
+    assert [a.actor_id for a in released] == [aid] and "no handle" in released[0].stopping
+    t.validate()
+
+
+def test_copies_in_flight_die_with_the_client_that_sent_them() -> None:
+    t, _ = two_nodes(cpus=1)
+    t.open_client("c2", "h", 2)
+    p = t.request(Request("c2", 1, detached=False))
+    assert p is not None
+    t.add_ref("c1", p.actor_id, "c1.7")  # c1 held it and sent a copy that is never unpickled
+    t.open_client("c3", "h", 3)
+    t.drop_ref("c2", p.actor_id)
+    assert not t.take_released()
+    t.remove_client("c1")
+    assert [a.actor_id for a in t.take_released()] == [p.actor_id]
+    t.validate()
+
+
+def test_a_detached_actor_outlives_its_creator_and_holders() -> None:
+    t, _ = two_nodes(cpus=1)
+    p = t.request(Request("c1", 1, name="ps", detached=True))
+    assert p is not None
+    t.drop_ref("c1", p.actor_id)
+    assert t.remove_client("c1") == [] and not t.take_released()
+    assert t.actors[p.actor_id].client_id == "" and t.names["ps"] == p.actor_id
+    t.validate()
+
+
+def test_a_restartable_actor_is_placed_again_then_dies_after_its_last_restart() -> None:
+    t, ids = two_nodes(cpus=1)
+    p = t.request(Request("c1", 1, max_restarts=1, name="r"))
+    assert p is not None
+    ended, placed = t.actor_exited(p.actor_id, "killed by signal 9 (SIGKILL)")
+    assert ended is not None and ended.restarting and ended.actor.restarts == 1
+    assert [x.actor_id for x in placed] == [p.actor_id]  # same id, the other node's free slot
+    assert placed[0].node != p.node and t.names["r"] == p.actor_id
+    t.validate()
+    ended, _ = t.actor_exited(p.actor_id, "killed by signal 9 (SIGKILL)")
+    assert ended is not None and not ended.restarting
+    assert "after 1 restarts, the last allowed" in ended.cause
+    assert p.actor_id not in t.actors and "r" not in t.names
+    t.validate()
+
+
+def test_a_killed_actor_is_not_restarted_and_a_restarting_one_ends_at_once() -> None:
+    t, ids = two_nodes(cpus=1)
+    a = t.request(Request("c1", 1, max_restarts=-1))
+    assert a is not None
+    t.release_actor("c1", a.actor_id, "killed by actorrt.kill()")
+    ended, _ = t.actor_exited(a.actor_id, "exit 0")
+    assert ended is not None and not ended.restarting and ended.cause == "killed by actorrt.kill()"
+    b = t.request(Request("c1", 2, max_restarts=-1))
+    assert b is not None
+    t.remove_worker(ids["a"] if b.node == "a" else ids["b"], "gone")
+    t.remove_worker(ids["b"] if b.node == "a" else ids["a"], "gone")  # nowhere to restart
+    assert t.actors[b.actor_id].restarting
+    t.validate()
+    t.release_actor("c1", b.actor_id, "killed")
+    assert [x.actor_id for x in t.take_released()] == [b.actor_id] and not t.queue
+    t.validate()
+
+
+def test_only_a_client_holding_an_actor_may_kill_it() -> None:
+    t, _ = two_nodes(cpus=1)
+    t.open_client("c2", "h", 2)
+    p = t.request(Request("c1", 1))
+    assert p is not None
+    assert t.release_actor("c2", p.actor_id, "x") is None
+    t.add_ref("c2", p.actor_id)
+    assert t.release_actor("c2", p.actor_id, "x") is not None
 
 
 def test_a_rejoining_worker_must_stop_actors_already_reported_dead() -> None:
@@ -186,14 +323,23 @@ def big_table(nodes: int, slots: int) -> tuple[ClusterTable, Clock]:
 
 
 def test_placement_spreads_and_uses_every_slot_once_at_scale() -> None:
-    """2,000 nodes x 4 slots: each placement takes the node with the most free cpus, so the
+    """2,000 nodes x 4 slots: each spread placement takes the node with the most free cpus, so the
     first 2,000 actors land on 2,000 different nodes, and all 8,000 slots fill exactly once."""
     t, _ = big_table(2000, 4)
-    placed = [t.request(Request("c1", i)) for i in range(8000)]
+    placed = [t.request(Request("c1", i, spread=True)) for i in range(8000)]
     assert all(p is not None for p in placed)
     assert len({p.node for p in placed[:2000]}) == 2000  # type: ignore[union-attr]
     assert len({(p.worker_id, p.slot) for p in placed}) == 8000  # type: ignore[union-attr]
     assert t.request(Request("c1", 8000)) is None and len(t.queue) == 1
+    t.validate()
+
+
+def test_packing_fills_each_node_before_the_next_at_scale() -> None:
+    t, _ = big_table(2000, 4)
+    placed = [t.request(Request("c1", i)) for i in range(8000)]
+    assert all(p is not None for p in placed)
+    assert len({p.node for p in placed[:4]}) == 1  # type: ignore[union-attr]
+    assert len({(p.worker_id, p.slot) for p in placed}) == 8000  # type: ignore[union-attr]
     t.validate()
 
 

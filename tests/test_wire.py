@@ -140,6 +140,8 @@ async def test_a_chunk_without_its_call_is_refused_and_the_actor_lives_on(cluste
             response_deserializer=pb.ReplyBatch.FromString,
         )(metadata=_rpc.auth_metadata(c.token))
         await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=log.actor_id)))
+        answer = await call.read()  # attaching is answered (reply seq 0)
+        assert isinstance(answer, pb.ReplyBatch) and answer.replies[0].seq == 0
         await call.write(next(_wire.chunks(_wire.CALL_CHUNK, [memoryview(b"stray")])))
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await call.read()

@@ -74,12 +74,14 @@ class ShippedFile(_message.Message):
     def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., mode: _Optional[int] = ...) -> None: ...
 
 class AttachActor(_message.Message):
-    __slots__ = ("version", "actor_id")
+    __slots__ = ("version", "actor_id", "shm_probe")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    SHM_PROBE_FIELD_NUMBER: _ClassVar[int]
     version: int
     actor_id: str
-    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ...) -> None: ...
+    shm_probe: str
+    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., shm_probe: _Optional[str] = ...) -> None: ...
 
 class Call(_message.Message):
     __slots__ = ("seq", "method", "args", "kind")

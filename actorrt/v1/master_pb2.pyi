@@ -1,11 +1,26 @@
 from actorrt.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class Scheduling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULING_UNSPECIFIED: _ClassVar[Scheduling]
+    SCHEDULING_SPREAD: _ClassVar[Scheduling]
+
+class PlacementFailure(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PLACEMENT_FAILURE_UNSPECIFIED: _ClassVar[PlacementFailure]
+    PLACEMENT_FAILURE_NAME_TAKEN: _ClassVar[PlacementFailure]
+SCHEDULING_UNSPECIFIED: Scheduling
+SCHEDULING_SPREAD: Scheduling
+PLACEMENT_FAILURE_UNSPECIFIED: PlacementFailure
+PLACEMENT_FAILURE_NAME_TAKEN: PlacementFailure
 
 class WorkerEvent(_message.Message):
     __slots__ = ("register_worker", "heartbeat", "slot_ready", "actor_exited", "actor_output", "actor_log", "slot_lost")
@@ -153,42 +168,96 @@ class StopActor(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ClientEvent(_message.Message):
-    __slots__ = ("open_session", "place_actor", "release_actor", "close_session")
+    __slots__ = ("open_session", "place_actor", "release_actor", "close_session", "add_ref", "drop_ref", "lookup_actor")
     OPEN_SESSION_FIELD_NUMBER: _ClassVar[int]
     PLACE_ACTOR_FIELD_NUMBER: _ClassVar[int]
     RELEASE_ACTOR_FIELD_NUMBER: _ClassVar[int]
     CLOSE_SESSION_FIELD_NUMBER: _ClassVar[int]
+    ADD_REF_FIELD_NUMBER: _ClassVar[int]
+    DROP_REF_FIELD_NUMBER: _ClassVar[int]
+    LOOKUP_ACTOR_FIELD_NUMBER: _ClassVar[int]
     open_session: OpenSession
     place_actor: PlaceActor
     release_actor: ReleaseActor
     close_session: CloseSession
-    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ...) -> None: ...
+    add_ref: AddRef
+    drop_ref: DropRef
+    lookup_actor: LookupActor
+    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ..., add_ref: _Optional[_Union[AddRef, _Mapping]] = ..., drop_ref: _Optional[_Union[DropRef, _Mapping]] = ..., lookup_actor: _Optional[_Union[LookupActor, _Mapping]] = ...) -> None: ...
 
 class OpenSession(_message.Message):
-    __slots__ = ("version", "client_id", "hostname", "pid", "mute_actor_output")
+    __slots__ = ("version", "client_id", "hostname", "pid", "mute_actor_output", "actor_id")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     MUTE_ACTOR_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     version: int
     client_id: str
     hostname: str
     pid: int
     mute_actor_output: bool
-    def __init__(self, version: _Optional[int] = ..., client_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ..., mute_actor_output: _Optional[bool] = ...) -> None: ...
+    actor_id: str
+    def __init__(self, version: _Optional[int] = ..., client_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ..., mute_actor_output: _Optional[bool] = ..., actor_id: _Optional[str] = ...) -> None: ...
 
 class PlaceActor(_message.Message):
-    __slots__ = ("request_id", "resources", "class_name", "timeout_s")
+    __slots__ = ("request_id", "resources", "class_name", "timeout_s", "name", "detached", "max_restarts", "scheduling", "node", "shape")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETACHED_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     resources: _common_pb2.Resources
     class_name: str
     timeout_s: float
-    def __init__(self, request_id: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., class_name: _Optional[str] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+    name: str
+    detached: bool
+    max_restarts: int
+    scheduling: Scheduling
+    node: str
+    shape: ActorShape
+    def __init__(self, request_id: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., class_name: _Optional[str] = ..., timeout_s: _Optional[float] = ..., name: _Optional[str] = ..., detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., scheduling: _Optional[_Union[Scheduling, str]] = ..., node: _Optional[str] = ..., shape: _Optional[_Union[ActorShape, _Mapping]] = ...) -> None: ...
+
+class ActorShape(_message.Message):
+    __slots__ = ("methods", "attributes")
+    METHODS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    methods: _containers.RepeatedScalarFieldContainer[str]
+    attributes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, methods: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AddRef(_message.Message):
+    __slots__ = ("actor_id", "token")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    token: str
+    def __init__(self, actor_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class DropRef(_message.Message):
+    __slots__ = ("actor_id", "token")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    token: str
+    def __init__(self, actor_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class LookupActor(_message.Message):
+    __slots__ = ("request_id", "name", "actor_id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    name: str
+    actor_id: str
+    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., actor_id: _Optional[str] = ...) -> None: ...
 
 class ReleaseActor(_message.Message):
     __slots__ = ("actor_id", "reason")
@@ -203,18 +272,24 @@ class CloseSession(_message.Message):
     def __init__(self) -> None: ...
 
 class ClientNotice(_message.Message):
-    __slots__ = ("session_opened", "actor_placed", "placement_failed", "actor_died", "actor_output")
+    __slots__ = ("session_opened", "actor_placed", "placement_failed", "actor_died", "actor_output", "actor_found", "actor_restarting", "actor_moved")
     SESSION_OPENED_FIELD_NUMBER: _ClassVar[int]
     ACTOR_PLACED_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FAILED_FIELD_NUMBER: _ClassVar[int]
     ACTOR_DIED_FIELD_NUMBER: _ClassVar[int]
     ACTOR_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FOUND_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_RESTARTING_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_MOVED_FIELD_NUMBER: _ClassVar[int]
     session_opened: SessionOpened
     actor_placed: ActorPlaced
     placement_failed: PlacementFailed
     actor_died: ActorDied
     actor_output: ActorOutput
-    def __init__(self, session_opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., actor_placed: _Optional[_Union[ActorPlaced, _Mapping]] = ..., placement_failed: _Optional[_Union[PlacementFailed, _Mapping]] = ..., actor_died: _Optional[_Union[ActorDied, _Mapping]] = ..., actor_output: _Optional[_Union[ActorOutput, _Mapping]] = ...) -> None: ...
+    actor_found: ActorFound
+    actor_restarting: ActorRestarting
+    actor_moved: ActorMoved
+    def __init__(self, session_opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., actor_placed: _Optional[_Union[ActorPlaced, _Mapping]] = ..., placement_failed: _Optional[_Union[PlacementFailed, _Mapping]] = ..., actor_died: _Optional[_Union[ActorDied, _Mapping]] = ..., actor_output: _Optional[_Union[ActorOutput, _Mapping]] = ..., actor_found: _Optional[_Union[ActorFound, _Mapping]] = ..., actor_restarting: _Optional[_Union[ActorRestarting, _Mapping]] = ..., actor_moved: _Optional[_Union[ActorMoved, _Mapping]] = ...) -> None: ...
 
 class SessionOpened(_message.Message):
     __slots__ = ("client_id", "version")
@@ -239,12 +314,58 @@ class ActorPlaced(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., node: _Optional[str] = ..., gpu_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PlacementFailed(_message.Message):
-    __slots__ = ("request_id", "reason")
+    __slots__ = ("request_id", "reason", "code")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     reason: str
-    def __init__(self, request_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    code: PlacementFailure
+    def __init__(self, request_id: _Optional[int] = ..., reason: _Optional[str] = ..., code: _Optional[_Union[PlacementFailure, str]] = ...) -> None: ...
+
+class ActorFound(_message.Message):
+    __slots__ = ("request_id", "actor_id", "reason", "endpoint", "class_name", "shape", "max_restarts")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    actor_id: str
+    reason: str
+    endpoint: str
+    class_name: str
+    shape: ActorShape
+    max_restarts: int
+    def __init__(self, request_id: _Optional[int] = ..., actor_id: _Optional[str] = ..., reason: _Optional[str] = ..., endpoint: _Optional[str] = ..., class_name: _Optional[str] = ..., shape: _Optional[_Union[ActorShape, _Mapping]] = ..., max_restarts: _Optional[int] = ...) -> None: ...
+
+class ActorRestarting(_message.Message):
+    __slots__ = ("actor_id", "cause", "restarts")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    cause: str
+    restarts: int
+    def __init__(self, actor_id: _Optional[str] = ..., cause: _Optional[str] = ..., restarts: _Optional[int] = ...) -> None: ...
+
+class ActorMoved(_message.Message):
+    __slots__ = ("actor_id", "endpoint", "node", "gpu_ids", "construct", "restarts")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONSTRUCT_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    endpoint: str
+    node: str
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    construct: bool
+    restarts: int
+    def __init__(self, actor_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., node: _Optional[str] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., construct: _Optional[bool] = ..., restarts: _Optional[int] = ...) -> None: ...
 
 class ActorDied(_message.Message):
     __slots__ = ("actor_id", "cause", "exit_code")
@@ -305,7 +426,7 @@ class NodeStatus(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., cpus_used: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_used: _Optional[int] = ..., slots_ready: _Optional[int] = ..., load: _Optional[float] = ..., pid: _Optional[int] = ..., connected: _Optional[bool] = ...) -> None: ...
 
 class ActorStatus(_message.Message):
-    __slots__ = ("actor_id", "class_name", "worker_id", "node", "slot", "client_id", "endpoint", "rss_bytes", "resources")
+    __slots__ = ("actor_id", "class_name", "worker_id", "node", "slot", "client_id", "endpoint", "rss_bytes", "resources", "name", "detached", "restarts", "max_restarts", "holders", "restarting")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +436,12 @@ class ActorStatus(_message.Message):
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETACHED_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTING_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     class_name: str
     worker_id: str
@@ -324,7 +451,13 @@ class ActorStatus(_message.Message):
     endpoint: str
     rss_bytes: int
     resources: _common_pb2.Resources
-    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., worker_id: _Optional[str] = ..., node: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rss_bytes: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+    name: str
+    detached: bool
+    restarts: int
+    max_restarts: int
+    holders: int
+    restarting: bool
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., worker_id: _Optional[str] = ..., node: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rss_bytes: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., name: _Optional[str] = ..., detached: _Optional[bool] = ..., restarts: _Optional[int] = ..., max_restarts: _Optional[int] = ..., holders: _Optional[int] = ..., restarting: _Optional[bool] = ...) -> None: ...
 
 class ClientStatus(_message.Message):
     __slots__ = ("client_id", "hostname", "pid", "actors", "connected")
