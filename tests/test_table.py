@@ -251,7 +251,7 @@ def test_a_detached_actor_outlives_its_creator_and_holders() -> None:
 
 
 def test_a_restartable_actor_is_placed_again_then_dies_after_its_last_restart() -> None:
-    t, ids = two_nodes(cpus=1)
+    t, _ = two_nodes(cpus=1)
     p = t.request(Request("c1", 1, max_restarts=1, name="r"))
     assert p is not None
     ended, placed = t.actor_exited(p.actor_id, "killed by signal 9 (SIGKILL)")
