@@ -114,7 +114,7 @@ class Cluster:
 
     async def _start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
+        self.loop_thread = threading.get_ident()
         self._files = collect_files(self._files_patterns, min(self.max_payload_bytes, MAX_FILES_BYTES))
         if not self.address:
             from actorrt._embedded import start_embedded  # the servers load only when needed
@@ -230,9 +230,13 @@ class Cluster:
 
     def make_handle(self, conn: ActorConnection) -> ActorHandle[Any]:
         """A new handle on ``conn``, counted (each handle's ``__del__`` calls ``drop``)."""
+        self.hold(conn)
+        return ActorHandle(conn)
+
+    def hold(self, conn: ActorConnection) -> None:
+        """One more live handle (or bound method) on ``conn``; any thread."""
         with self._refs_lock:
             conn.handles += 1
-        return ActorHandle(conn)
 
     def drop(self, conn: ActorConnection) -> None:
         """A handle was garbage-collected (any thread, even inside the loop's own code)."""
@@ -271,7 +275,7 @@ class Cluster:
         """Queue a session step from any thread, in the order asked."""
         if self._session is None or self.closed:
             return
-        if threading.get_ident() == self._loop_thread:
+        if threading.get_ident() == self.loop_thread:
             self._session.send(event)
         else:
             self.loop.call_soon_threadsafe(self._session.send, event)

@@ -49,6 +49,8 @@ _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 # How long a restartable actor's connection, cut off, waits for the master to say whether the
 # actor restarts or died (a lost node is noticed within the worker timeout, 10 s by default).
 RESTART_VERDICT_S = 60.0
+# How long a broken stream waits for the master to say why before failing the calls in flight.
+DEATH_WORD_S = 0.5
 
 
 def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
@@ -111,7 +113,7 @@ class ActorConnection:
         # The reply whose streamed value is arriving in chunks: its buffers, and its future
         # with the pickle (None when nobody waits for it any more).
         self._incoming: tuple[_wire.Incoming, CallFuture[Any] | None, bytes] | None = None
-        self._loop_thread = threading.get_ident()
+        self._loop_thread = cluster.loop_thread
 
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
         """Construct the actor; raises RemoteError if its __init__ raised, ActorDiedError if gone."""
@@ -263,17 +265,22 @@ class ActorConnection:
         if self.dead is not None:
             return
         if self.max_restarts == 0:
-            cause = await self.cluster.death_cause(self.actor_id, wait_s=0.5) or detail
+            cause = await self.cluster.death_cause(self.actor_id, wait_s=DEATH_WORD_S) or detail
             self.mark_dead(cause)
             return
-        # It may restart: what was in flight fails now (at most once), later calls wait for the
-        # master's word (ActorRestarting, then ActorMoved; or ActorDied).
-        self._cut_off(ActorDiedError(self.actor_id, detail))
+        # It may restart: later calls wait for the master's word (ActorRestarting, then
+        # ActorMoved; or ActorDied), which also fails what was in flight (at most once) saying
+        # why; if that word is slow, what was in flight fails now.
+        self.waiting = True
         self._verdict = self.loop.create_future()
         try:
-            await asyncio.wait_for(self._verdict, RESTART_VERDICT_S)
+            await asyncio.wait_for(asyncio.shield(self._verdict), DEATH_WORD_S)
         except TimeoutError:
-            self.mark_dead(f"{detail}; the master said nothing of it within {RESTART_VERDICT_S:g}s")
+            self._cut_off(ActorDiedError(self.actor_id, detail))
+            try:
+                await asyncio.wait_for(self._verdict, RESTART_VERDICT_S)
+            except TimeoutError:
+                self.mark_dead(f"{detail}; the master said nothing of it within {RESTART_VERDICT_S:g}s")
         finally:
             self._verdict = None
 
@@ -441,11 +448,19 @@ def member_kinds(cls: type) -> dict[str, bool]:
 
 
 class _Method:
+    """``handle.method``: counts as a handle while it lives, so that
+    ``get_actor(name).result().method()`` (the handle gone before the call is made) still
+    reaches the actor."""
+
     __slots__ = ("_conn", "_name")
 
     def __init__(self, conn: ActorConnection, name: str) -> None:
+        conn.cluster.hold(conn)
         self._conn = conn
         self._name = name
+
+    def __del__(self) -> None:
+        self._conn.cluster.drop(self._conn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> CallFuture[Any]:
         return self._conn.submit(pb.CALL_KIND_METHOD, self._name, args, kwargs)

@@ -156,11 +156,21 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
         for a in st.actors:
             by_class[a["class_name"]] = by_class.get(a["class_name"], 0) + 1
         lines += ["", "ACTORS BY CLASS"] + [f"  {k:<30} {v}" for k, v in sorted(by_class.items())]
-        lines += ["", f"{'ACTOR':<18} {'CLASS':<24} {'NODE':<20} {'SLOT':>4} {'RSS':>7}"]
+        lines += [
+            "",
+            f"{'ACTOR':<18} {'CLASS':<20} {'NAME':<14} {'NODE':<16} {'SLOT':>4} {'RSS':>7} {'HOLDERS':>7} RESTARTS",
+        ]
         for a in st.actors[:max_actors]:
+            slot = "-" if a.get("restarting") else a["slot"]
+            restarts = a.get("restarts", 0)
+            limit = a.get("max_restarts", 0)
+            restarted = f"{restarts}/{'inf' if limit < 0 else limit}" if limit else "-"
+            if a.get("restarting"):
+                restarted += " (restarting)"
+            name = (a.get("name") or "-") + (" (detached)" if a.get("detached") else "")
             lines.append(
-                f"{a['actor_id']:<18} {a['class_name'][:24]:<24} {a['node'][:20]:<20} {a['slot']:>4} "
-                f"{_mib(a['rss_bytes']):>7}"
+                f"{a['actor_id']:<18} {a['class_name'][:20]:<20} {name[:14]:<14} {a['node'][:16]:<16} {slot:>4} "
+                f"{_mib(a['rss_bytes']):>7} {a.get('holders', 0):>7} {restarted}"
             )
         if len(st.actors) > max_actors:
             lines.append(f"... and {len(st.actors) - max_actors} more (--json lists them all)")

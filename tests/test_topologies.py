@@ -1,0 +1,388 @@
+"""Topologies: handles that travel, actors that call and create actors, names, lifetimes by
+reference, restarts and placement, on a real master and two real worker daemons."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import actorrt
+from tests.conftest import ProcCluster, wait_until
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
+    """Two worker daemons of 2 slots each; the second offers 2 (counted, not real) GPUs."""
+    c = ProcCluster(tmp_path_factory.mktemp("actorrt-topo")).start(workers=1, cpus_per_worker=2)
+    c.spawn("connect", "--address", c.address, "--cpus", "2", "--gpus", "2", "--token", c.token)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@actorrt.remote_class
+class Counter:
+    def __init__(self, start: int = 0) -> None:
+        self.n = start
+
+    def add(self, k: int = 1) -> int:
+        self.n += k
+        return self.n
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def sleep(self, s: float) -> float:
+        time.sleep(s)
+        return s
+
+    def env(self, name: str) -> str | None:
+        return os.environ.get(name)
+
+
+@actorrt.remote_class
+class User:
+    """Holds a handle it was given; uses it from plain and async methods."""
+
+    def __init__(self, counter: Any = None) -> None:
+        self.counter = counter
+
+    def keep(self, counter: Any) -> bool:
+        self.counter = counter
+        return True
+
+    def bump(self, k: int) -> int:
+        return self.counter.add(k).result()  # type: ignore[no-any-return]
+
+    async def bump_async(self, k: int) -> int:
+        return await self.counter.add(k)  # type: ignore[no-any-return]
+
+    def make_child(self, start: int) -> Any:
+        child = Counter.remote(start).result()
+        child.add(1).result()
+        return child
+
+    async def make_child_async(self, start: int) -> Any:
+        child = await Counter.remote(start)
+        await child.add(1)
+        return child
+
+    def lookup(self, name: str) -> int:
+        return actorrt.get_actor(name).result().add(1000).result()  # type: ignore[no-any-return]
+
+
+async def actors_named(c: actorrt.Cluster, class_name: str) -> list[dict[str, Any]]:
+    return [a for a in (await c.status()).actors if a["class_name"] == class_name]
+
+
+async def eventually(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return bool(await predicate())
+
+
+# ---- handles travel -------------------------------------------------------------------------
+
+
+async def test_a_handle_sent_to_an_actor_outlives_the_creators_handle(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.remote(10)
+        user = await User.remote(counter)  # a constructor argument
+        assert await user.bump(1) == 11  # the actor blocks on .result() in a plain method
+        del counter
+        gc.collect()
+        await asyncio.sleep(0.5)  # the creator's DropRef has reached the master
+        assert await user.bump(1) == 12  # the actor's handle keeps it alive
+        [row] = await actors_named(c, "Counter")
+        assert row["holders"] == 1  # only the User's process holds it now
+        del user
+        gc.collect()
+        assert await eventually(lambda: _none_left(c)), "dropping the last handles did not release them"
+
+
+async def _all_ready(c: actorrt.Cluster) -> bool:
+    return all(n["slots_ready"] == n["cpus"] for n in (await c.status()).nodes)
+
+
+async def _none_left(c: actorrt.Cluster) -> bool:
+    return not (await c.status()).actors
+
+
+async def test_an_async_method_awaits_a_handle_it_got_in_a_call(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.remote()
+        user = await User.remote()
+        assert await user.keep(counter)  # a call argument
+        results = await asyncio.gather(*(user.bump_async(1) for _ in range(20)))
+        assert sorted(results) == list(range(1, 21))
+        assert await counter.add(0) == 20  # the driver and the actor reach the same instance
+        await c.kill(user)
+        await c.kill(counter)
+
+
+async def test_calls_from_an_actor_keep_their_order(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.remote()
+        user = await User.remote(counter)
+        assert [await user.bump(1) for _ in range(50)] == list(range(1, 51))
+        await c.kill(user)
+        await c.kill(counter)
+
+
+async def test_a_handle_returned_by_an_actor_works_in_the_driver(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        user = await User.remote()
+        child = await user.make_child(5)  # created inside the actor, returned here
+        assert isinstance(child, actorrt.ActorHandle)
+        assert [await child.add(1) for _ in range(3)] == [7, 8, 9]
+        await c.kill(user)
+
+
+# ---- actors create actors -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["make_child", "make_child_async"])
+async def test_the_actors_an_actor_creates_die_with_it(cluster: ProcCluster, method: str) -> None:
+    async with cluster.connect() as c:
+        user = await User.remote()
+        child = await getattr(user, method)(1)
+        assert await child.add(1) == 3
+        [row] = await actors_named(c, "Counter")
+        [parent] = await actors_named(c, "User")
+        assert row["client_id"] != parent["client_id"] and row["client_id"] != c.client_id  # the actor's own
+        await c.kill(user)
+        with pytest.raises(actorrt.ActorDiedError):
+            for _ in range(100):
+                await child.add(1)
+                await asyncio.sleep(0.05)
+        assert await eventually(lambda: _none_left(c))
+
+
+# ---- names ----------------------------------------------------------------------------------
+
+_OTHER_DRIVER = """
+import sys, actorrt
+with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+    h = actorrt.get_actor(sys.argv[3]).result()
+    print("value", h.add(int(sys.argv[4])).result(), flush=True)
+"""
+
+
+def run_driver(cluster: ProcCluster, script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(cluster.env, PYTHONPATH=os.getcwd())
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), cluster.address, cluster.token, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd="/",  # tests/ is not importable there: the class is not either
+    )
+
+
+async def test_a_named_actor_is_found_by_a_client_that_cannot_import_its_class(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        replay = await Counter.options(name="replay").remote(100)
+        out = await asyncio.to_thread(run_driver, cluster, _OTHER_DRIVER, "replay", "5")
+        assert out.returncode == 0, out.stderr
+        assert "value 105" in out.stdout
+        assert await replay.add(0) == 105
+        with pytest.raises(actorrt.ActorNameTakenError, match="'replay' is taken"):
+            await Counter.options(name="replay").remote()
+        with pytest.raises(actorrt.ActorNotFoundError, match="'nope'"):
+            await actorrt.get_actor("nope")
+        user = await User.remote()
+        assert await user.lookup("replay") == 1105  # from inside an actor too
+        found = await actorrt.get_actor("replay")
+        assert found == replay and await found.add(0) == 1105
+        await c.kill(user)
+        await c.kill(replay)
+        with pytest.raises(actorrt.ActorNotFoundError):
+            await actorrt.get_actor("replay")
+        again = await Counter.options(name="replay").remote()  # the name is free again
+        await c.kill(again)
+
+
+_DETACHED_CREATOR = """
+import sys, actorrt
+
+@actorrt.remote_class
+class Keeper:
+    def __init__(self):
+        self.items = []
+    def add(self, k):
+        self.items.append(k)
+        return sum(self.items)
+
+with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+    h = Keeper.options(name=sys.argv[3], lifetime="detached").remote().result()
+    print("value", h.add(int(sys.argv[4])).result(), flush=True)
+"""
+
+
+async def test_a_detached_actor_outlives_its_creator_until_killed(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        out = await asyncio.to_thread(run_driver, cluster, _DETACHED_CREATOR, "keeper", "7")
+        assert out.returncode == 0, out.stderr
+        assert "value 7" in out.stdout  # the creator has exited
+        await asyncio.sleep(2.5)  # past the client grace period
+        keeper = await actorrt.get_actor("keeper")
+        assert await keeper.add(3) == 10
+        del keeper
+        gc.collect()
+        await asyncio.sleep(0.5)
+        keeper = await actorrt.get_actor("keeper")  # no handle left, still there
+        [row] = await actors_named(c, "Keeper")
+        assert row["detached"] and row["name"] == "keeper"
+        await c.kill(keeper)
+        assert await eventually(lambda: _none_left(c))
+
+
+# ---- lifetime by reference --------------------------------------------------------------------
+
+
+async def test_a_dropped_handle_releases_its_actor_but_not_while_a_call_is_in_flight(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.remote()
+        slow = counter.sleep(0.5)
+        del counter
+        gc.collect()
+        assert await slow == 0.5  # the call in flight kept it until it was answered
+        assert await eventually(lambda: _none_left(c), 5)
+
+
+async def test_a_thousand_create_drop_cycles_on_two_slots_leak_nothing() -> None:
+    shm_before = set(os.listdir("/dev/shm"))
+    async with actorrt.connect(num_cpus=2) as c:
+        started = time.monotonic()
+        pids = set()
+        for i in range(1000):
+            h = await Counter.remote(i)
+            assert await h.add(1) == i + 1
+            if i % 100 == 0:
+                pids.add(await h.pid())
+        elapsed = time.monotonic() - started
+        del h
+        gc.collect()
+        assert await eventually(lambda: _none_left(c), 10)
+        st = await c.status()
+        assert st.slots_used == 0
+        assert wait_until(lambda: all(n["slots_ready"] == n["cpus"] for n in c.status().result().nodes), 10)
+        assert len(pids) == 10  # every actor had a fresh process
+    leaked = {f for f in set(os.listdir("/dev/shm")) - shm_before if "actorrt" in f}
+    assert not leaked, f"leaked /dev/shm files: {leaked}"
+    print(f"1000 create/drop cycles on 2 slots: {elapsed:.1f}s ({elapsed:.3f} ms each)")
+
+
+# ---- restarts ---------------------------------------------------------------------------------
+
+
+async def test_a_restarted_actor_is_reached_by_every_holder_and_dies_after_its_last_restart(
+    cluster: ProcCluster,
+) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.options(max_restarts=2).remote(7)
+        user = await User.remote(counter)  # another process holds it too
+        assert await user.bump(1) == 8
+        for restart in (1, 2):
+            pid = await counter.pid()
+            in_flight = counter.sleep(30)
+            await asyncio.sleep(0.2)
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(actorrt.ActorDiedError, match=f"restarting it: restart {restart} of 2"):
+                await in_flight  # at most once: never retried
+            assert await counter.add(0) == 7  # constructed again with the same arguments
+            assert await counter.pid() != pid
+            assert await user.bump(1) == 8  # the other holder reaches the new instance
+            [row] = await actors_named(c, "Counter")
+            assert row["restarts"] == restart and row["max_restarts"] == 2
+        pid = await counter.pid()
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(actorrt.ActorDiedError, match="after 2 restarts, the last allowed"):
+            for _ in range(100):
+                await counter.add(0)
+                await asyncio.sleep(0.05)
+        with pytest.raises(actorrt.ActorDiedError):
+            await user.bump(1)
+        await c.kill(user)
+
+
+async def test_calls_made_while_an_actor_restarts_wait_for_it(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.options(max_restarts=-1).remote(1)
+        pid = await counter.pid()
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.3)  # the death is known; the new instance may not be up yet
+        results = await asyncio.gather(*(counter.add(1) for _ in range(10)), return_exceptions=True)
+        good = [r for r in results if isinstance(r, int)]
+        assert good and good == sorted(good) and good[-1] == 1 + len(good)
+        await c.kill(counter)
+        with pytest.raises(actorrt.ActorDiedError):
+            await counter.add(1)  # a kill is final, whatever max_restarts says
+
+
+# ---- placement --------------------------------------------------------------------------------
+
+
+async def test_spread_uses_both_nodes_pack_fills_one_and_node_pins(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        nodes = {n["worker_id"] for n in (await c.status()).nodes}
+        assert len(nodes) == 2
+        spread = [await Counter.options(scheduling="spread").remote() for _ in range(2)]
+        rows = await actors_named(c, "Counter")
+        assert {r["worker_id"] for r in rows} == nodes
+        for h in spread:
+            await c.kill(h)
+        assert await eventually(lambda: _all_ready(c))  # packing goes by slots ready to take an actor
+        packed = [await Counter.remote() for _ in range(2)]
+        rows = await actors_named(c, "Counter")
+        assert len({r["worker_id"] for r in rows}) == 1
+        for h in packed:
+            await c.kill(h)
+        target = sorted(nodes)[1]
+        pinned = [await Counter.options(node=target).remote() for _ in range(2)]
+        assert {r["worker_id"] for r in await actors_named(c, "Counter")} == {target}
+        for h in pinned:
+            await c.kill(h)
+        with pytest.raises(actorrt.PlacementError, match="no node 'nope'"):
+            await Counter.options(node="nope").remote()
+
+
+async def test_gpu_actors_see_their_assigned_devices(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        a = await Counter.options(num_gpus=1).remote()
+        b = await Counter.options(num_gpus=1).remote()
+        seen = {await a.env("CUDA_VISIBLE_DEVICES"), await b.env("CUDA_VISIBLE_DEVICES")}
+        assert seen == {"0", "1"}
+        plain = await Counter.remote()
+        assert await plain.env("CUDA_VISIBLE_DEVICES") == ""
+        for h in (a, b, plain):
+            await c.kill(h)
+        both = await Counter.options(num_gpus=2).remote()
+        assert await both.env("CUDA_VISIBLE_DEVICES") == "0,1"
+        await c.kill(both)
+
+
+async def test_bad_options_are_refused_naming_the_option() -> None:
+    with pytest.raises(ValueError, match="max_restarts"):
+        Counter.options(max_restarts=-2)
+    with pytest.raises(ValueError, match="scheduling"):
+        Counter.options(scheduling="random")
+    with pytest.raises(ValueError, match="lifetime"):
+        Counter.options(lifetime="forever")
+    with pytest.raises(TypeError, match="unknown option"):
+        Counter.options(colour="red")
