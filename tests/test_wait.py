@@ -1,12 +1,16 @@
-"""Futures awaited from another event loop than their own, on an embedded cluster with real
-actor hosts: ``background``, a blocking ``with actorrt.connect()`` shared by the module, whose
-loop runs on a thread of its own (as a client inside an actor will).
+"""Many futures at once (``actorrt.wait``, ``actorrt.as_completed``) and futures awaited from
+another event loop than their own, on embedded clusters with real actor hosts.
+
+Two kinds of cluster: ``background``, a blocking ``with actorrt.connect()`` shared by the module,
+whose loop runs on a thread of its own (as a client inside an actor will), and, in async tests,
+``async with actorrt.connect()`` on the test's own loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,3 +92,171 @@ def test_a_loop_on_another_thread_awaits_the_futures_of_this_one(background: act
 async def _awaited(fut: actorrt.CallFuture[Any]) -> Any:
     """A coroutine of ``await fut``: asyncio.gather takes futures of its own loop only."""
     return await fut
+
+
+# ---- wait -------------------------------------------------------------------------------------
+
+
+async def test_wait_returns_num_returns_done_futures_in_the_order_given() -> None:
+    async with actorrt.connect(num_cpus=1, log_to_driver=False):
+        napper = await Napper.remote()
+        futures = [napper.nap(1.5), napper.nap(0.05), napper.nap(0.2), napper.nap(1.5)]
+        done, pending = await actorrt.wait(futures, num_returns=2)
+        assert done == [futures[1], futures[2]] and pending == [futures[0], futures[3]]
+        assert not futures[0].done() and not futures[3].done()
+
+        done, pending = await actorrt.wait(futures)  # num_returns=1: two are done, one is given
+        assert done == [futures[1]] and pending == [futures[0], futures[2], futures[3]]
+
+        done, pending = await actorrt.wait(futures, num_returns=4)
+        assert done == futures and pending == []
+        assert [f.result() for f in done] == [1.5, 0.05, 0.2, 1.5]
+        await actorrt.kill(napper)
+
+
+async def test_wait_with_a_timeout_returns_what_is_done_by_then() -> None:
+    async with actorrt.connect(num_cpus=1, log_to_driver=False):
+        napper = await Napper.remote()
+        futures = [napper.nap(3), napper.nap(0.05), napper.nap(3)]
+        start = time.monotonic()
+        done, pending = await actorrt.wait(futures, num_returns=3, timeout=0.5)
+        took = time.monotonic() - start
+        assert done == [futures[1]] and pending == [futures[0], futures[2]]
+        assert 0.45 <= took < 2.5, took
+
+        start = time.monotonic()
+        answer = actorrt.wait(futures, num_returns=2, timeout=0)  # one look, no waiting
+        assert answer.done()
+        assert await answer == ([futures[1]], [futures[0], futures[2]])
+        assert time.monotonic() - start < 0.5
+
+        fast = [napper.nap(0.01), napper.nap(0.02)]
+        start = time.monotonic()
+        done, pending = await actorrt.wait(fast, num_returns=2, timeout=30)  # the timeout is a bound only
+        assert done == fast and pending == [] and time.monotonic() - start < 5
+        await actorrt.kill(napper)
+
+
+async def test_failed_futures_count_as_done_and_keep_their_error() -> None:
+    async with actorrt.connect(num_cpus=1, log_to_driver=False):
+        napper = await Napper.remote()
+        slow, failing = napper.nap(3), napper.fail_after(0.05, "no luck")
+        done, pending = await actorrt.wait([slow, failing], num_returns=1, timeout=10)
+        assert done == [failing] and pending == [slow]
+        with pytest.raises(actorrt.RemoteError, match="no luck"):
+            await done[0]
+        cancelled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        cancelled.cancel()
+        done, pending = await actorrt.wait([slow, cancelled], timeout=10)
+        assert done == [cancelled] and pending == [slow]
+        await actorrt.kill(napper)
+
+
+async def test_waiting_again_on_what_is_pending_drains_every_future() -> None:
+    """Ray's loop: ``done, pending = wait(pending)`` until nothing is left; each future comes
+    out once, and a finished wait leaves no callback on the futures it did not return."""
+    async with actorrt.connect(num_cpus=1, log_to_driver=False):
+        napper = await Napper.remote()
+        pending = [napper.nap(0.01 * (i % 5)) for i in range(40)]
+        seen: list[actorrt.CallFuture[float]] = []
+        while pending:
+            done, pending = await actorrt.wait(pending, num_returns=min(3, len(pending)), timeout=10)
+            assert done
+            seen += done
+            assert all(len(getattr(f, "_callbacks", None) or ()) == 0 for f in pending)
+        assert len(seen) == 40 and len({id(f) for f in seen}) == 40
+        await actorrt.kill(napper)
+
+
+def test_wait_and_as_completed_refuse_what_they_cannot_wait_for() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        a, b = loop.create_future(), loop.create_future()
+        with pytest.raises(ValueError, match=r"num_returns must be between 1 and the number of futures \(2\), got 3"):
+            actorrt.wait([a, b], num_returns=3)
+        with pytest.raises(ValueError, match="got 0"):
+            actorrt.wait([a, b], num_returns=0)
+        with pytest.raises(TypeError, match="num_returns must be an int"):
+            actorrt.wait([a, b], num_returns=1.5)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"futures\[2\] is the same future as futures\[0\]"):
+            actorrt.wait([a, b, a])
+        with pytest.raises(ValueError, match="timeout must be None or >= 0 seconds, got -1"):
+            actorrt.wait([a, b], timeout=-1)
+        with pytest.raises(TypeError, match=r"takes a list of futures, not one future: wait\(\[fut\]\)"):
+            actorrt.wait(a)
+        with pytest.raises(TypeError, match=r"futures\[1\] is a builtins.int, not a future"):
+            actorrt.wait([a, 7])  # type: ignore[type-var]
+        with pytest.raises(ValueError, match=r"as_completed\(\): futures\[1\] is the same future"):
+            actorrt.as_completed([a, a])
+        with pytest.raises(ValueError, match="timeout must be None or >= 0 seconds, got nan"):
+            actorrt.as_completed([a], timeout=float("nan"))
+        assert actorrt.wait([]).result() == ([], [])  # as Ray: nothing to wait for
+        assert list(actorrt.as_completed([])) == []
+    finally:
+        loop.close()
+
+
+# ---- as_completed -----------------------------------------------------------------------------
+
+
+async def test_as_completed_yields_futures_in_the_order_they_complete() -> None:
+    async with actorrt.connect(num_cpus=1, log_to_driver=False):
+        napper = await Napper.remote()
+        futures = [napper.nap(0.9), napper.nap(0.1), napper.fail_after(0.5, "middle"), napper.nap(0.3)]
+        order = [fut async for fut in actorrt.as_completed(futures, timeout=30)]
+        assert order == [futures[1], futures[3], futures[2], futures[0]]
+        assert all(f.done() for f in order)
+        with pytest.raises(actorrt.RemoteError, match="middle"):
+            await order[2]
+
+        slow = napper.nap(3)
+        with pytest.raises(RuntimeError, match="would block the event loop its futures need; use 'async for'"):
+            next(iter(actorrt.as_completed([slow])))
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"1 of 2 futures not done within 0\.3s"):
+            async for fut in actorrt.as_completed([slow, napper.nap(0.01)], timeout=0.3):
+                assert fut is not slow
+        assert 0.25 <= time.monotonic() - start < 2.5
+        await actorrt.kill(napper)
+
+
+async def test_wait_and_as_completed_take_futures_of_different_loops(background: actorrt.Cluster) -> None:
+    far = await Napper.remote()  # the background cluster, on its own loop thread
+    async with actorrt.connect(num_cpus=1, log_to_driver=False):
+        near = await Napper.remote()  # this test's loop
+        futures = [far.nap(0.6), near.nap(0.05), far.nap(0.2), near.nap(2)]
+        assert futures[0].get_loop() is not futures[1].get_loop()
+        done, pending = await actorrt.wait(futures, num_returns=3, timeout=10)
+        assert done == futures[:3] and pending == [futures[3]]
+        again = [far.nap(0.4), near.nap(0.2), far.nap(0.01)]
+        order = [fut async for fut in actorrt.as_completed(again, timeout=30)]
+        assert order == [again[2], again[1], again[0]]
+        await actorrt.kill(near)
+    await actorrt.kill(far)
+
+
+# ---- from a plain script -------------------------------------------------------------------------
+
+
+def test_wait_and_as_completed_block_in_a_plain_script(background: actorrt.Cluster) -> None:
+    napper = Napper.remote().result(30)
+    futures = [napper.nap(2), napper.nap(0.05), napper.nap(0.3)]
+    done, pending = actorrt.wait(futures, num_returns=2, timeout=20).result()
+    assert done == [futures[1], futures[2]] and pending == [futures[0]]
+    start = time.monotonic()
+    done, pending = actorrt.wait(futures, num_returns=3, timeout=0.2).result(10)
+    assert len(done) == 2 and pending == [futures[0]] and time.monotonic() - start < 1.5
+    assert actorrt.wait(futures, num_returns=3).result(10) == (futures, [])
+
+    futures = [napper.nap(0.5), napper.nap(0.05), napper.fail_after(0.25, "late")]
+    order = []
+    for fut in actorrt.as_completed(futures, timeout=30):
+        try:
+            order.append(fut.result())
+        except actorrt.RemoteError as e:
+            order.append(str(e.cause))
+    assert order == [0.05, "late", 0.5]
+    with pytest.raises(TimeoutError, match=r"1 of 1 futures not done within 0\.1s"):
+        for _ in actorrt.as_completed([napper.nap(2)], timeout=0.1):
+            pass
+    actorrt.kill(napper).result(15)
