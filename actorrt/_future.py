@@ -34,19 +34,20 @@ _get_running_loop = asyncio._get_running_loop  # the C function: None when no lo
 _future_done = asyncio.Future.done
 _future_result = asyncio.Future.result
 
-# The last (loop, thread) where an await found the future's loop running on its own thread.
-# Asking for the running loop costs ~100 ns (a getpid() per call); this check, ~40 ns. If that
-# loop has since moved to another thread, an await of its future on the old thread takes
-# asyncio's own path and fails as it always did ("attached to a different loop").
-_seen_loop: asyncio.AbstractEventLoop | None = None
-_seen_thread = 0
+# The last (loop, thread) where an await found the future's loop running on its own thread:
+# one tuple, replaced whole, so that threads recording at once never mix their halves. Asking
+# for the running loop costs ~100 ns (a getpid() per call); this check, ~40 ns. If that loop
+# has since moved to another thread, an await of its future on the old thread takes asyncio's
+# own path and fails as it always did ("attached to a different loop").
+_seen: tuple[asyncio.AbstractEventLoop | None, int] = (None, 0)
 
 
 class CallFuture(asyncio.Future[T]):
     def __await__(self) -> Generator[Any, None, T]:
         """On this future's own loop (or once it is done), asyncio's own await. On another
         running loop, await a future of that loop that takes this one's outcome."""
-        if (self._loop is _seen_loop and _get_ident() == _seen_thread) or _future_done(self):
+        seen_loop, seen_thread = _seen
+        if (self._loop is seen_loop and _get_ident() == seen_thread) or _future_done(self):
             return iter(self)  # asyncio's own await: its __iter__ is its __await__
         return _await_elsewhere(self)
 
@@ -70,12 +71,12 @@ class CallFuture(asyncio.Future[T]):
 
 def _await_elsewhere(fut: CallFuture[T]) -> Generator[Any, None, T]:
     """``fut.__await__`` when the last (loop, thread) seen is not this one's."""
-    global _seen_loop, _seen_thread
+    global _seen
     running = _get_running_loop()
     if running is None:  # driven by hand, not by a loop: as asyncio does
         return iter(fut)
     if running is fut._loop:
-        _seen_loop, _seen_thread = running, _get_ident()
+        _seen = (running, _get_ident())
         return iter(fut)
     return _mirror(fut, running).__await__()
 
