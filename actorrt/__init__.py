@@ -36,7 +36,7 @@ from actorrt._errors import (
     RemoteError,
     SerializationError,
 )
-from actorrt._future import CallFuture, get
+from actorrt._future import CallFuture, Completions, as_completed, get, wait
 from actorrt._handle import ActorHandle
 from actorrt._remote import ActorOptions, RemoteClass, remote_class
 from actorrt._status import ClusterStatus
@@ -55,12 +55,14 @@ __all__ = [
     "Cluster",
     "ClusterConnectionError",
     "ClusterStatus",
+    "Completions",
     "MasterUnreachableError",
     "PlacementError",
     "ProtocolVersionError",
     "RemoteClass",
     "RemoteError",
     "SerializationError",
+    "as_completed",
     "connect",
     "current_cluster",
     "get",
@@ -68,6 +70,7 @@ __all__ = [
     "kill",
     "remote_class",
     "run",
+    "wait",
 ]
 
 T = TypeVar("T")

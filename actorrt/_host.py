@@ -590,18 +590,40 @@ async def _report_stats(servicer: ActorHostServicer, fd: int, period_s: float = 
             servicer.actor.stats.report(fd)
 
 
+# Imported by every warm host, before the ones ``--preload`` / ``preload=`` name: the module of
+# almost every real actor class imports numpy (~50 ms), which would otherwise be paid when the
+# class arrives, on the creation's critical path (``bench/actor_calls.py --only create_numpy``).
+DEFAULT_PRELOAD = ("numpy",)
+
+
+def preload(names: str) -> None:
+    """Import ``DEFAULT_PRELOAD`` and the comma-separated module ``names`` now, while the host
+    waits in the warm pool, not when an actor is placed on it. A named module that fails to
+    import is reported on stderr and the host starts without it (it is the actor's problem, not
+    ours); a default one that is not installed is skipped without a word."""
+    named = [name.strip() for name in names.split(",") if name.strip()]
+    for module in DEFAULT_PRELOAD:
+        if module in named:
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+        except Exception as e:  # noqa: BLE001 - installed but broken: say so, start without it
+            print(f"actorrt: preloading {module!r} (a default) failed: {e}", file=sys.stderr, flush=True)
+    for module in named:
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # noqa: BLE001 - reported; the host starts without it
+            print(f"actorrt: preloading {module!r} failed: {e}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m actorrt._host")
     parser.add_argument("--bind", default="127.0.0.1")
     args = parser.parse_args()
     threading.Thread(target=_exit_when_parent_dies, name="parent-watch", daemon=True).start()
-    # Heavy imports (torch, say) happen while the host waits in the warm pool, not when an
-    # actor is placed on it. A module that fails to import is the actor's problem, not ours.
-    for module in filter(None, os.environ.get("ACTORRT_PRELOAD", "").split(",")):
-        try:
-            importlib.import_module(module.strip())
-        except Exception as e:  # noqa: BLE001 - reported; the host starts without it
-            print(f"actorrt: preloading {module!r} failed: {e}", file=sys.stderr, flush=True)
+    preload(os.environ.get("ACTORRT_PRELOAD", ""))
     token = os.environ.pop("ACTORRT_TOKEN", None)
     tls = _rpc.TLS.from_env()
     try:

@@ -29,6 +29,9 @@ What each number means (``--only`` takes the group names in brackets):
 [create] ``actor_create_warm`` (s): ``await Echo.remote()`` plus the first ``ping()`` result,
     with the worker's pool of warm actor hosts full (the bench waits for it to refill before
     each creation, since a host serves one actor and is then replaced).
+[create_numpy] ``actor_create_warm_numpy`` (s, actorrt only): the same for ``NumpyEcho``
+    (``bench/numpy_actor.py``), a class whose module imports numpy, as most real actor classes'
+    modules do: what creation costs when the class needs a heavy import on the host.
 [latency] ``call_latency_median`` / ``call_latency_p99`` (us): sequential ``await a.ping()``
     round trips (no arguments, returns None) after a warm-up. p99 is the nearest-rank percentile.
     ``call_latency_over_grpc_pingpong`` (x, actorrt only): our round trip divided by the
@@ -89,7 +92,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 MIB = 2**20
-GROUPS = ("cold_start", "create", "latency", "pipelined", "payload", "cpu", "idle")
+GROUPS = ("cold_start", "create", "create_numpy", "latency", "pipelined", "payload", "cpu", "idle")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -204,6 +207,7 @@ class ActorrtSystem:
         self._cluster_cm: Any = None
         self.cluster: Any = None
         self._echo: Any = None
+        self._numpy_echo: Any = None
 
     async def open(self) -> None:
         import actorrt
@@ -221,6 +225,21 @@ class ActorrtSystem:
 
     async def create(self) -> ActorRef:
         return _ActorrtRef(await self._echo.remote())
+
+    def numpy_echo(self) -> Any:
+        """``NumpyEcho`` (``bench/numpy_actor.py``) made a remote class; importing its module
+        imports numpy here too, so call this before timing anything."""
+        if self._numpy_echo is None:
+            from numpy_actor import NumpyEcho
+
+            import actorrt
+
+            self._numpy_echo = actorrt.remote_class(NumpyEcho)
+        return self._numpy_echo
+
+    async def create_numpy(self) -> ActorRef:
+        """A ``NumpyEcho``: a class whose module imports numpy."""
+        return _ActorrtRef(await self.numpy_echo().remote())
 
     async def kill(self, actor: ActorRef) -> None:
         import actorrt
@@ -447,19 +466,31 @@ def bench_cold_start(system_name: str, cfg: Config, report: Reporter) -> None:
 
 
 async def bench_create(system: System, cfg: Config, report: Reporter) -> None:
+    await _bench_creation(system, cfg, report, "actor_create_warm", system.create)
+
+
+async def bench_create_numpy(system: ActorrtSystem, cfg: Config, report: Reporter) -> None:
+    system.numpy_echo()  # numpy is imported here before the clock starts, as a real client has it
+    await _bench_creation(system, cfg, report, "actor_create_warm_numpy", system.create_numpy)
+
+
+async def _bench_creation(
+    system: System, cfg: Config, report: Reporter, bench: str, create: Callable[[], Awaitable[ActorRef]]
+) -> None:
+    """``create()`` plus the first ``ping()``, each time on a full warm pool."""
     n = max(2, 2 * cfg.reps)
     samples = []
     for _ in range(n):
         await system.wait_idle()
         start = time.perf_counter()
-        actor = await system.create()
+        actor = await create()
         await actor.method("ping")()
         samples.append(time.perf_counter() - start)
         await system.kill(actor)
     await system.wait_idle()
     report.emit(
         Result(
-            "actor_create_warm",
+            bench,
             system.name,
             statistics.median(samples),
             "s",
@@ -765,6 +796,8 @@ async def run_system(system: System, cfg: Config, groups: set[str], report: Repo
             await bench_idle(system, cfg, report)
         if "create" in groups:
             await bench_create(system, cfg, report)
+        if "create_numpy" in groups and isinstance(system, ActorrtSystem):
+            await bench_create_numpy(system, cfg, report)
         if not groups & {"latency", "pipelined", "payload", "cpu"}:
             return
         await system.wait_idle()
