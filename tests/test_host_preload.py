@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import actorrt
-from actorrt._host import READY_PREFIX
+from actorrt._rpc import HOST_READY_PREFIX as READY_PREFIX
 from tests.conftest import ProcCluster
 
 ROOT = Path(__file__).resolve().parent.parent
