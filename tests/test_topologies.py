@@ -63,10 +63,10 @@ class User:
         return True
 
     def bump(self, k: int) -> int:
-        return self.counter.add(k).result()  # type: ignore[no-any-return]
+        return self.counter.add(k).result()
 
     async def bump_async(self, k: int) -> int:
-        return await self.counter.add(k)  # type: ignore[no-any-return]
+        return await self.counter.add(k)
 
     def make_child(self, start: int) -> Any:
         child = Counter.remote(start).result()
@@ -79,7 +79,7 @@ class User:
         return child
 
     def lookup(self, name: str) -> int:
-        return actorrt.get_actor(name).result().add(1000).result()  # type: ignore[no-any-return]
+        return actorrt.get_actor(name).result().add(1000).result()
 
 
 async def actors_named(c: actorrt.Cluster, class_name: str) -> list[dict[str, Any]]:
