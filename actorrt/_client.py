@@ -108,7 +108,8 @@ class Cluster:
 
     def _checked(self) -> None:
         if _VALIDATE:
-            self.state.validate()
+            with self._refs_lock:  # handles arriving on other threads add to state.actors
+                self.state.validate()
 
     # ---- lifecycle (cluster loop) -------------------------------------------------------------
 
@@ -183,7 +184,8 @@ class Cluster:
 
     def _unanswered(self) -> list[pb.ClientEvent]:
         """What a new master must hear again: placements it never answered, actors held."""
-        held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
+        with self._refs_lock:
+            held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
         return self.state.unanswered() + held
 
     async def _follow(self, conn: ActorConnection, moved: pb.ActorMoved) -> None:

@@ -17,13 +17,18 @@ from typing import Any
 import pytest
 
 import actorrt
-from tests.conftest import ProcCluster
+from tests.conftest import ProcCluster, free_port
+from tests.obs_helpers import scrape
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
     """Two worker daemons of 2 slots each; the second offers 2 (counted, not real) GPUs."""
-    c = ProcCluster(tmp_path_factory.mktemp("actorrt-topo")).start(workers=1, cpus_per_worker=2)
+    metrics = free_port()
+    c = ProcCluster(tmp_path_factory.mktemp("actorrt-topo")).start(
+        workers=1, cpus_per_worker=2, master_args=("--metrics-port", str(metrics))
+    )
+    c.master_metrics = metrics  # type: ignore[attr-defined]
     c.spawn("connect", "--address", c.address, "--cpus", "2", "--gpus", "2", "--token", c.token)
     try:
         yield c
@@ -320,6 +325,9 @@ async def test_a_restarted_actor_is_reached_by_every_holder_and_dies_after_its_l
         with pytest.raises(actorrt.ActorDiedError):
             await user.bump(1)
         await c.kill(user)
+        samples = scrape(f"127.0.0.1:{cluster.master_metrics}")  # type: ignore[attr-defined]
+        restarts = sum(v for _, v in samples.get("actorrt_actor_restarts_total", []))
+        assert restarts >= 2, samples.get("actorrt_actor_restarts_total")
 
 
 async def test_calls_made_while_an_actor_restarts_wait_for_it(cluster: ProcCluster) -> None:

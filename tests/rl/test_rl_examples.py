@@ -28,6 +28,7 @@ EXAMPLES = [
     "sac_halfcheetah.py",
     "td3_halfcheetah.py",
     "ppo_halfcheetah.py",
+    "apex_cartpole.py",
 ]
 RESULT_KEYS = {"env", "algo", "solved", "env_steps", "wall_s", "mean_return"}
 
@@ -39,6 +40,7 @@ SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
     "ppo_pendulum.py": (["--total-steps", "4096", "--num-steps", "256"], None),
     "a2c_cartpole.py": (["--total-steps", "2048"], None),
     "impala_cartpole.py": (["--total-steps", "2048", "--num-envs", "8"], None),
+    "apex_cartpole.py": (["--total-steps", "3000", "--learning-starts", "500"], None),
     "sac_pendulum.py": (["--total-steps", "600", "--learning-starts", "200"], None),
     "es_cartpole.py": (["--total-steps", "20000", "--population", "16"], None),
     "sac_halfcheetah.py": (
