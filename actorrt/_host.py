@@ -147,7 +147,10 @@ class _Actor:
                 raise AttributeError(f"{self.class_name} has no remote method {name!r}")
             fn = getattr(self.instance, name)
             if not callable(fn):
-                raise TypeError(f"{self.class_name}.{name} is not a method (read it with 'await handle.{name}')")
+                raise TypeError(
+                    f"{self.class_name}.{name} is not a method but an attribute ({type(fn).__qualname__}): "
+                    f"read it with actorrt.get_attr(handle, {name!r})"
+                )
             found = (fn, inspect.iscoroutinefunction(fn))
             self._methods[name] = found
         return found
@@ -155,6 +158,28 @@ class _Actor:
 
 def _no_release(name: str) -> None:
     """Where a payload maps no segment: nothing to release."""
+
+
+def attribute_names(instance: Any) -> list[str]:
+    """The names ``getattr`` reads as values on ``instance`` (``CALL_KIND_LIST_ATTRS``), sorted:
+    its instance attributes, those that shadow a method of its class included (Python reads the
+    instance's first), and its class's properties and other attributes that are not methods.
+    Names that start with two underscores are left out."""
+    names = {name for name in getattr(instance, "__dict__", {}) if not name.startswith("__")}
+    for name in dir(type(instance)):
+        if name.startswith("__") or name in names:
+            continue
+        attr = inspect.getattr_static(instance, name)
+        if isinstance(attr, (staticmethod, classmethod)) or inspect.isfunction(attr):
+            continue
+        if callable(attr) and not isinstance(attr, (property, type)):
+            continue  # a method of another kind (a builtin function, a callable object)
+        if type(attr).__module__ == "actorrt._remote":
+            continue  # what @remote_class added: Cls.remote, Cls.options and their options
+        if inspect.ismemberdescriptor(attr) and not hasattr(instance, name):
+            continue  # a __slots__ entry never set
+        names.add(name)
+    return sorted(names)
 
 
 class CallStream:
@@ -340,10 +365,20 @@ class CallStream:
     def _run_attr(self, call: pb.Call, args: tuple[Any, ...]) -> None:
         instance = self.actor.instance
         if call.kind == pb.CALL_KIND_GET_ATTR:
-            self.reply_value(call.seq, call.method, getattr(instance, call.method))
+            if call.method.startswith("__"):
+                raise AttributeError(f"{self.actor.class_name} has no remote attribute {call.method!r}")
+            value = getattr(instance, call.method)
+            if getattr(value, "__self__", None) is instance and inspect.ismethod(value):
+                raise TypeError(
+                    f"{self.actor.class_name}.{call.method} is a method, not an attribute: "
+                    f"call it with handle.{call.method}(...)"
+                )
+            self.reply_value(call.seq, call.method, value)
         elif call.kind == pb.CALL_KIND_SET_ATTR:
             setattr(instance, call.method, args[0])
             self.outbox.batch.replies.add(seq=call.seq)
+        elif call.kind == pb.CALL_KIND_LIST_ATTRS:
+            self.reply_value(call.seq, "<attributes>", attribute_names(instance))
         else:
             raise ValueError(f"unknown call kind {call.kind} for {call.method!r}")
 
