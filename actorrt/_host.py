@@ -32,7 +32,7 @@ import grpc
 
 from actorrt import _current, _rpc, _shm, _wire
 from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
-from actorrt._errors import ClusterConnectionError
+from actorrt._errors import ClusterConnectionError, SerializationError
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
 from actorrt._outbox import Outbox
 from actorrt._serialization import EMPTY, NO_ARGS, dumps
@@ -160,6 +160,14 @@ def _no_release(name: str) -> None:
     """Where a payload maps no segment: nothing to release."""
 
 
+def _undecodable(what: str, e: Exception) -> SerializationError:
+    """The error of a call whose arguments could not be unpickled here (a class or module this
+    host lacks, a ``__reduce__`` that raised); ``e`` is its cause."""
+    error = SerializationError(f"arguments of {what} could not be unpickled in the actor: {type(e).__name__}: {e}")
+    error.__cause__ = e
+    return error
+
+
 def attribute_names(instance: Any) -> list[str]:
     """The names ``getattr`` reads as values on ``instance`` (``CALL_KIND_LIST_ATTRS``), sorted:
     its instance attributes, those that shadow a method of its class included (Python reads the
@@ -215,7 +223,7 @@ class CallStream:
         except PayloadTooLargeError as e:
             err: Exception = ValueError(f"return value of {what} is {e} (connect(max_payload_mb=...))")
         except Exception as e:  # noqa: BLE001 - any pickling failure goes back to the caller
-            err = TypeError(
+            err = SerializationError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
             )
         else:
@@ -275,6 +283,7 @@ class CallStream:
         if batch.released and self.exchange is not None:
             self.exchange.peer_released(batch.released)
         for call in batch.calls:
+            decoding = True  # what fails until the arguments are decoded is their unpickling
             try:
                 payload = call.args
                 if payload.streamed:
@@ -282,6 +291,7 @@ class CallStream:
                         self._expect_chunks(batch, payload.streamed)
                         continue
                     if not streamed.buffers:
+                        decoding = False
                         raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
                     args, kwargs = decode_streamed(payload.pickle, streamed.buffers)
                 elif payload.pickle:
@@ -290,13 +300,15 @@ class CallStream:
                     args, kwargs = decode(payload, self.exchange.on_release if self.exchange else _no_release)
                 else:
                     args, kwargs = NO_ARGS
+                decoding = False
                 if call.kind != pb.CALL_KIND_METHOD:
                     self._run_attr(call, args)
                     continue
                 fn, is_async = actor.method(call.method)
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
-                self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
+                error = _undecodable(f"{actor.class_name}.{call.method}", e) if decoding else e
+                self.reply(pb.Reply(seq=call.seq, error=_failure(error, skip_frames=0)))
                 continue
             if not actor.running.take():  # only async methods can hold every slot
                 self.outbox.flush()

@@ -9,6 +9,17 @@ import actorrt
 from tests.conftest import ProcCluster
 
 
+def _explode() -> None:
+    raise ValueError("this argument cannot be rebuilt here")
+
+
+class Unpicklable:
+    """Pickles fine; unpickling it (in the actor) raises."""
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return _explode, ()
+
+
 @actorrt.remote_class
 class Shadowed:
     limit = 3  # a class constant
@@ -70,3 +81,14 @@ def test_get_attr_from_a_plain_script(cluster: ProcCluster) -> None:
         assert actorrt.get_attr(h, "arg1").result() == 11
         assert actorrt.get(actorrt.list_attrs(h)) == ["arg1", "doubled", "limit", "store"]
         actorrt.kill(h).result()
+
+
+async def test_arguments_that_cannot_be_unpickled_in_the_actor_say_so(cluster: ProcCluster) -> None:
+    async with cluster.connect():
+        h = await Shadowed.remote()
+        with pytest.raises(actorrt.RemoteError, match=r"arguments of Shadowed.echo could not be unpickled") as info:
+            await h.echo(Unpicklable())
+        assert isinstance(info.value.cause, actorrt.SerializationError)
+        assert "this argument cannot be rebuilt here" in info.value.remote_traceback
+        assert await h.echo(5) == 5  # the actor lives on
+        await actorrt.kill(h)
