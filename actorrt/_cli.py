@@ -471,7 +471,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     start.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"master port (default {DEFAULT_PORT})")
     start.add_argument(
-        "--cpus", type=_nonneg, default=None, help="slots of the local worker (default: all cores; 0: no local worker)"
+        "--cpus",
+        "--cpu_num",  # xparl's name for it
+        dest="cpus",
+        type=_nonneg,
+        default=None,
+        help="slots of the local worker (default: all cores; 0: no local worker); --cpu_num: the same, xparl's name",
     )
     start.add_argument("--gpus", type=_nonneg, default=0, help="GPUs of the local worker")
     start.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or a new one)")
@@ -486,7 +491,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     conn = sub.add_parser("connect", help="join a machine's worker daemon to a cluster")
     conn.add_argument("--address", type=_address, required=True, help="the master's HOST:PORT")
-    conn.add_argument("--cpus", type=_cpus, default=None, help="slots (default: all cores)")
+    conn.add_argument(
+        "--cpus",
+        "--cpu_num",  # xparl's name for it
+        dest="cpus",
+        type=_cpus,
+        default=None,
+        help="slots (default: all cores); --cpu_num: the same, xparl's name",
+    )
     conn.add_argument("--gpus", type=_nonneg, default=0, help="GPUs")
     conn.add_argument("--node-ip", default="127.0.0.1", help="address actor hosts listen on and advertise")
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
