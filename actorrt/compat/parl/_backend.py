@@ -21,7 +21,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-import actorrt
+from actorrt._client import connect, kill
+from actorrt._future import CallFuture
+from actorrt._handle import ActorHandle
+from actorrt._remote import ActorOptions
+from actorrt._remote_attrs import get_attr, list_attrs
 
 __all__ = ["Backend", "CallKind", "DirectBackend", "memory_limit_mb"]
 
@@ -72,24 +76,24 @@ class DirectBackend:
         self.address = address
         self.closed = False
         self.pid = os.getpid()
-        self.cluster = actorrt.connect(address, files=files, token=token)
+        self.cluster = connect(address, files=files, token=token)
         self.cluster.__enter__()  # its own loop thread; closed by close(), or at exit
         self._baseline: int | None = None
         self._baseline_lock = threading.Lock()
-        self._kills: set[actorrt.CallFuture[None]] = set()  # releases under way (cluster loop only)
+        self._kills: set[CallFuture[None]] = set()  # releases under way (cluster loop only)
 
     def create(
         self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], num_gpus: int, max_memory_mb: int | None
-    ) -> actorrt.ActorHandle[Any]:
+    ) -> ActorHandle[Any]:
         # The options actorrt places an actor with (what @actorrt.remote_class sets; set here
         # alone, so a user's methods named `remote` or `options` stay theirs).
-        cls._actorrt_options = actorrt.ActorOptions(num_gpus=num_gpus, max_memory_mb=max_memory_mb)  # type: ignore[attr-defined]
+        cls._actorrt_options = ActorOptions(num_gpus=num_gpus, max_memory_mb=max_memory_mb)  # type: ignore[attr-defined]
         placed = asyncio.run_coroutine_threadsafe(self.cluster.create_actor(cls, args, kwargs), self.cluster.loop)
         return placed.result()
 
     def call(
         self,
-        ref: actorrt.ActorHandle[Any],
+        ref: ActorHandle[Any],
         kind: CallKind,
         name: str,
         args: tuple[Any, ...] = (),
@@ -98,15 +102,15 @@ class DirectBackend:
         if kind == "call":
             sent = getattr(ref, name)(*args, **(kwargs or {}))
         elif kind == "get":
-            sent = actorrt.get_attr(ref, name)
+            sent = get_attr(ref, name)
         elif kind == "set":  # its outcome comes with the next call: the listing right behind it
             setattr(ref, name, args[0])
-            sent = actorrt.list_attrs(ref)
+            sent = list_attrs(ref)
         else:
-            sent = actorrt.list_attrs(ref)
+            sent = list_attrs(ref)
         return self._concurrent(sent)
 
-    def _concurrent(self, sent: actorrt.CallFuture[Any]) -> concurrent.futures.Future[Any]:
+    def _concurrent(self, sent: CallFuture[Any]) -> concurrent.futures.Future[Any]:
         """The call's outcome in a future any thread may wait on or add callbacks to."""
         out: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
@@ -121,18 +125,18 @@ class DirectBackend:
         self.cluster.loop.call_soon_threadsafe(sent.add_done_callback, settle)
         return out
 
-    def release(self, ref: actorrt.ActorHandle[Any]) -> None:
+    def release(self, ref: ActorHandle[Any]) -> None:
         if self.closed or os.getpid() != self.pid:
             return  # closing stops every actor anyway; a forked child's copy is not its own
 
-        def kill() -> None:
+        def start_kill() -> None:
             if not self.cluster.closed:
-                killing = actorrt.kill(ref)
+                killing = kill(ref)
                 self._kills.add(killing)
                 killing.add_done_callback(self._killed)
 
         try:
-            self.cluster.loop.call_soon_threadsafe(kill)
+            self.cluster.loop.call_soon_threadsafe(start_kill)
         except RuntimeError:  # the loop closed meanwhile: the connection, and its actors, are gone
             pass
 
@@ -143,12 +147,12 @@ class DirectBackend:
 
                 probe = self.create(MemoryProbe, (), {}, 0, None)
                 try:
-                    self._baseline = int(actorrt.get_attr(probe, "rss_bytes").result(60))
+                    self._baseline = int(get_attr(probe, "rss_bytes").result(60))
                 finally:
-                    actorrt.kill(probe).result(60)
+                    kill(probe).result(60)
             return self._baseline
 
-    def _killed(self, done: actorrt.CallFuture[None]) -> None:
+    def _killed(self, done: CallFuture[None]) -> None:
         """A release ended: nobody waits for it, so its error (the cluster closing) is dropped."""
         self._kills.discard(done)
         if not done.cancelled():

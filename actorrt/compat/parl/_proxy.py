@@ -36,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
-import actorrt
+from actorrt._errors import ActorDiedError, ClusterConnectionError, PlacementError, SerializationError
+from actorrt._errors import RemoteError as ActorRemoteError
 from actorrt.compat.parl._backend import memory_limit_mb
 from actorrt.compat.parl._client import GlobalClient, get_global_client
 from actorrt.compat.parl._future import FutureObject, failed
@@ -86,19 +87,19 @@ def _method_names(cls: type) -> frozenset[str]:
 def _parl_error(name: str, e: BaseException, cls_name: str) -> BaseException:
     """PARL's error for what the runtime raised; ``e`` itself when it is this process's own (an
     argument that cannot be pickled: nothing was sent)."""
-    if isinstance(e, actorrt.PlacementError):
+    if isinstance(e, PlacementError):
         return ResourceError(f"cannot create a {cls_name}: {e}")
-    if isinstance(e, actorrt.RemoteError):
+    if isinstance(e, ActorRemoteError):
         text = f"{e.type_name}: {e.message}\ntraceback:\n{e.remote_traceback}"
-        if isinstance(e.cause, actorrt.SerializationError):
+        if isinstance(e.cause, SerializationError):
             kind = RemoteDeserializeError if "could not be unpickled" in e.message else RemoteSerializeError
             return kind(name, text)
         if isinstance(e.cause, AttributeError) or e.type_name == "builtins.AttributeError":
             return RemoteAttributeError(name, text)
         return RemoteError(name, text)
-    if isinstance(e, actorrt.ActorDiedError):
+    if isinstance(e, ActorDiedError):
         return RemoteError(name, f"the remote {cls_name} object is gone: {e.cause}")
-    if isinstance(e, actorrt.ClusterConnectionError):
+    if isinstance(e, ClusterConnectionError):
         return RemoteError(name, f"the connection to the cluster is gone: {e}")
     return e
 
