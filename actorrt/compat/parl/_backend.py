@@ -1,8 +1,8 @@
 """Where the PARL layer's remote objects live: an actorrt cluster connection.
 
 ``Backend`` is what ``_proxy`` needs from a connection: create an object, send it a call (a
-method, an attribute read, an attribute write, a listing of its attributes), release it,
-measure a warm host's memory, close. Every call answers with a ``concurrent.futures.Future``
+method, an attribute read, an attribute write, a listing of its attributes), let it go or stop
+it, measure a warm host's memory, close. Every call answers with a ``concurrent.futures.Future``
 whose error is actorrt's own (``RemoteError``, ``ActorDiedError``, ``PlacementError``...);
 ``_proxy`` turns them into PARL's.
 
@@ -50,8 +50,13 @@ class Backend(Protocol):
         ...
 
     def release(self, ref: Any) -> None:
-        """Stop the object and free its slot; returns at once, from any thread, even from a
-        garbage collector's finalizer."""
+        """This process no longer holds the object (the caller dropped ``ref``): it is released
+        once its calls are answered. Returns at once, from any thread, even from a garbage
+        collector's finalizer."""
+        ...
+
+    def kill(self, ref: Any) -> None:
+        """Stop the object now and free its slot (a reset); returns at once, from any thread."""
         ...
 
     def baseline_bytes(self) -> int:
@@ -80,7 +85,7 @@ class DirectBackend:
         self.cluster.__enter__()  # its own loop thread; closed by close(), or at exit
         self._baseline: int | None = None
         self._baseline_lock = threading.Lock()
-        self._kills: set[CallFuture[None]] = set()  # releases under way (cluster loop only)
+        self._kills: set[CallFuture[None]] = set()  # kills under way (cluster loop only)
 
     def create(
         self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], num_gpus: int, max_memory_mb: int | None
@@ -126,6 +131,10 @@ class DirectBackend:
         return out
 
     def release(self, ref: ActorHandle[Any]) -> None:
+        """Nothing to do: the handle's own lifetime releases the actor once this process holds
+        no handle to it (the caller dropped the last) and its calls are answered."""
+
+    def kill(self, ref: ActorHandle[Any]) -> None:
         if self.closed or os.getpid() != self.pid:
             return  # closing stops every actor anyway; a forked child's copy is not its own
 
@@ -153,14 +162,14 @@ class DirectBackend:
             return self._baseline
 
     def _killed(self, done: CallFuture[None]) -> None:
-        """A release ended: nobody waits for it, so its error (the cluster closing) is dropped."""
+        """A kill ended: nobody waits for it, so its error (the cluster closing) is dropped."""
         self._kills.discard(done)
         if not done.cancelled():
             done.exception()
 
     async def _finish_kills(self, timeout: float) -> None:
-        """Let the releases under way end (closing stops the actors anyway; a release cut off
-        by the loop's end would be reported as a task destroyed while pending)."""
+        """Let the kills under way end (closing stops the actors anyway; a kill cut off by the
+        loop's end would be reported as a task destroyed while pending)."""
         if self._kills:
             _, late = await asyncio.wait(set(self._kills), timeout=timeout)
             for killing in late:

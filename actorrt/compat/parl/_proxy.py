@@ -14,14 +14,15 @@ proxy. PARL's rules, as PARL users rely on them:
   run in the order they were made (they are pipelined; PARL sent each after the one before had
   finished). Attribute reads return the value in both modes.
 - **Lifetime**: the object is released (its actor stopped, its slot freed) when its proxy is
-  garbage-collected, without blocking the collector. After a remote error (an exception in a
-  method, an attribute that is not there, a value that cannot be pickled) the object is reset,
-  as PARL's job exits: the error is raised, the actor is stopped, and later uses raise again.
+  garbage-collected: a ``weakref.finalize`` on the proxy drops the object's actor handle, and
+  actorrt's reference counting releases the actor once no handle to it remains and its calls
+  are answered; the collector never waits. After a remote error (an exception in a method, an
+  attribute that is not there, a value that cannot be pickled) the object is reset, as PARL's
+  job exits: the error is raised, the actor is stopped at once, and later uses raise again.
 - **Errors** are PARL's (``exceptions``), each with the actorrt error as its ``__cause__``.
 
 Not shared with ``actorrt``'s own handles: this layer keeps the object's attribute names and its
-reset state, which an ``ActorHandle`` does not have. Release on collection lives here too (a
-``weakref.finalize`` on the proxy), until handles release their actors themselves.
+reset state, which an ``ActorHandle`` does not have.
 """
 
 from __future__ import annotations
@@ -162,8 +163,10 @@ class _RemoteObject:
         except BaseException as e:  # noqa: BLE001 - kept in self.broken, raised at the next use
             log.error("creating a remote %s failed: %s", self.cls_name, e)
 
-    def release(self) -> None:
-        """Stop the remote object and free its slot, once; never blocks (a finalizer calls it)."""
+    def release(self, now: bool = False) -> None:
+        """Let the remote object go, once: its handle is dropped, and the actor is released when
+        its calls are answered (``now``: stopped at once, a reset). Never blocks: the proxy's
+        finalizer calls it."""
         with self.lock:
             if self.released or os.getpid() != self.pid:
                 return
@@ -171,8 +174,11 @@ class _RemoteObject:
                 self.abandoned = True
                 return
             self.released = True
+            ref, self.ref = self.ref, None
         self.client.actor_num.add(-1)
-        self.client.backend.release(self.ref)
+        if now:
+            self.client.backend.kill(ref)
+        self.client.backend.release(ref)
 
     def fail(self, name: str, e: BaseException) -> BaseException:
         """PARL's error for a failed use of the object; a remote one resets the object."""
@@ -190,7 +196,7 @@ class _RemoteObject:
             self.broken = (name, error)
         if not self.spec.wait:  # PARL prints it from its background thread
             log.error("remote %s object: %s failed: %s", self.cls_name, name, error)
-        self.release()
+        self.release(now=True)
 
     # ---- uses -------------------------------------------------------------------------------
 

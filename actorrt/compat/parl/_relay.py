@@ -151,9 +151,15 @@ class RelayBackend:
         return self._request("call", ref, kind, name, args, kwargs or {})
 
     def release(self, ref: int) -> None:
-        if self.closed or os.getpid() != self.pid:
-            return
-        self._outbox.put(pickle.dumps((0, "release", pickle.dumps((ref,)))))  # SimpleQueue.put: safe in a finalizer
+        self._tell("release", ref)
+
+    def kill(self, ref: int) -> None:
+        self._tell("kill", ref)
+
+    def _tell(self, op: str, ref: int) -> None:
+        """A step with no answer; safe in a finalizer (SimpleQueue.put is reentrant)."""
+        if not self.closed and os.getpid() == self.pid:
+            self._outbox.put(pickle.dumps((0, op, pickle.dumps((ref,)))))
 
     def baseline_bytes(self) -> int:
         value: int = self._request("baseline").result()
@@ -251,10 +257,10 @@ class _Relay:
                 self.answer(request_id, False, e)
             else:
                 self.answer_when_done(request_id, fut)
-        elif op == "release":
-            ref = self.objects.pop(args[0], None)
-            if ref is not None:
-                backend.release(ref)
+        elif op in ("release", "kill"):
+            ref = self.objects.pop(args[0], None)  # the relay's handle goes: released when idle
+            if ref is not None and op == "kill":
+                backend.kill(ref)
         elif op == "baseline":
             self.in_thread(request_id, backend.baseline_bytes)
         else:
