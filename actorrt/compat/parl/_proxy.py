@@ -28,7 +28,6 @@ reset state, which an ``ActorHandle`` does not have.
 from __future__ import annotations
 
 import concurrent.futures
-import inspect
 import logging
 import os
 import threading
@@ -39,6 +38,7 @@ from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from actorrt._errors import ActorDiedError, ClusterConnectionError, PlacementError, SerializationError
 from actorrt._errors import RemoteError as ActorRemoteError
+from actorrt._handle import member_kinds
 from actorrt.compat.parl._backend import memory_limit_mb
 from actorrt.compat.parl._client import GlobalClient, get_global_client
 from actorrt.compat.parl._future import FutureObject, failed
@@ -70,19 +70,8 @@ class _Spec:
 
 
 def _method_names(cls: type) -> frozenset[str]:
-    """The methods ``cls`` defines (or inherits); every other name reads as an attribute."""
-    names = set()
-    for name in dir(cls):
-        if name.startswith("__"):
-            continue
-        attr = inspect.getattr_static(cls, name)
-        if (
-            isinstance(attr, (staticmethod, classmethod))
-            or inspect.isfunction(attr)
-            or (callable(attr) and not isinstance(attr, (property, type)))
-        ):
-            names.add(name)
-    return frozenset(names)
+    """The methods ``cls`` defines (or inherits), as actor handles see them."""
+    return frozenset(name for name, is_method in member_kinds(cls).items() if is_method)
 
 
 def _parl_error(name: str, e: BaseException, cls_name: str) -> BaseException:
