@@ -233,6 +233,8 @@ def test_wait_false_returns_future_objects(cluster: ProcCluster) -> None:
     assert all(isinstance(f, parl.FutureObject) for f in futures)
     assert [f.get() for f in futures] == list(range(6, 56))
     assert actor.count == 55  # attribute reads wait and return the value
+    actor.label = "set in the background"  # a write does not wait; a read after it sees it
+    assert actor.label == "set in the background"
     with pytest.raises(exceptions.FutureGetRepeatedlyError):
         futures[0].get()
 
