@@ -39,6 +39,7 @@ from actorrt._errors import (
 from actorrt._future import CallFuture, Completions, as_completed, get, wait
 from actorrt._handle import ActorHandle
 from actorrt._remote import ActorOptions, RemoteClass, remote_class
+from actorrt._remote_attrs import get_attr, list_attrs
 from actorrt._status import ClusterStatus
 
 __version__ = "0.1.0"
@@ -67,7 +68,9 @@ __all__ = [
     "current_cluster",
     "get",
     "get_actor",
+    "get_attr",
     "kill",
+    "list_attrs",
     "remote_class",
     "run",
     "wait",

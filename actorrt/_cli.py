@@ -220,10 +220,12 @@ async def _run_start(args: argparse.Namespace) -> None:
             await master.close()
             raise
         services.append(worker)
+    metrics = None
     try:
         metrics = _ops.start_metrics(args, registry, node_ip)
+        dashboard = await _ops.start_dashboard(args, master)
     except _ops.OpsError as e:
-        for service in reversed(services):
+        for service in [*reversed(services), *([metrics] if metrics else [])]:
             await service.close()
         raise CLIError(str(e)) from e
     (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
@@ -233,11 +235,12 @@ async def _run_start(args: argparse.Namespace) -> None:
         token_file=str(token_file),
         ready=True,
         metrics=metrics.url if metrics else "",
+        dashboard=dashboard.url if dashboard else "",
     )
     cpus = services[1].cpus if len(services) > 1 else 0
     print(f"actorrt master running at {master.address} with a local worker of {cpus} cpus", flush=True)
     try:
-        await _serve_until_signal(*services, *([metrics] if metrics else []))
+        await _serve_until_signal(*services, *([metrics] if metrics else []), *([dashboard] if dashboard else []))
     finally:
         record.unlink(missing_ok=True)
 
@@ -310,6 +313,8 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
     print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")
+    if record.get("dashboard"):
+        print(f"dashboard at {record['dashboard']}")
     print(f"token written to {record['token_file']} (mode 0600)")
     print(f'connect from Python:   async with actorrt.connect("{address}") as cluster: ...')
     print(f"add a machine:         ACTORRT_TOKEN=<token> actorrt connect --address {address} --node-ip <its ip>")
@@ -471,7 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     start.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"master port (default {DEFAULT_PORT})")
     start.add_argument(
-        "--cpus", type=_nonneg, default=None, help="slots of the local worker (default: all cores; 0: no local worker)"
+        "--cpus",
+        "--cpu_num",  # xparl's name for it
+        dest="cpus",
+        type=_nonneg,
+        default=None,
+        help="slots of the local worker (default: all cores; 0: no local worker); --cpu_num: the same, xparl's name",
     )
     start.add_argument("--gpus", type=_nonneg, default=0, help="GPUs of the local worker")
     start.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or a new one)")
@@ -482,11 +492,19 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     _ops.add_daemon_args(start)
+    _ops.add_dashboard_args(start)
     start.set_defaults(func=cmd_start)
 
     conn = sub.add_parser("connect", help="join a machine's worker daemon to a cluster")
     conn.add_argument("--address", type=_address, required=True, help="the master's HOST:PORT")
-    conn.add_argument("--cpus", type=_cpus, default=None, help="slots (default: all cores)")
+    conn.add_argument(
+        "--cpus",
+        "--cpu_num",  # xparl's name for it
+        dest="cpus",
+        type=_cpus,
+        default=None,
+        help="slots (default: all cores); --cpu_num: the same, xparl's name",
+    )
     conn.add_argument("--gpus", type=_nonneg, default=0, help="GPUs")
     conn.add_argument("--node-ip", default="127.0.0.1", help="address actor hosts listen on and advertise")
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")

@@ -142,7 +142,9 @@ class ActorDiedError(ActorRTError):
 
 
 class SerializationError(ActorRTError, TypeError):
-    """A value could not be pickled; raised at the call site, before anything is sent."""
+    """A value could not be pickled: raised at the call site, before anything is sent. Inside an
+    actor (a return value it could not pickle, arguments it could not unpickle) it is the
+    ``cause`` of the call's ``RemoteError``."""
 
 
 class PlacementError(ActorRTError):

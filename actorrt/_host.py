@@ -32,7 +32,7 @@ import grpc
 
 from actorrt import _current, _rpc, _shm, _wire
 from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
-from actorrt._errors import ClusterConnectionError
+from actorrt._errors import ClusterConnectionError, SerializationError
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
 from actorrt._outbox import Outbox
 from actorrt._serialization import EMPTY, NO_ARGS, dumps
@@ -147,7 +147,10 @@ class _Actor:
                 raise AttributeError(f"{self.class_name} has no remote method {name!r}")
             fn = getattr(self.instance, name)
             if not callable(fn):
-                raise TypeError(f"{self.class_name}.{name} is not a method (read it with 'await handle.{name}')")
+                raise TypeError(
+                    f"{self.class_name}.{name} is not a method but an attribute ({type(fn).__qualname__}): "
+                    f"read it with actorrt.get_attr(handle, {name!r})"
+                )
             found = (fn, inspect.iscoroutinefunction(fn))
             self._methods[name] = found
         return found
@@ -155,6 +158,36 @@ class _Actor:
 
 def _no_release(name: str) -> None:
     """Where a payload maps no segment: nothing to release."""
+
+
+def _undecodable(what: str, e: Exception) -> SerializationError:
+    """The error of a call whose arguments could not be unpickled here (a class or module this
+    host lacks, a ``__reduce__`` that raised); ``e`` is its cause."""
+    error = SerializationError(f"arguments of {what} could not be unpickled in the actor: {type(e).__name__}: {e}")
+    error.__cause__ = e
+    return error
+
+
+def attribute_names(instance: Any) -> list[str]:
+    """The names ``getattr`` reads as values on ``instance`` (``CALL_KIND_LIST_ATTRS``), sorted:
+    its instance attributes, those that shadow a method of its class included (Python reads the
+    instance's first), and its class's properties and other attributes that are not methods.
+    Names that start with two underscores are left out."""
+    names = {name for name in getattr(instance, "__dict__", {}) if not name.startswith("__")}
+    for name in dir(type(instance)):
+        if name.startswith("__") or name in names:
+            continue
+        attr = inspect.getattr_static(instance, name)
+        if isinstance(attr, (staticmethod, classmethod)) or inspect.isfunction(attr):
+            continue
+        if callable(attr) and not isinstance(attr, (property, type)):
+            continue  # a method of another kind (a builtin function, a callable object)
+        if type(attr).__module__ == "actorrt._remote":
+            continue  # what @remote_class added: Cls.remote, Cls.options and their options
+        if inspect.ismemberdescriptor(attr) and not hasattr(instance, name):
+            continue  # a __slots__ entry never set
+        names.add(name)
+    return sorted(names)
 
 
 class CallStream:
@@ -190,7 +223,7 @@ class CallStream:
         except PayloadTooLargeError as e:
             err: Exception = ValueError(f"return value of {what} is {e} (connect(max_payload_mb=...))")
         except Exception as e:  # noqa: BLE001 - any pickling failure goes back to the caller
-            err = TypeError(
+            err = SerializationError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
             )
         else:
@@ -250,6 +283,7 @@ class CallStream:
         if batch.released and self.exchange is not None:
             self.exchange.peer_released(batch.released)
         for call in batch.calls:
+            decoding = True  # what fails until the arguments are decoded is their unpickling
             try:
                 payload = call.args
                 if payload.streamed:
@@ -257,6 +291,7 @@ class CallStream:
                         self._expect_chunks(batch, payload.streamed)
                         continue
                     if not streamed.buffers:
+                        decoding = False
                         raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
                     args, kwargs = decode_streamed(payload.pickle, streamed.buffers)
                 elif payload.pickle:
@@ -265,13 +300,15 @@ class CallStream:
                     args, kwargs = decode(payload, self.exchange.on_release if self.exchange else _no_release)
                 else:
                     args, kwargs = NO_ARGS
+                decoding = False
                 if call.kind != pb.CALL_KIND_METHOD:
                     self._run_attr(call, args)
                     continue
                 fn, is_async = actor.method(call.method)
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
-                self.reply(pb.Reply(seq=call.seq, error=_failure(e, skip_frames=0)))
+                error = _undecodable(f"{actor.class_name}.{call.method}", e) if decoding else e
+                self.reply(pb.Reply(seq=call.seq, error=_failure(error, skip_frames=0)))
                 continue
             if not actor.running.take():  # only async methods can hold every slot
                 self.outbox.flush()
@@ -340,10 +377,20 @@ class CallStream:
     def _run_attr(self, call: pb.Call, args: tuple[Any, ...]) -> None:
         instance = self.actor.instance
         if call.kind == pb.CALL_KIND_GET_ATTR:
-            self.reply_value(call.seq, call.method, getattr(instance, call.method))
+            if call.method.startswith("__"):
+                raise AttributeError(f"{self.actor.class_name} has no remote attribute {call.method!r}")
+            value = getattr(instance, call.method)
+            if getattr(value, "__self__", None) is instance and inspect.ismethod(value):
+                raise TypeError(
+                    f"{self.actor.class_name}.{call.method} is a method, not an attribute: "
+                    f"call it with handle.{call.method}(...)"
+                )
+            self.reply_value(call.seq, call.method, value)
         elif call.kind == pb.CALL_KIND_SET_ATTR:
             setattr(instance, call.method, args[0])
             self.outbox.batch.replies.add(seq=call.seq)
+        elif call.kind == pb.CALL_KIND_LIST_ATTRS:
+            self.reply_value(call.seq, "<attributes>", attribute_names(instance))
         else:
             raise ValueError(f"unknown call kind {call.kind} for {call.method!r}")
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import grpc
     from prometheus_client import CollectorRegistry
 
+    from actorrt._dashboard import Dashboard
+    from actorrt._master import Master
     from actorrt._metrics import MetricsServer
     from actorrt._status import ClusterStatus
 
@@ -27,10 +29,12 @@ __all__ = [
     "ClusterTarget",
     "add_cluster_args",
     "add_daemon_args",
+    "add_dashboard_args",
     "add_logs_parser",
     "add_status_args",
     "default_address",
     "run_status",
+    "start_dashboard",
     "start_metrics",
 ]
 
@@ -92,6 +96,35 @@ def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default
         return serve(registry, args.metrics_port, args.metrics_host or default_host)
     except OSError as e:
         raise OpsError(f"actorrt {args.command}: {e}") from e
+
+
+def add_dashboard_args(parser: argparse.ArgumentParser) -> None:
+    """``actorrt start``'s web status page (``_dashboard.py``)."""
+    parser.add_argument(
+        "--dashboard-port",
+        type=_port,
+        default=0,
+        help="serve the web status page at http://HOST:PORT/ and its JSON at /api/status (default 0: off)",
+    )
+    parser.add_argument(
+        "--dashboard-host",
+        default="127.0.0.1",
+        help="address the dashboard listens on (default: loopback only, whatever --host is; it has no token)",
+    )
+
+
+async def start_dashboard(args: argparse.Namespace, master: Master) -> Dashboard | None:
+    """Serve the status page when ``--dashboard-port`` is set; raises OpsError if the port is taken."""
+    if not args.dashboard_port:
+        return None
+    from actorrt._dashboard import Dashboard
+
+    dashboard = Dashboard(master, args.dashboard_port, args.dashboard_host)
+    try:
+        await dashboard.start()
+    except OSError as e:
+        raise OpsError(f"actorrt {args.command}: {e}") from e
+    return dashboard
 
 
 # ---- status and logs: how the CLI reaches a running cluster ----------------------------------

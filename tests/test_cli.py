@@ -125,3 +125,24 @@ def test_bad_flags_are_one_clear_line(args: list[str], message: str, fresh_home:
     out = actorrt_cli(*args)
     assert out.returncode == 2 and message in out.stderr
     assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr
+
+
+def test_cpu_num_is_xparls_name_for_cpus(fresh_home: Path) -> None:
+    port = free_port()
+    out = actorrt_cli("start", "--port", str(port), "--cpu_num", "2")
+    pids = _pids(fresh_home)
+    try:
+        assert out.returncode == 0, out.stderr
+        address = f"127.0.0.1:{port}"
+        joined = actorrt_cli("connect", "--address", address, "--cpu_num", "1")
+        assert joined.returncode == 0, joined.stderr
+        pids = _pids(fresh_home)
+        status = json.loads(actorrt_cli("status", "--json", "--address", address).stdout)
+        assert sorted(n["cpus"] for n in status["nodes"]) == [1, 2]
+        bad = actorrt_cli("connect", "--address", address, "--cpu_num", "0")
+        assert bad.returncode == 2 and "--cpus/--cpu_num: must be >= 1" in bad.stderr
+    finally:
+        actorrt_cli("stop")
+        for pid in pids:  # stopped by PID, whatever the test did
+            if _alive(pid):
+                os.kill(pid, 9)

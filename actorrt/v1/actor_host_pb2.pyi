@@ -14,10 +14,12 @@ class CallKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CALL_KIND_METHOD: _ClassVar[CallKind]
     CALL_KIND_GET_ATTR: _ClassVar[CallKind]
     CALL_KIND_SET_ATTR: _ClassVar[CallKind]
+    CALL_KIND_LIST_ATTRS: _ClassVar[CallKind]
 CALL_KIND_UNSPECIFIED: CallKind
 CALL_KIND_METHOD: CallKind
 CALL_KIND_GET_ATTR: CallKind
 CALL_KIND_SET_ATTR: CallKind
+CALL_KIND_LIST_ATTRS: CallKind
 
 class CallBatch(_message.Message):
     __slots__ = ("construct", "attach", "calls", "released", "chunk", "split_bytes")

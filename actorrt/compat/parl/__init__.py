@@ -1,0 +1,39 @@
+"""PARL's user API on actorrt: ``import actorrt.compat.parl as parl``, and the rest of a PARL
+script stays as it is.
+
+    import actorrt.compat.parl as parl
+
+    @parl.remote_class
+    class Actor:
+        def __init__(self, x):
+            self.x = x
+        def add(self, y):
+            return self.x + y
+
+    parl.connect("localhost:8010")       # a master started with: actorrt start --port 8010
+    actor = Actor(1)                      # created on the cluster
+    print(actor.add(2), actor.x)          # 3 1
+
+What PARL programs use, with PARL's semantics: ``remote_class`` (``wait``, ``max_memory``,
+``n_gpu``), ``connect(master_address, distributed_files=[])``, ``disconnect()``,
+``get_global_client()``, ``FutureObject`` and PARL's errors in ``exceptions``. The mapping to
+actorrt, and what differs, is in docs/parl.md.
+"""
+
+from __future__ import annotations
+
+from actorrt.compat.parl import exceptions
+from actorrt.compat.parl._client import GlobalClient, connect, disconnect, get_global_client
+from actorrt.compat.parl._future import FutureObject
+from actorrt.compat.parl._proxy import RemoteProxy, remote_class
+
+__all__ = [
+    "FutureObject",
+    "GlobalClient",
+    "RemoteProxy",
+    "connect",
+    "disconnect",
+    "exceptions",
+    "get_global_client",
+    "remote_class",
+]
