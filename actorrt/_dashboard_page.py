@@ -34,8 +34,9 @@ PAGE_HTML = """<!doctype html>
 </table>
 <h2>Actors <span id="actors-count" class="muted"></span></h2>
 <table>
-  <thead><tr><th>actor</th><th>class</th><th>node</th><th>age</th><th>memory</th><th>limit</th>
-  <th title="not known to the master: see the note below">calls/s</th><th>client</th></tr></thead>
+  <thead><tr><th>actor</th><th>class</th><th>name</th><th>node</th><th>age</th><th>memory</th><th>limit</th>
+  <th title="not known to the master: see the note below">calls/s</th><th>holders</th><th>restarts</th>
+  <th>client</th></tr></thead>
   <tbody id="actors"></tbody>
 </table>
 <h2>Clients</h2>
@@ -160,10 +161,14 @@ PAGE_JS = r"""
       const limit = limitMb ? limitMb + " MiB" : "-";
       const calls = el("td", a.calls_per_s === null ? "n/a" : Number(a.calls_per_s).toFixed(1));
       calls.title = st.notes.calls_per_s;
+      const name = (a.name || "-") + (a.detached ? " (detached)" : "");
+      let restarts = a.max_restarts ? a.restarts + " of " + (a.max_restarts < 0 ? "unlimited" : a.max_restarts) : "-";
+      if (a.restarting) restarts += " (restarting)";
       return row([
-        a.actor_id, a.class_name, a.node, duration(a.age_s), mib(a.rss_bytes), limit, calls, a.client_id,
+        a.actor_id, a.class_name, name, a.restarting ? "-" : a.node, duration(a.age_s), mib(a.rss_bytes), limit,
+        calls, a.holders, restarts, a.client_id || "(none: detached)",
       ], { "data-actor-id": a.actor_id });
-    }), 8, "no live actor");
+    }), 11, "no live actor");
 
     fill("clients", st.clients.map((c) => row([
       c.client_id, c.hostname, c.pid, c.actors,

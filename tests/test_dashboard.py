@@ -137,7 +137,7 @@ def test_the_page_shows_an_actor_come_and_go_in_a_real_browser(
             cells = page.evaluate(
                 f"[...document.querySelector('#actors tr[data-actor-id=\"{t.actor_id}\"]').cells].map(c => c.textContent)"
             )
-            assert cells[1] == "Ticker" and cells[6] == "n/a"
+            assert cells[1] == "Ticker" and cells[7] == "n/a" and cells[8] == "1"  # the driver holds it
             assert page.evaluate("document.getElementById('notes').textContent").count("not known to the master")
             page.screenshot(tmp_path / "dashboard.png", 1280, 900)
             actorrt.kill(t).result()
