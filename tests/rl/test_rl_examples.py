@@ -78,7 +78,7 @@ SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
 }
 """Every rl example (those printing the result line); ``test_short_runs_cover_every_example`` keeps it complete."""
 
-NOT_RL = {"hello_world.py", "parallel_sum.py"}
+NOT_RL = {"hello_world.py", "parallel_sum.py", "parl_migration.py"}
 """actorrt examples: they print their own report, not the training result line."""
 
 
