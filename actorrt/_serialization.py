@@ -96,8 +96,6 @@ def _is_local(top: str) -> bool:
     not stdlib, not part of an installed distribution, not under site-packages."""
     if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "actorrt":
         return False
-    if top in _distributed_names():
-        return False
     module = sys.modules.get(top)
     spec = getattr(module, "__spec__", None)
     if module is None or spec is None:
@@ -105,9 +103,11 @@ def _is_local(top: str) -> bool:
     origin = spec.origin if spec.has_location else None
     if origin is None and spec.submodule_search_locations:
         origin = next(iter(spec.submodule_search_locations), None)
-    if not origin:
+    if not origin or os.path.realpath(origin).startswith(_installed_roots()):
         return False
-    return not os.path.realpath(origin).startswith(_installed_roots())
+    # Outside the installed folders: the user's code, or an editable install. Only now ask the
+    # distributions' metadata (reading it all takes ~50 ms with a large environment).
+    return top == "__main__" or top not in _distributed_names()
 
 
 def ship_local_modules() -> None:
