@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 import rl
@@ -81,7 +82,7 @@ def main(config: Config) -> rl.TrainResult:
     )
     agent = rl.Agent(algorithm)
     assert obs_space.shape is not None
-    buffer = rl.ReplayBuffer(config.buffer_size, obs_space.shape, seed=config.seed)
+    buffer = rl.UniformReplay(config.buffer_size, obs_space.shape, action_dtype=np.int64, seed=config.seed)
 
     def train(collector: rl.Collector, logger: rl.TrainingLogger) -> rl.TrainResult:
         return rl.train_dqn(

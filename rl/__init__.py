@@ -3,7 +3,7 @@
 - :class:`Model` (an ``nn.Module`` with numpy weight exchange and soft updates),
 - :class:`Algorithm` (losses and optimizer; never touches environments),
 - :class:`Agent` (numpy in/out, save/restore),
-- :class:`Collector` (vector-env rollouts), :class:`ReplayBuffer`, :class:`Rollout`,
+- :class:`Collector` (vector-env rollouts), :class:`Rollout`,
 - :class:`UniformReplay` / :class:`PrioritizedReplay` (off-policy replay), :class:`HerReplay`,
 - :class:`NormalizingAgent` (observation and reward normalisation that travels with the weights),
 - :mod:`rl.ops` (``vtrace``, ``gae``, off-policy targets), :mod:`rl.algorithms` (PolicyGradient,
@@ -31,7 +31,7 @@ from rl.networks import (
 )
 from rl.normalization import NormalizingAgent
 from rl.replay import PrioritizedReplay, ReplayBatch, UniformReplay
-from rl.storage import ReplayBuffer, Rollout, Transition
+from rl.storage import Rollout, Transition
 from rl.trainer import (
     TrainingRun,
     TrainResult,
@@ -70,7 +70,6 @@ __all__ = [
     "QCritic",
     "QNetwork",
     "ReplayBatch",
-    "ReplayBuffer",
     "Rollout",
     "SquashedGaussianActor",
     "TrainResult",

@@ -18,7 +18,7 @@ from typing import Generic, NamedTuple, TypeVar
 import numpy as np
 import torch
 
-__all__ = ["ArrayT", "ReplayBuffer", "Rollout", "Transition", "bootstrapped_rewards", "episode_discounts"]
+__all__ = ["ArrayT", "Rollout", "Transition", "bootstrapped_rewards", "episode_discounts"]
 
 ArrayT = TypeVar("ArrayT", bound=np.ndarray | torch.Tensor)
 """The array type of a batch container: ``np.ndarray`` (collected, stored, sent) or
@@ -90,82 +90,11 @@ def bootstrapped_rewards(
 
 
 class Transition(NamedTuple, Generic[ArrayT]):
-    """A batch of one-step transitions sampled from a :class:`ReplayBuffer` (numpy; tensors
-    in ``Algorithm.learn``)."""
+    """A batch of one-step transitions (numpy; tensors in ``Algorithm.learn``): what
+    ``DQN.learn`` reads of a :class:`rl.ReplayBatch`."""
 
     obs: ArrayT
     actions: ArrayT
     rewards: ArrayT
     next_obs: ArrayT
     terminated: ArrayT
-
-
-class ReplayBuffer:
-    """Fixed-capacity circular buffer of transitions, stored in preallocated numpy arrays.
-
-    Only ``terminated`` is stored: a truncated transition is stored with its true final
-    observation as ``next_obs`` and ``terminated=False``, so the TD target bootstraps from it.
-    """
-
-    def __init__(
-        self,
-        capacity: int,
-        obs_shape: tuple[int, ...],
-        action_shape: tuple[int, ...] = (),
-        obs_dtype: np.dtype | type = np.float32,
-        action_dtype: np.dtype | type = np.int64,
-        seed: int | None = None,
-    ) -> None:
-        self.capacity = int(capacity)
-        self.obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
-        self.next_obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
-        self.actions = np.zeros((capacity, *action_shape), dtype=action_dtype)
-        self.rewards = np.zeros(capacity, dtype=np.float32)
-        self.terminated = np.zeros(capacity, dtype=bool)
-        self._pos = 0
-        self._size = 0
-        self._rng = np.random.default_rng(seed)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def add(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminated: np.ndarray,
-    ) -> None:
-        """Append a batch of ``N`` transitions (leading dim ``N``), overwriting the oldest."""
-        n = len(rewards)
-        idx = (self._pos + np.arange(n)) % self.capacity
-        self.obs[idx] = obs
-        self.actions[idx] = actions
-        self.rewards[idx] = rewards
-        self.next_obs[idx] = next_obs
-        self.terminated[idx] = terminated
-        self._pos = int((self._pos + n) % self.capacity)
-        self._size = min(self._size + n, self.capacity)
-
-    def add_rollout(self, rollout: Rollout[np.ndarray]) -> None:
-        """Append every step of a rollout, flattening ``[T, B]``."""
-        t, b = rollout.rewards.shape
-
-        def flat(x: np.ndarray) -> np.ndarray:
-            return x.reshape(t * b, *x.shape[2:])
-
-        self.add(
-            flat(rollout.obs),
-            flat(rollout.actions),
-            flat(rollout.rewards),
-            flat(rollout.next_obs()),
-            flat(rollout.terminated),
-        )
-
-    def sample(self, batch_size: int) -> Transition[np.ndarray]:
-        """Uniformly sample ``batch_size`` transitions (with replacement)."""
-        if self._size == 0:
-            raise ValueError("sample from an empty ReplayBuffer")
-        idx = self._rng.integers(0, self._size, size=batch_size)
-        return Transition(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.terminated[idx])

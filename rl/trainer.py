@@ -1,4 +1,4 @@
-"""Training loops: wire a Collector, an Agent (and a ReplayBuffer) together.
+"""Training loops: wire a Collector, an Agent (and a replay) together.
 
 The loops own no maths: the Algorithm learns, the Collector acts. They stop at ``total_steps`` or,
 with ``stop_when_solved``, once the mean of the last ``window`` training-episode returns reaches
@@ -21,7 +21,6 @@ from rl.collector import Collector, CollectorConfig
 from rl.config import use_torch_threads
 from rl.logger import TrainingLogger
 from rl.replay import PrioritizedReplay, UniformReplay
-from rl.storage import ReplayBuffer
 
 __all__ = [
     "TrainResult",
@@ -154,7 +153,7 @@ def linear_schedule(start: float, end: float, fraction: float, progress: float) 
 def train_dqn(
     agent: Agent,
     collector: Collector,
-    buffer: ReplayBuffer,
+    buffer: UniformReplay,
     total_steps: int,
     learning_starts: int = 1000,
     batch_size: int = 64,

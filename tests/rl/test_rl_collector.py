@@ -115,7 +115,7 @@ def test_bootstrapping_changes_the_value_targets() -> None:
 
 def test_replay_buffer_stores_final_obs_and_only_terminated() -> None:
     r = _collect(terminal=False)
-    buf = rl.ReplayBuffer(100, obs_shape=(1,), seed=0)
+    buf = rl.UniformReplay(100, obs_shape=(1,), action_dtype=np.int64, seed=0)
     buf.add_rollout(r)
     assert len(buf) == 10
     np.testing.assert_array_equal(buf.next_obs[:10, 0], r.next_obs()[:, :, 0].reshape(-1))

@@ -11,11 +11,11 @@ import rl
 
 
 @pytest.fixture(scope="module")
-def random_buffer() -> rl.ReplayBuffer:
+def random_buffer() -> rl.UniformReplay:
     """5000 CartPole transitions of the uniform random policy (about 4% terminal)."""
     env = gym.make("CartPole-v1")
     env.action_space.seed(0)
-    buffer = rl.ReplayBuffer(5000, (4,), seed=0)
+    buffer = rl.UniformReplay(5000, (4,), action_dtype=np.int64, seed=0)
     obs, _ = env.reset(seed=0)
     for _ in range(5000):
         action = env.action_space.sample()
@@ -27,7 +27,7 @@ def random_buffer() -> rl.ReplayBuffer:
 
 
 @pytest.mark.parametrize("loss", ["mse", "huber"])
-def test_td_loss_and_value_bound(random_buffer: rl.ReplayBuffer, loss: str) -> None:
+def test_td_loss_and_value_bound(random_buffer: rl.UniformReplay, loss: str) -> None:
     """With reward 1 per step, Q <= 1 / (1 - gamma) = 100. The squared error stays below it;
     the Huber loss (gradient capped at 1, so the rare terminal targets cannot pull values down)
     overshoots it within 800 updates: why ``loss="mse"`` is the default."""

@@ -63,7 +63,7 @@ def test_dqn_smoke() -> None:
     agent = rl.Agent(algo)
     collector = rl.Collector(config, agent)
     assert obs_space.shape is not None
-    buffer = rl.ReplayBuffer(1000, obs_space.shape, seed=0)
+    buffer = rl.UniformReplay(1000, obs_space.shape, action_dtype=np.int64, seed=0)
     target_before = algo.target_model.get_weights()
     result = rl.train_dqn(
         agent, collector, buffer, total_steps=400, learning_starts=100, batch_size=32, gradient_steps=2
