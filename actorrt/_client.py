@@ -40,7 +40,7 @@ from actorrt._errors import (
 from actorrt._files import MAX_FILES_BYTES, collect_files
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorConnection, ActorHandle, HandleRef, member_kinds
-from actorrt._logs import print_actor_output
+from actorrt._logs import OutputPrinter
 from actorrt._remote import options_of
 from actorrt._serialization import dumps, name_culprit, ship_local_modules
 from actorrt._session import MasterSession
@@ -101,6 +101,7 @@ class Cluster:
         # an actor to: handles are made and dropped on any thread.
         self._refs_lock = threading.Lock()
         self._copies = itertools.count(1)
+        self._printer = OutputPrinter()  # actors' output, printed off the loop
 
     @property
     def embedded(self) -> bool:
@@ -151,7 +152,7 @@ class Cluster:
                 waiter.set_exception((ActorNameTakenError if taken else PlacementError)(failed.reason))
         elif kind == "actor_output":
             if self.log_to_driver:
-                print_actor_output(notice.actor_output)
+                self._printer.submit(notice.actor_output)
         elif kind == "actor_found":
             waiter = self.state.found(notice.actor_found.request_id)
             if waiter is not None and not waiter.done():
@@ -381,6 +382,7 @@ class Cluster:
             await self._session.close()
         for service in reversed(self._embedded):
             await service.close()
+        self._printer.close()  # bounded: a terminal that blocks holds the close 1 s at most
 
     # ---- placement and actors (cluster loop) ----------------------------------------------------
 

@@ -19,6 +19,7 @@ import json
 import logging
 import logging.handlers
 import os
+import queue
 import sys
 import threading
 import time
@@ -32,6 +33,7 @@ from actorrt.v1 import master_pb2 as pb
 
 __all__ = [
     "LineSplitter",
+    "OutputPrinter",
     "OutputRelay",
     "configure_logging",
     "default_log_dir",
@@ -74,6 +76,56 @@ def print_actor_output(msg: pb.ActorOutput, out: TextIO | None = None, err: Text
         err.flush()
     except (OSError, ValueError):  # a closed terminal must not break the session
         pass
+
+
+class OutputPrinter:
+    """Prints forwarded actor output on a thread of its own, so a terminal that blocks (a full
+    pipe nobody reads, a paused pager) never holds the client's event loop, and with it every
+    call. At most ``max_pending`` messages wait; past that they are dropped and counted, and a
+    notice says how many once the terminal takes output again."""
+
+    def __init__(self, max_pending: int = 1000) -> None:
+        self._queue: queue.Queue[pb.ActorOutput | None] = queue.Queue(max_pending)
+        self._dropped = 0  # lines; touched by submit (the loop) and read by the thread
+        self._thread: threading.Thread | None = None
+
+    def submit(self, msg: pb.ActorOutput) -> None:
+        """Queue lines to print; never blocks. Client loop."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="actorrt-output", daemon=True)
+            self._thread.start()
+        try:
+            self._queue.put_nowait(msg)
+        except queue.Full:
+            self._dropped += len(msg.lines)
+
+    def close(self, wait_s: float = 1.0) -> None:
+        """Print what is queued (for at most ``wait_s``), then end the thread."""
+        if self._thread is None:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                self._queue.put(None, timeout=0.05)
+                break
+            except queue.Full:
+                continue
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._thread = None
+
+    def _run(self) -> None:
+        while (msg := self._queue.get()) is not None:
+            print_actor_output(msg)
+            if self._dropped:
+                dropped, self._dropped = self._dropped, 0
+                try:
+                    print(
+                        f"actorrt: {dropped} lines of actor output dropped (the terminal did not keep up)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                except (OSError, ValueError):
+                    pass
 
 
 # ---- worker side -------------------------------------------------------------------------------

@@ -256,3 +256,49 @@ async def test_status_table_json_and_watch(cluster: ProcCluster) -> None:
         assert stdout.count(f"cluster {cluster.address}") >= 2 and "Ctrl-C to stop" in stdout
         assert "Traceback" not in stderr
         await actorrt.kill(a)
+
+
+BLOCKED_TERMINAL = textwrap.dedent(
+    """
+    import os, sys, time
+    import actorrt
+
+    @actorrt.remote_class
+    class Talker:
+        def burst(self, n):
+            for i in range(n):
+                print("line", i, "x" * 200)
+        def ping(self):
+            return "pong"
+
+    # This process's stdout: a pipe nobody reads, so printing there blocks once it is full.
+    read_end, write_end = os.pipe()
+    blocked = os.fdopen(write_end, "w")
+    report = sys.stdout
+    sys.stdout = blocked
+    with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+        t = Talker.remote().result()
+        t.burst(5000).result()  # ~1 MB of output forwarded here; the pipe holds 64 KiB
+        time.sleep(1.0)
+        started = time.monotonic()
+        for _ in range(20):
+            assert t.ping().result(timeout=10) == "pong"
+        print("PINGS", round(time.monotonic() - started, 3), file=report, flush=True)
+        actorrt.kill(t).result()
+    print("CLOSED", file=report, flush=True)
+    os._exit(0)  # the blocked stdout would hold the interpreter's own exit
+    """
+)
+
+
+def test_a_terminal_that_blocks_does_not_hold_the_calls(cluster: ProcCluster, tmp_path: Path) -> None:
+    path = tmp_path / "blocked.py"
+    path.write_text(BLOCKED_TERMINAL)
+    out = subprocess.run(
+        [sys.executable, str(path), cluster.address, cluster.token], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = re.search(r"PINGS ([\d.]+)", out.stdout)
+    assert found is not None, (out.stdout, out.stderr[-3000:])
+    assert float(found.group(1)) < 5.0  # answered while the printer thread is stuck
+    assert "CLOSED" in out.stdout  # closing waits for the printer 1 s at most
