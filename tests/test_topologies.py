@@ -55,6 +55,13 @@ class Counter:
     def env(self, name: str) -> str | None:
         return os.environ.get(name)
 
+    def grow(self, mb: int) -> int:
+        self.ballast = bytearray(mb * 2**20)
+        for i in range(0, len(self.ballast), 4096):  # touch every page: resident, not just reserved
+            self.ballast[i] = 1
+        time.sleep(30)
+        return mb
+
 
 @actorrt.remote_class
 class User:
@@ -395,3 +402,40 @@ async def test_bad_options_are_refused_naming_the_option() -> None:
         Counter.options(lifetime="forever")
     with pytest.raises(TypeError, match="unknown option"):
         Counter.options(colour="red")
+
+
+async def test_an_actor_on_a_lost_node_restarts_on_another(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The worker daemon of the actor's node is killed: the master notices within its worker
+    timeout (3 s here) and the actor is constructed again on the other node."""
+    c2 = ProcCluster(tmp_path_factory.mktemp("actorrt-lost")).start(workers=2, cpus_per_worker=1)
+    try:
+        async with c2.connect() as c:
+            counter = await Counter.options(max_restarts=1).remote(3)
+            assert await counter.add(1) == 4
+            [row] = await actors_named(c, "Counter")
+            daemons = {n["worker_id"]: n["pid"] for n in (await c.status()).nodes}
+            victim = daemons[row["worker_id"]]
+            host_pid = await counter.pid()
+            os.kill(victim, signal.SIGKILL)
+            os.kill(host_pid, signal.SIGKILL)  # its host would see EOF and exit anyway
+            assert await eventually(lambda: _restarted_elsewhere(c, row["worker_id"]), 20)
+            assert await counter.add(1) == 4  # a fresh instance, same arguments
+            [moved] = await actors_named(c, "Counter")
+            assert moved["restarts"] == 1 and moved["worker_id"] != row["worker_id"]
+            await c.kill(counter)
+    finally:
+        c2.stop()
+
+
+async def _restarted_elsewhere(c: actorrt.Cluster, old_worker: str) -> bool:
+    rows = await actors_named(c, "Counter")
+    return bool(rows) and not rows[0]["restarting"] and rows[0]["worker_id"] not in ("", old_worker)
+
+
+async def test_an_actor_over_its_memory_limit_restarts(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.options(max_restarts=1, max_memory_mb=300).remote(5)
+        with pytest.raises(actorrt.ActorDiedError, match=r"memory limit exceeded.*restart 1 of 1"):
+            await counter.grow(400)
+        assert await counter.add(1) == 6  # constructed again, with its arguments
+        await c.kill(counter)
