@@ -123,6 +123,9 @@ class NeedsGpu:
     def ping(self) -> str:
         return "pong"
 
+    def devices(self) -> str:
+        return os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+
 
 @parl.remote_class(max_memory=100)
 class Grower:
@@ -508,3 +511,18 @@ def test_parl_migration_example_runs(cluster: ProcCluster) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "all remote objects answered" in run.stdout
+
+
+def test_n_gpu_gives_the_object_its_own_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker offering 2 GPUs (counted: this machine has no NVIDIA driver, so none are real)."""
+    c = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2, worker_args=("--gpus", "2"))
+    try:
+        monkeypatch.setenv("ACTORRT_TOKEN", c.token)
+        parl.connect(c.address)
+        a, b = NeedsGpu(), NeedsGpu()
+        assert {a.devices(), b.devices()} == {"0", "1"}
+        del a, b
+        gc.collect()
+    finally:
+        parl.disconnect()
+        c.stop()
