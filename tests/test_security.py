@@ -45,6 +45,11 @@ class Box:
     def make(self, nbytes: int) -> np.ndarray:
         return np.zeros(nbytes, dtype=np.uint8)
 
+    def via_child(self, x: object) -> int:
+        """An actor as a client: it creates an actor and calls it (over the cluster's TLS)."""
+        child = Box.remote().result()
+        return child.put(x).result()  # type: ignore[no-any-return]
+
 
 def _evil_construct(marker: Path) -> actor_host_pb2.CallBatch:
     spec = common_pb2.Payload(pickle=pickle.dumps(_CreatesFile(str(marker))))
@@ -231,6 +236,24 @@ async def test_mutual_tls_serves_only_certified_clients(tls_cluster: ProcCluster
             async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, timeout=3, **refused):
                 pass
     assert len(tls_cluster.status()["nodes"]) == 1  # the cluster serves on
+
+
+async def test_actors_reach_their_cluster_over_mutual_tls(tmp_path: Path, pki: dict[str, str]) -> None:
+    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
+    c = ProcCluster(tmp_path / "home").start(
+        workers=1,
+        cpus_per_worker=2,
+        master_args=(*node, "--tls-ca", pki["ca"]),
+        worker_args=(*node, "--tls-ca", pki["ca"]),
+    )
+    try:
+        client: dict[str, Any] = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
+        async with actorrt.connect(c.address, token=c.token, **client):
+            parent = await Box.remote()
+            assert await parent.via_child([1, 2, 3]) == 3
+            await actorrt.kill(parent)
+    finally:
+        c.stop()
 
 
 def test_tls_flags_are_checked(fresh_home: Path) -> None:
