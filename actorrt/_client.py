@@ -479,7 +479,8 @@ class Cluster:
         except TimeoutError as e:
             raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
         finally:
-            self.state.withdraw(request_id)
+            if self.state.withdraw(request_id) and self._session is not None and not self.closed:
+                self._session.send(pb.ClientEvent(withdraw_placement=pb.WithdrawPlacement(request_id=request_id)))
             self._checked()
 
     async def _construct(self, conn: ActorConnection, construct: actor_host_pb2.ConstructActor) -> None:

@@ -60,9 +60,10 @@ class ClientState(Generic[W, C]):
         self.placing[request_id] = Placement(request_id, message, waiter)
         return request_id
 
-    def withdraw(self, request_id: int) -> None:
-        """The caller stopped waiting (answered, timed out, cancelled)."""
-        self.placing.pop(request_id, None)
+    def withdraw(self, request_id: int) -> bool:
+        """The caller stopped waiting (answered, timed out, cancelled); True when the master
+        had not answered yet (the request may still wait in its queue)."""
+        return self.placing.pop(request_id, None) is not None
 
     def answered(self, request_id: int) -> W | None:
         """The master placed or refused ``request_id``: the waiter to tell, or None when nobody

@@ -420,6 +420,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     self._released()
                 elif kind == "lookup_actor":
                     self._lookup(client_id, ev.lookup_actor)
+                elif kind == "withdraw_placement":
+                    if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
+                        self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
                 elif kind == "release_actor":
                     actor = self.table.release_actor(
                         client_id, ev.release_actor.actor_id, ev.release_actor.reason or "released by its client"

@@ -531,6 +531,10 @@ class ClusterTable:
                 self._released.append(actor)
         return [a for a in actors if not a.restarting]
 
+    def withdraw(self, client_id: str, request_id: int) -> bool:
+        """The client no longer waits for ``request_id``: drop it if it is still queued."""
+        return request_id > 0 and self._unqueue((client_id, request_id)) is not None
+
     def _drop_requests_of(self, client_id: str) -> None:
         for key in [k for k in self.queue if k[0] == client_id and k[1] > 0]:
             self._unqueue(key)

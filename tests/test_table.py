@@ -482,3 +482,13 @@ def test_a_validating_master_ends_loudly_on_a_broken_invariant() -> None:
     assert proc.returncode == 70, proc.stderr
     assert "invariant broken" in proc.stderr and "cpus_free=5" in proc.stderr
     assert "not reached" not in proc.stdout
+
+
+def test_a_withdrawn_request_leaves_the_queue_and_frees_its_name() -> None:
+    t, _ = two_nodes(cpus=1)
+    t.request(Request("c1", 1))
+    t.request(Request("c1", 2))
+    assert t.request(Request("c1", 3, name="late")) is None
+    assert t.withdraw("c1", 3) and not t.queue and "late" not in t.names
+    assert not t.withdraw("c1", 3)  # already gone
+    t.validate()

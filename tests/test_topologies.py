@@ -439,3 +439,20 @@ async def test_an_actor_over_its_memory_limit_restarts(cluster: ProcCluster) -> 
             await counter.grow(400)
         assert await counter.add(1) == 6  # constructed again, with its arguments
         await c.kill(counter)
+
+
+async def test_a_cancelled_creation_leaves_the_queue_and_frees_its_name(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        blockers = [await Counter.remote() for _ in range(4)]  # every slot taken
+        waiting = Counter.options(name="late").remote()
+        assert await eventually(lambda: _waiting_placements(c, 1))
+        waiting.cancel()
+        assert await eventually(lambda: _waiting_placements(c, 0))  # withdrawn, not left queued
+        await c.kill(blockers.pop())
+        late = await Counter.options(name="late").remote()  # the name was freed with it
+        for h in (*blockers, late):
+            await c.kill(h)
+
+
+async def _waiting_placements(c: actorrt.Cluster, n: int) -> bool:
+    return (await c.status()).placements_waiting == n

@@ -168,7 +168,7 @@ class StopActor(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ClientEvent(_message.Message):
-    __slots__ = ("open_session", "place_actor", "release_actor", "close_session", "add_ref", "drop_ref", "lookup_actor")
+    __slots__ = ("open_session", "place_actor", "release_actor", "close_session", "add_ref", "drop_ref", "lookup_actor", "withdraw_placement")
     OPEN_SESSION_FIELD_NUMBER: _ClassVar[int]
     PLACE_ACTOR_FIELD_NUMBER: _ClassVar[int]
     RELEASE_ACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class ClientEvent(_message.Message):
     ADD_REF_FIELD_NUMBER: _ClassVar[int]
     DROP_REF_FIELD_NUMBER: _ClassVar[int]
     LOOKUP_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    WITHDRAW_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     open_session: OpenSession
     place_actor: PlaceActor
     release_actor: ReleaseActor
@@ -183,7 +184,14 @@ class ClientEvent(_message.Message):
     add_ref: AddRef
     drop_ref: DropRef
     lookup_actor: LookupActor
-    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ..., add_ref: _Optional[_Union[AddRef, _Mapping]] = ..., drop_ref: _Optional[_Union[DropRef, _Mapping]] = ..., lookup_actor: _Optional[_Union[LookupActor, _Mapping]] = ...) -> None: ...
+    withdraw_placement: WithdrawPlacement
+    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ..., add_ref: _Optional[_Union[AddRef, _Mapping]] = ..., drop_ref: _Optional[_Union[DropRef, _Mapping]] = ..., lookup_actor: _Optional[_Union[LookupActor, _Mapping]] = ..., withdraw_placement: _Optional[_Union[WithdrawPlacement, _Mapping]] = ...) -> None: ...
+
+class WithdrawPlacement(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    def __init__(self, request_id: _Optional[int] = ...) -> None: ...
 
 class OpenSession(_message.Message):
     __slots__ = ("version", "client_id", "hostname", "pid", "mute_actor_output", "actor_id")
