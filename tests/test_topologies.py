@@ -456,3 +456,21 @@ async def test_a_cancelled_creation_leaves_the_queue_and_frees_its_name(cluster:
 
 async def _waiting_placements(c: actorrt.Cluster, n: int) -> bool:
     return (await c.status()).placements_waiting == n
+
+
+async def test_another_client_holding_a_restarted_actor_reaches_the_new_instance(cluster: ProcCluster) -> None:
+    async with cluster.connect() as c:
+        counter = await Counter.options(name="survivor", max_restarts=1).remote(40)
+        async with cluster.connect() as other:  # a second client of the cluster
+            theirs = await other.get_actor("survivor")
+            assert await theirs.add(2) == 42
+            os.kill(await counter.pid(), signal.SIGKILL)
+            assert await eventually(lambda: _restarted(c, "Counter"), 20)
+            assert await theirs.add(1) == 41  # the other client's handle reaches the new instance
+            assert await counter.add(0) == 41
+        await c.kill(counter)
+
+
+async def _restarted(c: actorrt.Cluster, class_name: str) -> bool:
+    rows = await actors_named(c, class_name)
+    return bool(rows) and rows[0]["restarts"] == 1 and not rows[0]["restarting"]
