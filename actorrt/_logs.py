@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import logging
@@ -32,6 +33,7 @@ from actorrt import _rpc
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = [
+    "NOTICE_PREFIX",
     "LineSplitter",
     "OutputPrinter",
     "OutputRelay",
@@ -78,6 +80,10 @@ def print_actor_output(msg: pb.ActorOutput, out: TextIO | None = None, err: Text
         pass
 
 
+# How the master's own lines in an actor's output begin (a count of lines it dropped).
+NOTICE_PREFIX = "[actorrt:"
+
+
 class OutputPrinter:
     """Prints forwarded actor output on a thread of its own, so a terminal that blocks (a full
     pipe nobody reads, a paused pager) never holds the client's event loop, and with it every
@@ -87,6 +93,9 @@ class OutputPrinter:
     def __init__(self, max_pending: int = 1000) -> None:
         self._queue: queue.Queue[pb.ActorOutput | None] = queue.Queue(max_pending)
         self._dropped = 0  # lines; touched by submit (the loop) and read by the thread
+        # The master's own notices ("[actorrt: N lines of output dropped ...]") are never
+        # dropped here: kept apart (bounded) when the queue is full, printed next.
+        self._notices: collections.deque[pb.ActorOutput] = collections.deque(maxlen=max_pending)
         self._thread: threading.Thread | None = None
 
     def submit(self, msg: pb.ActorOutput) -> None:
@@ -97,7 +106,12 @@ class OutputPrinter:
         try:
             self._queue.put_nowait(msg)
         except queue.Full:
-            self._dropped += len(msg.lines)
+            notices = [line for line in msg.lines if line.text.startswith(NOTICE_PREFIX)]
+            self._dropped += len(msg.lines) - len(notices)
+            if notices:
+                kept = pb.ActorOutput(actor_id=msg.actor_id, class_name=msg.class_name, pid=msg.pid)
+                kept.lines.extend(notices)
+                self._notices.append(kept)
 
     def close(self, wait_s: float = 1.0) -> None:
         """Print what is queued (for at most ``wait_s``), then end the thread."""
@@ -116,6 +130,8 @@ class OutputPrinter:
     def _run(self) -> None:
         while (msg := self._queue.get()) is not None:
             print_actor_output(msg)
+            while self._notices:
+                print_actor_output(self._notices.popleft())
             if self._dropped:
                 dropped, self._dropped = self._dropped, 0
                 try:

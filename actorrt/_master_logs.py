@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from actorrt import _rpc
-from actorrt._logs import DEFAULT_TAIL_BYTES
+from actorrt._logs import DEFAULT_TAIL_BYTES, NOTICE_PREFIX
 from actorrt.v1 import master_pb2 as pb
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class ClientOutbox:
         )
         for actor_id, (class_name, pid, lines) in dropped.items():
             text = (
-                f"[actorrt: {lines} lines of output dropped: the client did not keep up; "
+                f"{NOTICE_PREFIX} {lines} lines of output dropped: the client did not keep up; "
                 f"'actorrt logs {actor_id}' has them]"
             )
             notice = pb.ActorOutput(

@@ -153,7 +153,7 @@ async def test_files_glob_over_a_symlink_loop_ships_the_real_files(
 
 STALLING_CLIENT = textwrap.dedent(
     """
-    import asyncio, os, sys, time
+    import asyncio, os, sys, threading, time
     import actorrt
 
     @actorrt.remote_class
@@ -181,9 +181,10 @@ STALLING_CLIENT = textwrap.dedent(
         with open(ready + ".tmp", "w") as f:
             f.write(a1.actor_id + " " + a2.actor_id)
         os.rename(ready + ".tmp", ready)
-        # Our stdout is a pipe nobody reads: printing the actors' lines blocks the cluster loop
-        # within a moment, so the session is not read either, until the test drains the pipe.
-        sys.stdin.readline()
+        # The client stops reading its session: its loop thread blocks until the test says go.
+        went = threading.Event()
+        c.loop.call_soon_threadsafe(lambda: (sys.stdin.readline(), went.set()))
+        went.wait()
         a3 = waiting.result(60)
         cause = asyncio.run_coroutine_threadsafe(c.death_cause(a2.actor_id, 30), c.loop).result()
         print("RESULT placed", a3.actor_id, "died", a2.actor_id, repr(cause), flush=True)
