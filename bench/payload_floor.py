@@ -7,6 +7,8 @@ Three peers move the same numpy buffer each way, at 1/16/64/256 MiB:
 - ``grpc``: a bare ``grpc.aio`` stream of 4 MiB messages (identity serializers, no protobuf);
   the sender slices the array into ``bytes`` (gRPC takes nothing else), the receiver copies
   each message into a preallocated buffer: what any gRPC user pays.
+- ``tls``: the same raw TCP connection under TLS (Python's ``ssl``, a throwaway self-signed
+  pair): what a bulk side channel that keeps TLS could reach at best (not run by default).
 - ``actorrt``: an actor call with ``ACTORRT_SHM=0`` (the path between machines): ``take(x)``
   (to the actor) and ``give(n)`` (from it, an array the actor keeps).
 
@@ -22,6 +24,11 @@ multiple of the payload.
 
     python bench/payload_floor.py                    # everything, JSON lines on stdout
     python bench/payload_floor.py --sizes 64 --nets loopback --peers grpc,actorrt
+    python bench/payload_floor.py --peers tcp,tls --nets loopback
+
+``PAYLOAD_FLOOR_GRPC_CHUNK_KIB`` sets the bare gRPC peer's message size (4096 by default) and
+``PAYLOAD_FLOOR_GRPC_OPTIONS`` (JSON ``[[name, value], ...]``) adds channel arguments at both of
+its ends, to try them.
 
 Roles (internal): ``--_serve tcp|grpc`` runs a server, ``--_client PEER`` a measuring client.
 """
@@ -44,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 MIB = 1 << 20
-GRPC_CHUNK = 4 << 20
+GRPC_CHUNK = int(os.environ.get("PAYLOAD_FLOOR_GRPC_CHUNK_KIB", "4096")) << 10  # the bare gRPC message size
 _HEAD = struct.Struct("!cQ")
 _UP = "/floor.Bulk/Up"
 _DOWN = "/floor.Bulk/Down"
@@ -142,13 +149,31 @@ def _recv_exact(conn: socket.socket, view: memoryview) -> None:
         got += n
 
 
-def _serve_tcp(host: str, port: int) -> None:
+def _tls_context(server: bool) -> Any:
+    """The ``tls`` peer's context: the self-signed pair in ``PAYLOAD_FLOOR_TLS_DIR``."""
+    import ssl
+
+    where = Path(os.environ["PAYLOAD_FLOOR_TLS_DIR"])
+    if server:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(where / "cert.pem", where / "key.pem")
+        return ctx
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(where / "cert.pem")
+    ctx.check_hostname = False
+    return ctx
+
+
+def _serve_tcp(host: str, port: int, tls: bool = False) -> None:
+    ctx = _tls_context(server=True) if tls else None
     arrays: dict[int, Any] = {}
     sink: dict[int, bytearray] = {}
     with socket.create_server((host, port)) as srv:
         print("ready", flush=True)
         while True:
             conn, _ = srv.accept()
+            if ctx is not None:
+                conn = ctx.wrap_socket(conn, server_side=True)
             with conn:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 head = bytearray(_HEAD.size)
@@ -256,7 +281,9 @@ async def _measure(
     return out
 
 
-async def _client_tcp(addr: str, sizes: list[int], net: str, server_pid: int) -> list[dict[str, Any]]:
+async def _client_tcp(
+    addr: str, sizes: list[int], net: str, server_pid: int, peer: str = "tcp"
+) -> list[dict[str, Any]]:
     host, port = addr.rsplit(":", 1)
     _reader, writer = await asyncio.open_connection(host, int(port))
     sock = writer.get_extra_info("socket")
@@ -264,6 +291,8 @@ async def _client_tcp(addr: str, sizes: list[int], net: str, server_pid: int) ->
     writer.close()
     raw.setblocking(True)
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if peer == "tls":
+        raw = _tls_context(server=False).wrap_socket(raw)
     me = os.getpid()
     results: list[dict[str, Any]] = []
     for size in sizes:
@@ -280,7 +309,7 @@ async def _client_tcp(addr: str, sizes: list[int], net: str, server_pid: int) ->
             _recv_exact(raw, memoryview(sink))
 
         pids = {"to_server": (me, server_pid), "from_server": (server_pid, me)}
-        results.extend(await _measure("tcp", size, net, pids, {"to_server": up, "from_server": down}))
+        results.extend(await _measure(peer, size, net, pids, {"to_server": up, "from_server": down}))
         assert sink[0] == 7 and sink[-1] == 7
         del arr
     raw.close()
@@ -367,7 +396,11 @@ async def _client_actorrt(addr: str, sizes: list[int], net: str, server_pid: int
         return results
 
 
-_CLIENTS = {"tcp": _client_tcp, "grpc": _client_grpc, "actorrt": _client_actorrt}
+async def _client_tls(addr: str, sizes: list[int], net: str, server_pid: int) -> list[dict[str, Any]]:
+    return await _client_tcp(addr, sizes, net, server_pid, peer="tls")
+
+
+_CLIENTS = {"tcp": _client_tcp, "tls": _client_tls, "grpc": _client_grpc, "actorrt": _client_actorrt}
 
 
 # ---- orchestration ----------------------------------------------------------------------------
@@ -413,6 +446,12 @@ def _env() -> dict[str, str]:
 def _start_servers(net: Net, peers: list[str], home: str) -> tuple[dict[str, tuple[str, int]], list[Any]]:
     """Each peer's server on the 'server' side: (address, PID), and the processes to stop."""
     host = net.ip("server")
+    if "tls" in peers:  # a throwaway self-signed pair; both ends find it through the environment
+        key, cert = os.path.join(home, "key.pem"), os.path.join(home, "cert.pem")
+        argv = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        argv += ["-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=payload-floor"]
+        subprocess.run(argv, check=True, capture_output=True)
+        os.environ["PAYLOAD_FLOOR_TLS_DIR"] = home
     procs: list[Any] = []
     where: dict[str, tuple[str, int]] = {}
     for i, peer in enumerate(peers):
@@ -527,8 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--_net", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     sizes = [int(s) * MIB for s in args.sizes.split(",")]
-    if args._serve == "tcp":
-        _serve_tcp(args._host, args._port)
+    if args._serve in ("tcp", "tls"):
+        _serve_tcp(args._host, args._port, tls=args._serve == "tls")
         return 0
     if args._serve == "grpc":
         asyncio.run(_serve_grpc(args._host, args._port))
