@@ -59,9 +59,12 @@ TOKEN = "payload-floor-token"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+REPS = 0  # --reps: calls per direction (0: automatic)
+
+
 def _reps(size: int) -> int:
     """At least 256 MiB per direction (CPU ticks are 10 ms), at least 3 calls."""
-    return max(3, (256 * MIB) // size)
+    return REPS or max(3, (256 * MIB) // size)
 
 
 def _array(size: int) -> Any:
@@ -494,6 +497,7 @@ def run(nets: list[str], peers: list[str], sizes: list[int]) -> list[dict[str, A
                         addr, pid = where[peer]
                         argv = [sys.executable, __file__, "--_client", peer, "--_addr", addr]
                         argv += ["--_pid", str(pid), "--_net", net_name, "--sizes", str(size // MIB)]
+                        argv += ["--reps", str(REPS)]
                         res = subprocess.run(net.argv("client", argv), env=_env(), capture_output=True, text=True)
                         if res.returncode != 0:
                             failed: dict[str, Any] = {
@@ -556,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="1,16,64,256", help="MiB, comma-separated")
     p.add_argument("--nets", default="loopback,veth")
     p.add_argument("--peers", default="tcp,grpc,actorrt")
+    p.add_argument("--reps", type=int, default=0, help="calls per direction (default: 256 MiB worth, at least 3)")
     p.add_argument("--table", action="store_true", help="a table on stderr at the end")
     p.add_argument("--_serve", help=argparse.SUPPRESS)
     p.add_argument("--_client", help=argparse.SUPPRESS)
@@ -565,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--_pid", type=int, help=argparse.SUPPRESS)
     p.add_argument("--_net", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    global REPS
+    REPS = args.reps
     sizes = [int(s) * MIB for s in args.sizes.split(",")]
     if args._serve in ("tcp", "tls"):
         _serve_tcp(args._host, args._port, tls=args._serve == "tls")
