@@ -74,6 +74,21 @@ async def test_every_size_around_the_threshold_and_chunk_edges_arrives_whole(
         await c.kill(m)
 
 
+async def test_a_large_argument_changed_after_the_call_arrives_as_it_was(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    async with cluster.connect() as c:
+        m = await Mirror.remote()
+        for n in (MIN + 1, 40 << 20):  # the copy is made at call time, at any size
+            a = _pattern(n)
+            want = _describe([a])
+            futures = [m.digest([a]), m.digest([a])]  # the second waits behind the first's chunks
+            a[:] = 0
+            assert await asyncio.gather(*futures) == [want, want]
+        await c.kill(m)
+
+
 async def test_dtypes_layouts_and_empty_arrays_both_ways(cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACTORRT_SHM", "0")
     n = 3 * MIN // 2 + 24  # over the threshold, not a multiple of any item size's chunk
