@@ -176,8 +176,9 @@ class Incoming:
                 raise ValueError("malformed stream: more chunk data than the payload announced")
             room = self.sizes[self._index] - self._pos
             take = min(room, data.nbytes)
-            if self._keep:
-                self.buffers[self._index][self._pos : self._pos + take] = data[:take]
+            if self._keep:  # through a view: a bytearray's slice assignment would copy ``data`` first
+                with memoryview(self.buffers[self._index]) as into:
+                    into[self._pos : self._pos + take] = data[:take]
             self._pos += take
             data = data[take:]
             self._skip_full()

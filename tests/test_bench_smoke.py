@@ -42,3 +42,25 @@ def test_quick_bench_prints_json_lines() -> None:
 def test_quick_bench_side_by_side_with_the_floors() -> None:
     rows = _run("--floors", "--only", "latency,pipelined")
     assert {row["system"] for row in rows} == {"actorrt", "grpc_floor", "tcp_floor"}
+
+
+def test_payload_floor_bench_prints_json_lines() -> None:
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "payload_floor.py"),
+        "--sizes",
+        "1",
+        "--nets",
+        "loopback",
+        "--reps",
+        "2",
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert {(r["peer"], r["direction"]) for r in rows} == {
+        (p, d) for p in ("tcp", "grpc", "actorrt") for d in ("to_server", "from_server")
+    }, rows
+    for row in rows:
+        assert row["gib_s"] > 0 and row["sender"]["cpu_ms_per_mib"] >= 0, row
+        assert row["peer"] == "tcp" or row["of_tcp_floor"] > 0, row
