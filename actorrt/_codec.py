@@ -22,7 +22,7 @@ errors come at the call site).
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,7 +114,7 @@ def decode(payload: common_pb2.Payload, on_release: Callable[[str], None] = _nev
     return pickle.loads(payload.pickle)
 
 
-def decode_streamed(data: bytes, buffers: list[bytearray]) -> Any:
+def decode_streamed(data: bytes, buffers: Sequence[Any]) -> Any:
     """Unpickle a streamed payload (``Payload.streamed``) on its received, writable buffers."""
     return pickle.loads(data, buffers=buffers)
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
-from actorrt import _rpc, _shm, _wire
+from actorrt import _bulk, _rpc, _shm, _wire
 from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
 from actorrt._current import current_cluster
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["ActorConnection", "ActorHandle", "HandleRef", "member_kinds"]
 
 T = TypeVar("T")
+# A call's arguments as sent: encoded whole, or (seq, messages, bulk link) when streamed.
+Packed = Encoded | tuple[int, list[bytes], "_bulk.Link | None"]
 _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 # How long a restartable actor's connection, cut off, waits for the master to say whether the
 # actor restarts or died (a lost node is noticed within the worker timeout, 10 s by default).
@@ -92,7 +95,7 @@ class ActorConnection:
         # Calls made while the stream is not up (opening, or the actor restarting): they leave
         # once it is. ``waiting`` says they may wait; else such a call fails at once.
         self.waiting = False
-        self._queued: list[tuple[int, str, Encoded | tuple[int, list[bytes]] | None, CallFuture[Any]]] = []
+        self._queued: list[tuple[int, str, Packed | None, CallFuture[Any]]] = []
         # Set while a cut-off restartable connection waits for the master's word.
         self._verdict: asyncio.Future[str] | None = None
         self.restarts = 0
@@ -103,6 +106,11 @@ class ActorConnection:
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
         # Large buffers go through /dev/shm once the host proved it shares it with us.
         self.exchange: _shm.Exchange | None = None
+        # Else large buffers go on the stream's bulk connection (``_bulk``) once it is open;
+        # replies that name it before it is (the host saw it open first) wait in the backlog.
+        self.bulk: _bulk.Link | None = None
+        self.bulk_port = 0  # the host's bulk listener, when it offered one
+        self._bulk_backlog: list[tuple[int, _bulk.Consumer]] | None = None
         # Calls go straight into the outbox's next batch (cheaper than building a Call and
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
@@ -155,12 +163,44 @@ class ActorConnection:
             raise _remote_error(f"{self.class_name}.__init__", answer.error)
         if reply.shared_memory:
             self.exchange = _shm.Exchange(self.loop, self._send_release)
+        self.bulk_port = reply.bulk_port
+        if reply.bulk_port and _bulk.enabled():
+            self._bulk_backlog = []
+            self.cluster.background(self._open_bulk(reply.bulk_port, reply.bulk_key))
         self._outbox = Outbox(self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES)
         self._reader = asyncio.create_task(self._read())
         self.waiting = False
         queued, self._queued = self._queued, []
         for kind, name, packed, fut in queued:
             self._enqueue(kind, name, packed, fut)
+
+    async def _open_bulk(self, port: int, key: bytes) -> None:
+        """Open the bulk connection the host offered; until it is open (or if it cannot be),
+        large payloads stream in chunks."""
+        call = self._call
+        try:
+            send_sock, recv_sock = await self.loop.run_in_executor(
+                None, _bulk.connect, self.endpoint, port, key, self.cluster.tls
+            )
+        except OSError as e:
+            _warn_no_bulk(self.endpoint, port, e)
+            self._end_bulk_backlog(_bulk.BulkError(f"the bulk connection could not be opened: {e}"))
+            return
+        link = _bulk.Link(send_sock, recv_sock, self.loop, 0, self.actor_id)
+        if self._call is not call or self._bulk_backlog is None:  # the stream ended meanwhile
+            link.close()
+            self._end_bulk_backlog(_bulk.BulkError("the stream ended"))
+            return
+        self.bulk = link
+        self._end_bulk_backlog(None)
+
+    def _end_bulk_backlog(self, error: _bulk.BulkError | None) -> None:
+        backlog, self._bulk_backlog = self._bulk_backlog or [], None
+        for key, consumer in backlog:
+            if error is not None or self.bulk is None:
+                consumer(error or _bulk.BulkError("no bulk connection"))
+            else:
+                self.bulk.expect(key, consumer)
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
@@ -178,12 +218,11 @@ class ActorConnection:
             self.loop.call_soon_threadsafe(self._enqueue, kind, name, packed, fut)
         return fut
 
-    def _pack(
-        self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Encoded | tuple[int, list[bytes]]:
+    def _pack(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Packed:
         """The arguments encoded (``_codec``), or, when their buffers are streamed, ``(seq,
-        messages)``: a one-call header batch and the chunks (``_wire``) with the buffers, copied
-        now, when the call is made."""
+        messages, link)``: a one-call header batch, and either the bulk connection ``link`` the
+        buffers were just written to (``_bulk``) or, after the header, the chunks (``_wire``)
+        with the buffers, copied now. Either way the caller may change them once this returns."""
         what = f"{self.class_name}.{name}"
         try:
             encoded = encode(
@@ -201,12 +240,14 @@ class ActorConnection:
             return encoded
         seq = next(self._seq)
         header = pb.CallBatch()
-        header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
-        return seq, [*_wire.bounded(header.SerializeToString()), *_wire.chunks(_wire.CALL_CHUNK, encoded.streamed)]
+        call = header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
+        if (link := self.bulk) is not None and link.send(seq, encoded.streamed):
+            call.args.bulk = True
+            return seq, _wire.bounded(header.SerializeToString()), link
+        chunks = _wire.chunks(_wire.CALL_CHUNK, encoded.streamed)
+        return seq, [*_wire.bounded(header.SerializeToString()), *chunks], None
 
-    def _enqueue(
-        self, kind: int, name: str, packed: Encoded | tuple[int, list[bytes]] | None, fut: CallFuture[Any]
-    ) -> None:
+    def _enqueue(self, kind: int, name: str, packed: Packed | None, fut: CallFuture[Any]) -> None:
         """Add the call to the outgoing batch and send it if the stream is idle. Loop thread."""
         failure: BaseException | None = self.dead
         if failure is None and self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
@@ -220,7 +261,10 @@ class ActorConnection:
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
         if isinstance(packed, tuple):
-            seq, messages = packed
+            seq, messages, link = packed
+            if link is not None and link is not self.bulk:  # its buffers went to a stream now gone
+                fut.set_exception(ActorDiedError(self.actor_id, "the connection to the actor was lost during the call"))
+                return
             self._pending[seq] = (fut, name, kind)
             self._outbox.push_encoded(messages)
             return
@@ -335,6 +379,9 @@ class ActorConnection:
                 continue
             if value.streamed:  # its chunks come next, whether or not anyone waits
                 live = entry[0] if entry is not None and not entry[0].done() else None
+                if value.bulk:  # or its buffers come on the bulk connection
+                    self._expect_bulk(reply.seq, live, value.pickle)
+                    continue
                 self._incoming = (_wire.Incoming(value.streamed, keep=live is not None), live, value.pickle)
                 continue
             if entry is None or entry[0].done():
@@ -345,6 +392,31 @@ class ActorConnection:
                 entry[0].set_result(decode(value, self.exchange.on_release if self.exchange else _no_release))
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 entry[0].set_exception(e)
+
+    def _expect_bulk(self, seq: int, fut: CallFuture[Any] | None, pickled: bytes) -> None:
+        """Reply ``seq``'s buffers come on the bulk connection: unpickle them into ``fut``'s
+        value once there (or drop them when nobody waits)."""
+
+        def consume(got: _bulk.Arrival) -> None:
+            if fut is None or fut.done():
+                return
+            if isinstance(got, BaseException) or got is None:
+                fut.set_exception(ActorDiedError(self.actor_id, f"the reply's value was lost: {got}"))
+                return
+            try:
+                fut.set_result(decode_streamed(pickled, got))
+            except Exception as e:  # noqa: BLE001 - e.g. a class missing here
+                fut.set_exception(e)
+
+        if self.bulk is not None:
+            if fut is None:
+                self.bulk.drop(seq)
+            else:
+                self.bulk.expect(seq, consume)
+        elif self._bulk_backlog is not None:  # the host saw the connection open before we did
+            self._bulk_backlog.append((seq, consume))
+        else:
+            consume(_bulk.BulkError("the reply came on a bulk connection this stream does not have"))
 
     def _fail(self, entry: tuple[CallFuture[Any], str, int], failure: pb.RemoteFailure) -> None:
         fut, name, kind = entry
@@ -417,9 +489,30 @@ class ActorConnection:
             self._reader.cancel()
         if self._call is not None:
             self._call.cancel()
+        if self.bulk is not None:
+            self.bulk.close()
+            self.bulk = None
+        self._end_bulk_backlog(_bulk.BulkError("the stream ended"))
         if self._channel is not None:
             await self._channel.close(grace=None)
         self._reader = None
+
+
+_warned_no_bulk: set[str] = set()
+
+
+def _warn_no_bulk(endpoint: str, port: int, error: OSError) -> None:
+    """Say once per host address that its bulk port cannot be reached (a firewall that lets
+    only the gRPC port through, say): large payloads still travel, on gRPC, slower."""
+    host = endpoint.rsplit(":", 1)[0]
+    if host in _warned_no_bulk:
+        return
+    _warned_no_bulk.add(host)
+    print(
+        f"actorrt: cannot open the bulk connection to {host}:{port} ({error}); large payloads to and "
+        "from actors there go on gRPC instead (open that port range, or set ACTORRT_BULK=0 to silence this)",
+        file=sys.stderr,
+    )
 
 
 def _no_release(name: str) -> None:

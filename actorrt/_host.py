@@ -20,6 +20,7 @@ import importlib
 import inspect
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from actorrt import _current, _rpc, _shm, _wire
+from actorrt import _bulk, _current, _rpc, _shm, _wire
 from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
 from actorrt._errors import ClusterConnectionError, SerializationError
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
@@ -193,7 +194,14 @@ def attribute_names(instance: Any) -> list[str]:
 class CallStream:
     """One Calls stream: reads call batches, runs them in order, writes reply batches."""
 
-    def __init__(self, actor: _Actor, context: _Context, shm: bool = False, client_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        actor: _Actor,
+        context: _Context,
+        shm: bool = False,
+        client_pid: int | None = None,
+        bulk: asyncio.Future[_bulk.Link] | None = None,
+    ) -> None:
         self.actor = actor
         self.context = context
         self.loop = asyncio.get_running_loop()
@@ -209,6 +217,18 @@ class CallStream:
         self.done = False
         # The call whose streamed arguments are arriving in chunks, and their buffers.
         self.incoming: tuple[pb.CallBatch, _wire.Incoming] | None = None
+        # The stream's bulk connection (``_bulk``), once the client opened it; None when the
+        # stream was offered none.
+        self.bulk_ready = bulk
+
+    @property
+    def bulk(self) -> _bulk.Link | None:
+        """The bulk connection, when it is open and whole."""
+        ready = self.bulk_ready
+        if ready is None or not ready.done() or ready.cancelled():
+            return None
+        link = ready.result()
+        return None if link.closed else link
 
     def reply(self, msg: pb.Reply) -> None:
         self.outbox.batch.replies.append(msg)
@@ -228,6 +248,10 @@ class CallStream:
             )
         else:
             if not encoded.streamed:
+                self.reply(pb.Reply(seq=seq, value=encoded.payload))
+            elif (link := self.bulk) is not None and link.send(seq, encoded.streamed):
+                encoded.payload.bulk = True  # its buffers went on the bulk connection
+                self.actor.stats.bytes_out += sum(b.nbytes for b in encoded.streamed)
                 self.reply(pb.Reply(seq=seq, value=encoded.payload))
             else:  # its buffers are streamed in chunks after a header (``_wire``)
                 header = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
@@ -261,6 +285,11 @@ class CallStream:
             await self.outbox.drain()  # the client is gone if this fails; nothing to tell it
             if self.exchange is not None:
                 self.exchange.close()
+            if self.bulk_ready is not None:
+                if self.bulk_ready.done() and not self.bulk_ready.cancelled():
+                    self.bulk_ready.result().close()
+                else:
+                    self.bulk_ready.cancel()
 
     async def _take_chunk(self, data: memoryview) -> None:
         if self.incoming is None:
@@ -286,7 +315,13 @@ class CallStream:
             decoding = True  # what fails until the arguments are decoded is their unpickling
             try:
                 payload = call.args
-                if payload.streamed:
+                if payload.bulk:
+                    buffers = await self._bulk_buffers(call.seq, payload.streamed)
+                    if buffers is None:
+                        decoding = False
+                        raise ValueError(self._over_limit_text(call.method, sum(payload.streamed)))
+                    args, kwargs = decode_streamed(payload.pickle, buffers)
+                elif payload.streamed:
                     if streamed is None:  # the chunks come next: run it once they are here
                         self._expect_chunks(batch, payload.streamed)
                         continue
@@ -362,6 +397,21 @@ class CallStream:
         sys.stderr.flush()
         os._exit(status)
 
+    async def _bulk_buffers(self, seq: int, sizes: Sequence[int]) -> list[Any] | None:
+        """The buffers of call ``seq``'s arguments, from the bulk connection (None: they were
+        over the limit, read and dropped). Raises ValueError or ``_bulk.BulkError``."""
+        if self.bulk_ready is None:
+            raise ValueError("the arguments came on a bulk connection, but this stream has none")
+        try:
+            link = await asyncio.wait_for(asyncio.shield(self.bulk_ready), _bulk.HANDSHAKE_S)
+        except TimeoutError:
+            raise _bulk.BulkError("the arguments came on a bulk connection that never opened") from None
+        buffers = await link.take(seq)
+        if buffers is not None and [len(b) for b in buffers] != list(sizes):
+            raise ValueError("the arguments on the bulk connection do not have the sizes their call gave")
+        self.actor.stats.bytes_in += sum(sizes)
+        return buffers
+
     def _expect_chunks(self, batch: pb.CallBatch, sizes: Sequence[int]) -> None:
         if len(batch.calls) != 1:
             raise ValueError("a call with streamed arguments must come alone in its batch")
@@ -416,8 +466,10 @@ class CallStream:
 class ActorHostServicer(pb_grpc.ActorHostServicer):
     """Serves one actor; ``finished`` is set when its constructor failed."""
 
-    def __init__(self, token: str | None = None, tls: _rpc.TLS | None = None) -> None:
+    def __init__(self, token: str | None = None, tls: _rpc.TLS | None = None, bind: str = "127.0.0.1") -> None:
         self.actor: _Actor | None = None
+        self.bind = bind  # where the bulk listener (``_bulk``) binds, beside the gRPC port
+        self.bulk_server: _bulk.Server | None = None
         self.finished = asyncio.Event()
         self.constructed = asyncio.Event()  # set once the actor is built (or its constructor failed)
         self.token = token  # for the actor's own connection to its cluster (_actor_cluster)
@@ -468,7 +520,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 return
             finally:
                 self.constructed.set()
-            shm, client_pid = await self._answer_open(context, step.shm_probe)
+            shm, client_pid, bulk = await self._answer_open(context, step.shm_probe)
         elif first.HasField("attach"):
             if first.attach.version != _rpc.PROTOCOL_VERSION:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(first.attach.version))
@@ -478,7 +530,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 pass
             if self.actor is None or self.actor.actor_id != first.attach.actor_id:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"no actor {first.attach.actor_id} here")
-            shm, client_pid = await self._answer_open(context, first.attach.shm_probe)
+            shm, client_pid, bulk = await self._answer_open(context, first.attach.shm_probe)
         else:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "the first CallBatch of a stream must construct or attach"
@@ -487,17 +539,56 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         assert self.actor is not None
         first.ClearField("construct")
         first.ClearField("attach")
-        await CallStream(self.actor, context, shm, client_pid).run(requests, joiner, first)
+        link, key = bulk
+        try:
+            await CallStream(self.actor, context, shm, client_pid, link).run(requests, joiner, first)
+        finally:
+            if key and self.bulk_server is not None:
+                self.bulk_server.withdraw(key)
 
-    async def _answer_open(self, context: _Context, probe: str) -> tuple[bool, int | None]:
+    async def _answer_open(
+        self, context: _Context, probe: str
+    ) -> tuple[bool, int | None, tuple[asyncio.Future[_bulk.Link] | None, bytes]]:
         """Answer a construct or attach step (reply seq 0), saying whether the stream may use
-        shared memory (the client's probe file is readable here)."""
+        shared memory (the client's probe file is readable here) and, when it may not, offering
+        a bulk connection (``_bulk``): ``(shm, the client's pid, (the link once it opens, its key))``."""
         shm = _shm.check_probe(probe)
         client_pid = _shm.probe_owner(probe) if shm else None
         if client_pid is not None and self.report_fd is not None:
             report_line(self.report_fd, {"shm_peer": client_pid})
-        await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)], shared_memory=shm))
-        return shm, client_pid
+        answer = pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)], shared_memory=shm)
+        link: asyncio.Future[_bulk.Link] | None = None
+        key = b""
+        if not shm and _bulk.enabled() and self.actor is not None and (server := self._bulk_server()) is not None:
+            link, key = self._offer_bulk(server, self.actor)
+            answer.bulk_port, answer.bulk_key = server.port, key
+        await context.write(answer)
+        return shm, client_pid, (link, key)
+
+    def _bulk_server(self) -> _bulk.Server | None:
+        """The bulk listener, started by the first stream without shared memory; None (large
+        payloads then stream in chunks) when it cannot listen."""
+        if self.bulk_server is None:
+            try:
+                self.bulk_server = _bulk.Server(self.bind, asyncio.get_running_loop(), self.tls)
+            except (OSError, ValueError) as e:
+                print(f"actorrt: no bulk connection for large payloads ({e}); they go on gRPC", file=sys.stderr)
+                return None
+        return self.bulk_server
+
+    @staticmethod
+    def _offer_bulk(server: _bulk.Server, actor: _Actor) -> tuple[asyncio.Future[_bulk.Link], bytes]:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[_bulk.Link] = loop.create_future()
+
+        def on_link(recv_sock: socket.socket, send_sock: socket.socket) -> None:
+            link = _bulk.Link(send_sock, recv_sock, loop, actor.max_payload_bytes, actor.actor_id)
+            if ready.done():  # the stream ended meanwhile
+                link.close()
+            else:
+                ready.set_result(link)
+
+        return ready, server.offer(on_link)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
@@ -591,7 +682,7 @@ def _exit_when_parent_dies() -> None:
 async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     interceptors = [_rpc.TokenInterceptor(token)] if token else []
     server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options(_rpc.HOST_MAX_RECEIVE))
-    servicer = ActorHostServicer(token, tls)
+    servicer = ActorHostServicer(token, tls, bind)
     # What add_ActorHostServicer_to_server does, except that the servicer's (de)serializers count
     # bytes and let pre-encoded reply batches (bytes) pass through.
     handlers = {

@@ -162,8 +162,13 @@ def _issue(
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A CA, a node certificate for 127.0.0.1, a client certificate, and a stranger's."""
-    d = tmp_path_factory.mktemp("pki")
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def make_pki(d: Path) -> dict[str, str]:
+    """A CA, a node certificate for 127.0.0.1, a client certificate, and a stranger's, as PEM
+    files in ``d``: their paths by name."""
+    d.mkdir(parents=True, exist_ok=True)
     out: dict[str, str] = {}
 
     def key_pem(k: ec.EllipticCurvePrivateKey) -> bytes:

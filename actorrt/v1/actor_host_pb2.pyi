@@ -98,16 +98,20 @@ class Call(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., method: _Optional[str] = ..., args: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., kind: _Optional[_Union[CallKind, str]] = ...) -> None: ...
 
 class ReplyBatch(_message.Message):
-    __slots__ = ("replies", "shared_memory", "released", "chunk")
+    __slots__ = ("replies", "shared_memory", "released", "chunk", "bulk_port", "bulk_key")
     REPLIES_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
+    BULK_PORT_FIELD_NUMBER: _ClassVar[int]
+    BULK_KEY_FIELD_NUMBER: _ClassVar[int]
     replies: _containers.RepeatedCompositeFieldContainer[Reply]
     shared_memory: bool
     released: _containers.RepeatedScalarFieldContainer[str]
     chunk: Chunk
-    def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ..., shared_memory: _Optional[bool] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ...) -> None: ...
+    bulk_port: int
+    bulk_key: bytes
+    def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ..., shared_memory: _Optional[bool] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., bulk_port: _Optional[int] = ..., bulk_key: _Optional[bytes] = ...) -> None: ...
 
 class Reply(_message.Message):
     __slots__ = ("seq", "value", "error")

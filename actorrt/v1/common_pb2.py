@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61\x63torrt/v1/common.proto\x12\nactorrt.v1\"f\n\x07Payload\x12\x0e\n\x06pickle\x18\x01 \x01(\x0c\x12\x0f\n\x07\x62uffers\x18\x02 \x03(\x0c\x12(\n\x06shared\x18\x03 \x03(\x0b\x32\x18.actorrt.v1.SharedBuffer\x12\x10\n\x08streamed\x18\x04 \x03(\x04\"G\n\x0cSharedBuffer\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04J\x04\x08\x04\x10\x05R\x06pooled\"F\n\tResources\x12\x10\n\x08num_cpus\x18\x01 \x01(\r\x12\x10\n\x08num_gpus\x18\x02 \x01(\r\x12\x15\n\rmax_memory_mb\x18\x03 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61\x63torrt/v1/common.proto\x12\nactorrt.v1\"t\n\x07Payload\x12\x0e\n\x06pickle\x18\x01 \x01(\x0c\x12\x0f\n\x07\x62uffers\x18\x02 \x03(\x0c\x12(\n\x06shared\x18\x03 \x03(\x0b\x32\x18.actorrt.v1.SharedBuffer\x12\x10\n\x08streamed\x18\x04 \x03(\x04\x12\x0c\n\x04\x62ulk\x18\x05 \x01(\x08\"G\n\x0cSharedBuffer\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04J\x04\x08\x04\x10\x05R\x06pooled\"F\n\tResources\x12\x10\n\x08num_cpus\x18\x01 \x01(\r\x12\x10\n\x08num_gpus\x18\x02 \x01(\r\x12\x15\n\rmax_memory_mb\x18\x03 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,9 +32,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'actorrt.v1.common_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PAYLOAD']._serialized_start=39
-  _globals['_PAYLOAD']._serialized_end=141
-  _globals['_SHAREDBUFFER']._serialized_start=143
-  _globals['_SHAREDBUFFER']._serialized_end=214
-  _globals['_RESOURCES']._serialized_start=216
-  _globals['_RESOURCES']._serialized_end=286
+  _globals['_PAYLOAD']._serialized_end=155
+  _globals['_SHAREDBUFFER']._serialized_start=157
+  _globals['_SHAREDBUFFER']._serialized_end=228
+  _globals['_RESOURCES']._serialized_start=230
+  _globals['_RESOURCES']._serialized_end=300
 # @@protoc_insertion_point(module_scope)

@@ -7,16 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Payload(_message.Message):
-    __slots__ = ("pickle", "buffers", "shared", "streamed")
+    __slots__ = ("pickle", "buffers", "shared", "streamed", "bulk")
     PICKLE_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
     STREAMED_FIELD_NUMBER: _ClassVar[int]
+    BULK_FIELD_NUMBER: _ClassVar[int]
     pickle: bytes
     buffers: _containers.RepeatedScalarFieldContainer[bytes]
     shared: _containers.RepeatedCompositeFieldContainer[SharedBuffer]
     streamed: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ..., streamed: _Optional[_Iterable[int]] = ...) -> None: ...
+    bulk: bool
+    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ..., streamed: _Optional[_Iterable[int]] = ..., bulk: _Optional[bool] = ...) -> None: ...
 
 class SharedBuffer(_message.Message):
     __slots__ = ("index", "name", "size")

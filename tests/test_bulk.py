@@ -1,0 +1,235 @@
+"""The bulk side channel (``actorrt._bulk``): large payloads between processes that do not
+share /dev/shm (``ACTORRT_SHM=0`` here) travel on a TCP connection beside the Calls stream.
+Strangers on its port are refused and the actor lives on; a payload over the actor's limit is
+read off and refused; a broken connection falls back to chunks on the stream; TLS clusters
+use one TLS connection per direction. Integrity across sizes, dtypes, cancellation and a peer
+killed mid-transfer is tests/test_payload_paths.py's, run on both paths."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import actorrt
+from actorrt import _bulk
+from tests.conftest import ProcCluster
+
+MIB = 1 << 20
+
+
+@actorrt.remote_class
+class Store:
+    def __init__(self) -> None:
+        self.kept: list[Any] = []
+
+    def keep(self, x: np.ndarray) -> int:
+        self.kept.append(x)
+        return int(x.nbytes)
+
+    def make(self, n: int) -> np.ndarray:
+        return np.arange(n, dtype=np.uint8)
+
+    def echo(self, x: Any) -> Any:
+        return x
+
+    def ping(self) -> str:
+        return "pong"
+
+
+async def bulk_up(handle: Any, timeout_s: float = 10.0) -> _bulk.Link:
+    """The handle's bulk connection, once the client opened it (it opens beside the stream)."""
+    deadline = time.monotonic() + timeout_s
+    while (link := handle._conn.bulk) is None:
+        assert time.monotonic() < deadline, "the bulk connection did not open"
+        await asyncio.sleep(0.01)
+    return link  # type: ignore[no-any-return]
+
+
+async def test_large_payloads_take_the_bulk_connection_both_ways(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    async with cluster.connect() as c:
+        s = await Store.remote()
+        link = await bulk_up(s)
+        assert link.send_sock is link.recv_sock  # plaintext: one socket both ways
+        out0, in0 = link.bytes_out, link.bytes_in
+        big = np.arange(24 * MIB // 8, dtype=np.int64)
+        assert await s.keep(big) == 24 * MIB
+        assert link.bytes_out - out0 >= 24 * MIB  # the buffer went beside the stream
+        got = await s.make(20 * MIB + 7)
+        assert link.bytes_in - in0 >= 20 * MIB and got.flags.writeable
+        assert np.array_equal(got, np.arange(20 * MIB + 7, dtype=np.uint8))
+        # many at once, both ways, answered in any order: each frame finds its call
+        sizes = [MIB + i * 4099 for i in range(12)]
+        back = await asyncio.gather(*(s.echo(np.full(n, i, np.uint8)) for i, n in enumerate(sizes)))
+        for i, (n, b) in enumerate(zip(sizes, back, strict=True)):
+            assert b.nbytes == n and int(b[0]) == i and int(b[-1]) == i
+        # small calls are untouched by it
+        assert await s.ping() == "pong"
+        await c.kill(s)
+
+
+async def test_with_bulk_off_large_payloads_stream_in_chunks(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    monkeypatch.setenv("ACTORRT_BULK", "0")
+    async with cluster.connect() as c:
+        s = await Store.remote()
+        got = await s.echo(np.arange(3 * MIB, dtype=np.uint8))
+        assert np.array_equal(got, np.arange(3 * MIB, dtype=np.uint8))
+        assert s._conn.bulk is None and s._conn.bulk_port  # offered, not taken
+        await c.kill(s)
+
+
+def _refused(port: int, hello: bytes) -> bool:
+    """Whether the host closes a connection that says ``hello`` without answering OK."""
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+        sock.sendall(hello)
+        try:
+            return sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+
+async def test_strangers_on_the_bulk_port_are_refused_and_the_actor_lives_on(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    async with cluster.connect() as c:
+        s = await Store.remote()
+        await bulk_up(s)
+        port = s._conn.bulk_port
+        hellos = [
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"x" * 64,  # not ours
+            _bulk.MAGIC + b"\0" * _bulk.KEY_BYTES + _bulk.BOTH,  # a key never offered
+            _bulk.MAGIC + b"k" * (_bulk.KEY_BYTES - 1),  # cut short, then closed below
+        ]
+        for hello in hellos[:2]:
+            assert await asyncio.to_thread(_refused, port, hello)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(hellos[2])
+        # a silent connection holds one handshake slot for HANDSHAKE_S at most, nothing else
+        silent = socket.create_connection(("127.0.0.1", port))
+        try:
+            big = np.ones(8 * MIB, np.uint8)
+            assert await s.keep(big) == 8 * MIB
+            assert (await s.make(8 * MIB)).nbytes == 8 * MIB
+            assert s._conn.bulk is not None and not s._conn.bulk.closed
+        finally:
+            silent.close()
+        await c.kill(s)
+
+
+async def test_arguments_over_the_actors_limit_are_read_off_and_refused(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The creator's limit (4 MiB) is the actor's. A client speaking the protocol by hand sends
+    16 MiB on the bulk connection anyway: the host reads the frame off, refuses that call with
+    the size error, and serves the next ones on the same stream and connection."""
+    from actorrt import _codec, _rpc, _wire
+    from actorrt.v1 import actor_host_pb2 as pb
+
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    async with cluster.connect(max_payload_mb=4) as c:
+        s = await Store.remote()
+        channel = _rpc.open_channel(s._conn.endpoint, c.tls)
+        call = channel.stream_stream(
+            "/actorrt.v1.ActorHost/Calls",
+            request_serializer=_wire.passthrough,
+            response_deserializer=pb.ReplyBatch.FromString,
+        )(metadata=_rpc.auth_metadata(c.token))
+        await call.write(pb.CallBatch(attach=pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=s.actor_id)))
+        answer = await call.read()
+        assert isinstance(answer, pb.ReplyBatch) and answer.bulk_port and len(answer.bulk_key) == _bulk.KEY_BYTES
+        send_sock, recv_sock = await asyncio.to_thread(
+            _bulk.connect, s._conn.endpoint, answer.bulk_port, answer.bulk_key, None
+        )
+        link = _bulk.Link(send_sock, recv_sock, asyncio.get_running_loop(), 0, "test")
+        try:
+            for seq, nbytes in [(1, 16 * MIB), (2, 2 * MIB)]:
+                encoded = _codec.encode(((np.ones(nbytes, np.uint8),), {}))
+                assert link.send(seq, encoded.streamed)
+                encoded.payload.bulk = True
+                batch = pb.CallBatch()
+                batch.calls.add(seq=seq, method="keep", kind=pb.CALL_KIND_METHOD, args=encoded.payload)
+                await call.write(batch)
+                reply = (await call.read()).replies[0]
+                if seq == 1:
+                    assert "over the limit of 4.0 MiB" in reply.error.message
+                else:
+                    assert pickle.loads(reply.value.pickle) == 2 * MIB
+            assert not link.closed  # the refused frame was read off: the next one was found
+        finally:
+            link.close()
+            call.cancel()
+            await channel.close()
+        # the key worked once: it opens no second connection
+        assert await asyncio.to_thread(_refused, answer.bulk_port, _bulk.MAGIC + answer.bulk_key + _bulk.BOTH)
+        assert await s.keep(np.ones(3 * MIB, np.uint8)) == 3 * MIB
+        await c.kill(s)
+
+
+async def test_a_broken_bulk_connection_falls_back_to_chunks(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    async with cluster.connect() as c:
+        s = await Store.remote()
+        link = await bulk_up(s)
+        link.close()  # as if the network cut it
+        name = f"actorrt-bulk-{s.actor_id}"
+        deadline = time.monotonic() + 10
+        while any(t.name == name for t in threading.enumerate()):  # its reader thread ends
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        outcomes = []
+        for i in range(6):
+            try:
+                got = await s.echo(np.full(3 * MIB, i, np.uint8))
+                outcomes.append(got.nbytes == 3 * MIB and int(got[-1]) == i)
+            except actorrt.ActorDiedError as e:  # a reply that raced the break is lost, and says so
+                assert "lost" in str(e)
+                outcomes.append(False)
+        assert all(outcomes[2:]), outcomes  # the host noticed by then: chunks both ways
+        assert await s.ping() == "pong"
+        await c.kill(s)
+
+
+async def test_the_bulk_connection_keeps_mutual_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_security import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
+    c = ProcCluster(tmp_path / "home").start(
+        workers=1,
+        cpus_per_worker=1,
+        master_args=(*node, "--tls-ca", pki["ca"]),
+        worker_args=(*node, "--tls-ca", pki["ca"]),
+    )
+    try:
+        client: dict[str, Any] = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
+        async with actorrt.connect(c.address, token=c.token, **client):
+            s = await Store.remote()
+            link = await bulk_up(s)
+            assert link.send_sock is not link.recv_sock  # TLS: one connection per direction
+            assert await s.keep(np.ones(12 * MIB, np.uint8)) == 12 * MIB
+            got = await s.make(12 * MIB)
+            assert np.array_equal(got, np.arange(12 * MIB, dtype=np.uint8))
+            assert link.bytes_out >= 12 * MIB and link.bytes_in >= 12 * MIB
+            # plaintext on its port is not served: the TLS handshake fails, the actor lives on
+            assert await asyncio.to_thread(_refused, s._conn.bulk_port, _bulk.MAGIC + b"\0" * 17)
+            assert await s.ping() == "pong"
+            await actorrt.kill(s)
+    finally:
+        c.stop()
