@@ -308,6 +308,8 @@ class Server:
             threading.Thread(target=self._handshake, args=(conn,), name="actorrt-bulk-hello", daemon=True).start()
 
     def _handshake(self, conn: socket.socket) -> None:
+        socks: dict[bytes, socket.socket] = {}
+        complete = False
         try:
             conn.settimeout(HANDSHAKE_S)
             if self._ssl is not None:
@@ -328,13 +330,18 @@ class Server:
                 if complete:
                     del self._offers[key]
             _tune(conn)
-            if complete:  # paired before the answer: the stream learns of the link before
-                # the client can send a call that uses it
+            # The answer first: once the link is the stream's, its reader thread reads this
+            # socket (an SSL object must not be read and written from two threads at once).
+            # A call that names the link before the loop has it waits for it (``on_link``).
+            conn.sendall(OK)
+            if complete:
                 recv_sock, send_sock = (conn, conn) if role == BOTH else (socks[UP], socks[DOWN])
                 self.loop.call_soon_threadsafe(on_link, recv_sock, send_sock)
-            conn.sendall(OK)
-        except (OSError, ssl.SSLError, RuntimeError):
+        except (OSError, RuntimeError):  # ssl.SSLError is an OSError
             conn.close()
+            if complete:  # the offer is spent: nobody else will close its connections
+                for sock in socks.values():
+                    sock.close()
         finally:
             self._handshakes.release()
 

@@ -50,7 +50,7 @@ async def bulk_up(handle: Any, timeout_s: float = 10.0) -> _bulk.Link:
     while (link := handle._conn.bulk) is None:
         assert time.monotonic() < deadline, "the bulk connection did not open"
         await asyncio.sleep(0.01)
-    return link  # type: ignore[no-any-return]
+    return link
 
 
 async def test_large_payloads_take_the_bulk_connection_both_ways(
@@ -163,7 +163,9 @@ async def test_arguments_over_the_actors_limit_are_read_off_and_refused(
                 batch = pb.CallBatch()
                 batch.calls.add(seq=seq, method="keep", kind=pb.CALL_KIND_METHOD, args=encoded.payload)
                 await call.write(batch)
-                reply = (await call.read()).replies[0]
+                answered = await call.read()
+                assert isinstance(answered, pb.ReplyBatch)
+                reply = answered.replies[0]
                 if seq == 1:
                     assert "over the limit of 4.0 MiB" in reply.error.message
                 else:
