@@ -9,8 +9,11 @@ Three peers move the same numpy buffer each way, at 1/16/64/256 MiB:
   each message into a preallocated buffer: what any gRPC user pays.
 - ``tls``: the same raw TCP connection under TLS (Python's ``ssl``, a throwaway self-signed
   pair): what a bulk side channel that keeps TLS could reach at best (not run by default).
-- ``actorrt``: an actor call with ``ACTORRT_SHM=0`` (the path between machines): ``take(x)``
+- ``actorrt``: an actor call with ``ACTORRT_SHM=0`` (the path between machines, on the bulk
+  connection beside the Calls stream, ``actorrt/_bulk.py``): ``take(x)``
   (to the actor) and ``give(n)`` (from it, an array the actor keeps).
+- ``actorrt_chunks``: the same with ``ACTORRT_BULK=0``: the payload in 4 MiB chunk messages on
+  the Calls stream (gRPC), as before the bulk connection.
 
 Each runs on loopback, then between two network namespaces joined by veth pairs (the partition
 test's ``tests/nethosts.py``; skipped with the reason when not root or without ``ip``). The
@@ -374,7 +377,9 @@ class Bulk:
         return arr
 
 
-async def _client_actorrt(addr: str, sizes: list[int], net: str, server_pid: int) -> list[dict[str, Any]]:
+async def _client_actorrt(
+    addr: str, sizes: list[int], net: str, server_pid: int, peer: str = "actorrt"
+) -> list[dict[str, Any]]:
     import actorrt
 
     remote_bulk = actorrt.remote_class(Bulk)
@@ -394,7 +399,7 @@ async def _client_actorrt(addr: str, sizes: list[int], net: str, server_pid: int
                 assert got.nbytes == size
 
             pids = {"to_server": (me, host_pid), "from_server": (host_pid, me)}
-            results.extend(await _measure("actorrt", size, net, pids, {"to_server": up, "from_server": down}))
+            results.extend(await _measure(peer, size, net, pids, {"to_server": up, "from_server": down}))
             del arr
         return results
 
@@ -403,7 +408,17 @@ async def _client_tls(addr: str, sizes: list[int], net: str, server_pid: int) ->
     return await _client_tcp(addr, sizes, net, server_pid, peer="tls")
 
 
-_CLIENTS = {"tcp": _client_tcp, "tls": _client_tls, "grpc": _client_grpc, "actorrt": _client_actorrt}
+async def _client_actorrt_chunks(addr: str, sizes: list[int], net: str, server_pid: int) -> list[dict[str, Any]]:
+    return await _client_actorrt(addr, sizes, net, server_pid, peer="actorrt_chunks")
+
+
+_CLIENTS = {
+    "tcp": _client_tcp,
+    "tls": _client_tls,
+    "grpc": _client_grpc,
+    "actorrt": _client_actorrt,
+    "actorrt_chunks": _client_actorrt_chunks,
+}
 
 
 # ---- orchestration ----------------------------------------------------------------------------
@@ -459,7 +474,7 @@ def _start_servers(net: Net, peers: list[str], home: str) -> tuple[dict[str, tup
     where: dict[str, tuple[str, int]] = {}
     for i, peer in enumerate(peers):
         port = 18310 + i
-        if peer == "actorrt":
+        if peer.startswith("actorrt"):
             argv = [sys.executable, "-m", "actorrt", "start", "--block", "--host", host, "--port", str(port)]
             argv += ["--cpus", "1", "--token", TOKEN]
             env = dict(_env(), ACTORRT_HOME=home)
@@ -475,7 +490,7 @@ def _start_servers(net: Net, peers: list[str], home: str) -> tuple[dict[str, tup
         if proc.stdout.readline().strip() != b"ready":
             raise RuntimeError(f"the {peer} server did not start")
         where[peer] = (f"{host}:{port}", proc.pid)
-    if "actorrt" in where:  # wait for the node to take actors: the client's connect retries meanwhile
+    if any(p.startswith("actorrt") for p in where):  # wait for the node to take actors: the client's connect retries meanwhile
         time.sleep(2.0)
     return where, procs
 
@@ -498,7 +513,8 @@ def run(nets: list[str], peers: list[str], sizes: list[int]) -> list[dict[str, A
                         argv = [sys.executable, __file__, "--_client", peer, "--_addr", addr]
                         argv += ["--_pid", str(pid), "--_net", net_name, "--sizes", str(size // MIB)]
                         argv += ["--reps", str(REPS)]
-                        res = subprocess.run(net.argv("client", argv), env=_env(), capture_output=True, text=True)
+                        env = dict(_env(), ACTORRT_BULK="0") if peer == "actorrt_chunks" else _env()
+                        res = subprocess.run(net.argv("client", argv), env=env, capture_output=True, text=True)
                         if res.returncode != 0:
                             failed: dict[str, Any] = {
                                 "net": net_name,
@@ -540,14 +556,14 @@ def run(nets: list[str], peers: list[str], sizes: list[int]) -> list[dict[str, A
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "net       peer     MiB  direction    GiB/s  of tcp  snd ms/MiB  rcv ms/MiB  snd sw/MiB  rcv sw/MiB  snd peak+  rcv peak+"
+        "net       peer           MiB  direction    GiB/s  of tcp  snd ms/MiB  rcv ms/MiB  snd sw/MiB  rcv sw/MiB  snd peak+  rcv peak+"
     ]
     for r in rows:
         if "gib_s" not in r:
             continue
         s, v = r["sender"], r["receiver"]
         lines.append(
-            f"{r['net']:<9} {r['peer']:<8} {r['size_mib']:>3}  {r['direction']:<11} {r['gib_s']:>6.2f}  "
+            f"{r['net']:<9} {r['peer']:<14} {r['size_mib']:>3}  {r['direction']:<11} {r['gib_s']:>6.2f}  "
             f"{r.get('of_tcp_floor', 1.0):>6.2f}  {s['cpu_ms_per_mib']:>10.2f}  {v['cpu_ms_per_mib']:>10.2f}  "
             f"{s['switches_per_mib']:>10.1f}  {v['switches_per_mib']:>10.1f}  "
             f"{s['peak_extra_payloads']!s:>9}  {v['peak_extra_payloads']!s:>9}"
@@ -559,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="1,16,64,256", help="MiB, comma-separated")
     p.add_argument("--nets", default="loopback,veth")
-    p.add_argument("--peers", default="tcp,grpc,actorrt")
+    p.add_argument("--peers", default="tcp,grpc,actorrt,actorrt_chunks")
     p.add_argument("--reps", type=int, default=0, help="calls per direction (default: 256 MiB worth, at least 3)")
     p.add_argument("--table", action="store_true", help="a table on stderr at the end")
     p.add_argument("--_serve", help=argparse.SUPPRESS)

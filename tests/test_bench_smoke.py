@@ -59,7 +59,7 @@ def test_payload_floor_bench_prints_json_lines() -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert {(r["peer"], r["direction"]) for r in rows} == {
-        (p, d) for p in ("tcp", "grpc", "actorrt") for d in ("to_server", "from_server")
+        (p, d) for p in ("tcp", "grpc", "actorrt", "actorrt_chunks") for d in ("to_server", "from_server")
     }, rows
     for row in rows:
         assert row["gib_s"] > 0 and row["sender"]["cpu_ms_per_mib"] >= 0, row
