@@ -315,20 +315,18 @@ class CallStream:
             decoding = True  # what fails until the arguments are decoded is their unpickling
             try:
                 payload = call.args
-                if payload.bulk:
-                    buffers = await self._bulk_buffers(call.seq, payload.streamed)
+                if payload.streamed:
+                    if payload.bulk:  # its buffers come on the bulk connection
+                        buffers = await self._bulk_buffers(call.seq, payload.streamed)
+                    elif streamed is None:  # the chunks come next: run it once they are here
+                        self._expect_chunks(batch, payload.streamed)
+                        continue
+                    else:
+                        buffers = streamed.buffers or None
                     if buffers is None:
                         decoding = False
                         raise ValueError(self._over_limit_text(call.method, sum(payload.streamed)))
                     args, kwargs = decode_streamed(payload.pickle, buffers)
-                elif payload.streamed:
-                    if streamed is None:  # the chunks come next: run it once they are here
-                        self._expect_chunks(batch, payload.streamed)
-                        continue
-                    if not streamed.buffers:
-                        decoding = False
-                        raise ValueError(self._over_limit_text(call.method, sum(streamed.sizes)))
-                    args, kwargs = decode_streamed(payload.pickle, streamed.buffers)
                 elif payload.pickle:
                     if payload.shared and self.exchange is not None:
                         self.exchange.saw(payload.shared)
