@@ -109,6 +109,7 @@ class Link:
         self._arrived: dict[int, list[Any] | None] = {}
         self._consumers: dict[int, Consumer] = {}
         self._dropped: set[int] = set()
+        self._ended = False  # the reader thread ended and what waited was failed (loop thread)
         self._reader = threading.Thread(target=self._read_loop, name=f"actorrt-bulk-{name}", daemon=True)
         self._reader.start()
 
@@ -137,8 +138,8 @@ class Link:
         """Call ``consumer`` with frame ``key`` once it is here (now if it is). Loop thread."""
         if key in self._arrived:
             consumer(self._arrived.pop(key))
-        elif self.error is not None:
-            consumer(self.error)
+        elif self._ended:  # the reader is gone: no frame comes any more
+            consumer(self.error or BulkError("the bulk connection is closed"))
         else:
             self._consumers[key] = consumer
 
@@ -224,7 +225,8 @@ class Link:
     def _fail_waiting(self, reason: str) -> None:
         """The connection is gone: fail every frame waited for, and every later ``expect``."""
         self.error = self.error or BulkError(reason)
-        self.close()
+        self._ended = True
+        self.close()  # frames that came whole before the end stay, for their calls to claim
         consumers, self._consumers = self._consumers, {}
         for consumer in consumers.values():
             consumer(self.error)
