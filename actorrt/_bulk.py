@@ -311,6 +311,12 @@ class Link:
 
 def _tune(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    # Keepalive: a NAT or firewall that forgets idle connections (weights every few minutes)
+    # keeps this one, and a peer machine gone without a word is noticed within ~2 minutes.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 6)):
+        if hasattr(socket, name):  # Linux; macOS has TCP_KEEPALIVE instead of KEEPIDLE
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
     sock.settimeout(SEND_STALL_S)
 
 
