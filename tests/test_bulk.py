@@ -8,8 +8,11 @@ killed mid-transfer is tests/test_payload_paths.py's, run on both paths."""
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -42,6 +45,9 @@ class Store:
 
     def ping(self) -> str:
         return "pong"
+
+    def pid(self) -> int:
+        return os.getpid()
 
 
 async def bulk_up(handle: Any, timeout_s: float = 10.0) -> _bulk.Link:
@@ -263,3 +269,55 @@ def test_the_receive_cache_hands_a_buffer_out_again_only_once_nothing_uses_it() 
     off = _bulk.ReceiveCache(max_bytes=0)
     off.get(2 * MIB)
     assert off.bytes == 0
+
+
+_SENDER = """
+import sys, numpy as np, actorrt
+with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+    sink = actorrt.get_actor(sys.argv[3]).result()
+    big = np.ones(256 << 20, np.uint8)
+    while True:
+        print("sending", flush=True)
+        sink.keep(big).result()
+"""
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+async def test_a_client_killed_while_it_sends_leaves_the_host_as_it_was(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another client attaches to a named actor and sends 256 MiB payloads on its own bulk
+    connection; it is SIGKILLed mid-frame. The host fails that call, ends the stream, closes the
+    connection (its reader thread ends: the host's thread count comes back) and serves on."""
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+    async with cluster.connect() as c:
+        s = await Store.options(name="bulk-sink").remote()
+        host_pid = await s.pid()
+        await bulk_up(s)
+        await s.keep(np.ones(2 * MIB, np.uint8))  # its own connection is up and used
+        before = _threads(host_pid)
+        env = dict(cluster.env, PYTHONPATH=os.getcwd(), ACTORRT_SHM="0")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SENDER, cluster.address, cluster.token, "bulk-sink"],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            assert proc.stdout is not None
+            for _ in range(2):  # the second frame is on its way once the first was answered
+                line = await asyncio.to_thread(proc.stdout.readline)
+                assert line == b"sending\n", line
+            await asyncio.sleep(0.03)
+            assert _threads(host_pid) > before  # its stream and bulk connection are here
+        finally:
+            proc.kill()
+            proc.wait()
+        deadline = time.monotonic() + 15
+        while _threads(host_pid) > before:
+            assert time.monotonic() < deadline, f"the host kept {_threads(host_pid) - before} thread(s)"
+            await asyncio.sleep(0.05)
+        assert await s.keep(np.ones(8 * MIB, np.uint8)) == 8 * MIB  # on its own connection, as before
+        await c.kill(s)
