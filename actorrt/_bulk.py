@@ -153,7 +153,14 @@ class Link:
     ``drop`` on the loop; ``close`` from anywhere."""
 
     def __init__(
-        self, send_sock: socket.socket, recv_sock: socket.socket, loop: asyncio.AbstractEventLoop, limit: int, name: str
+        self,
+        send_sock: socket.socket,
+        recv_sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        limit: int,
+        name: str,
+        epoch: int = 1,
+        on_end: Callable[[Link], None] | None = None,
     ) -> None:
         # One socket both ways, or (TLS: an SSL object is not safe to read and write from two
         # threads at once) one connection per direction.
@@ -161,6 +168,8 @@ class Link:
         self.recv_sock = recv_sock
         self.loop = loop
         self.limit = limit  # the largest frame kept, in bytes (0: no limit)
+        self.epoch = epoch  # its number on its stream (``Payload.bulk``)
+        self._on_end = on_end  # called on the loop once the connection is gone
         self.closed = False
         self.error: BulkError | None = None
         self.bytes_in = 0
@@ -291,6 +300,8 @@ class Link:
         consumers, self._consumers = self._consumers, {}
         for consumer in consumers.values():
             consumer(self.error)
+        if self._on_end is not None:
+            self._on_end(self)
 
     def _break(self, reason: str) -> None:
         self.error = self.error or BulkError(reason)
@@ -307,6 +318,73 @@ class Link:
             except OSError:
                 pass
             sock.close()
+
+
+class StreamLinks:
+    """The host's side of one stream's bulk connections: its offers, numbered from 1, and the
+    connections that took them. A later offer answers the client's ``bulk_reopen`` after its
+    connection broke; the old ones stay until the stream ends, for frames already on them."""
+
+    MAX_OFFERS = 16  # per stream: a connection that keeps breaking is not worth more
+
+    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop, limit: int, name: str) -> None:
+        self.server = server
+        self.loop = loop
+        self.limit = limit
+        self.name = name
+        self.epoch = 0  # the latest offer's number
+        self._ready: dict[int, asyncio.Future[Link]] = {}
+        self._keys: list[bytes] = []
+
+    def offer(self) -> tuple[int, bytes] | None:
+        """A new offer: ``(port, key)``; None once the stream has had ``MAX_OFFERS``."""
+        if self.epoch >= self.MAX_OFFERS:
+            return None
+        self.epoch += 1
+        epoch = self.epoch
+        ready: asyncio.Future[Link] = self.loop.create_future()
+
+        def on_link(recv_sock: socket.socket, send_sock: socket.socket) -> None:
+            link = Link(send_sock, recv_sock, self.loop, self.limit, self.name, epoch)
+            if ready.done():  # the stream ended meanwhile
+                link.close()
+            else:
+                ready.set_result(link)
+
+        key = self.server.offer(on_link)
+        self._keys.append(key)
+        self._ready[epoch] = ready
+        return self.server.port, key
+
+    @property
+    def current(self) -> Link | None:
+        """The latest connection, when it is open and whole."""
+        ready = self._ready.get(self.epoch)
+        if ready is None or not ready.done() or ready.cancelled():
+            return None
+        link = ready.result()
+        return None if link.closed else link
+
+    async def take(self, epoch: int, key: int) -> list[Any] | None:
+        """Frame ``key`` from connection ``epoch`` (None: over the limit, read and dropped).
+        Raises BulkError when that connection never opened or broke before the frame came."""
+        ready = self._ready.get(epoch)
+        if ready is None:
+            raise BulkError(f"no bulk connection number {epoch} was offered on this stream")
+        try:
+            link = await asyncio.wait_for(asyncio.shield(ready), HANDSHAKE_S)
+        except (TimeoutError, asyncio.CancelledError):
+            raise BulkError(f"bulk connection number {epoch} never opened") from None
+        return await link.take(key)
+
+    def close(self) -> None:
+        for key in self._keys:
+            self.server.withdraw(key)
+        for ready in self._ready.values():
+            if ready.done() and not ready.cancelled():
+                ready.result().close()
+            else:
+                ready.cancel()
 
 
 def _tune(sock: socket.socket) -> None:

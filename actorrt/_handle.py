@@ -106,11 +106,17 @@ class ActorConnection:
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
         # Large buffers go through /dev/shm once the host proved it shares it with us.
         self.exchange: _shm.Exchange | None = None
-        # Else large buffers go on the stream's bulk connection (``_bulk``) once it is open;
+        # Else large buffers go on the stream's bulk connection (``_bulk``) once it is open.
+        # The host numbers its offers from 1 (a new one after a connection broke); replies
+        # name the connection their buffers came on, and those that name one still opening
+        # (the host saw it open first) wait in its backlog.
         # replies that name it before it is (the host saw it open first) wait in the backlog.
-        self.bulk: _bulk.Link | None = None
+        self.bulk: _bulk.Link | None = None  # the latest (open, or broken)
         self.bulk_port = 0  # the host's bulk listener, when it offered one
-        self._bulk_backlog: list[tuple[int, _bulk.Consumer]] | None = None
+        self._links: dict[int, _bulk.Link] = {}
+        self._bulk_offers = 0
+        self._bulk_reopens = 0
+        self._bulk_backlog: dict[int, list[tuple[int, _bulk.Consumer]]] = {}
         # Calls go straight into the outbox's next batch (cheaper than building a Call and
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
@@ -163,10 +169,8 @@ class ActorConnection:
             raise _remote_error(f"{self.class_name}.__init__", answer.error)
         if reply.shared_memory:
             self.exchange = _shm.Exchange(self.loop, self._send_release)
-        self.bulk_port = reply.bulk_port
-        if reply.bulk_port and _bulk.enabled():
-            self._bulk_backlog = []
-            self.cluster.background(self._open_bulk(reply.bulk_port, reply.bulk_key))
+        if reply.bulk_port:
+            self._take_offer(reply.bulk_port, reply.bulk_key)
         self._outbox = Outbox(self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES)
         self._reader = asyncio.create_task(self._read())
         self.waiting = False
@@ -174,9 +178,16 @@ class ActorConnection:
         for kind, name, packed, fut in queued:
             self._enqueue(kind, name, packed, fut)
 
-    async def _open_bulk(self, port: int, key: bytes) -> None:
-        """Open the bulk connection the host offered; until it is open (or if it cannot be),
-        large payloads stream in chunks."""
+    def _take_offer(self, port: int, key: bytes) -> None:
+        """The host offers a bulk connection (number ``_bulk_offers``): open it in the
+        background; until it is open (or if it cannot be), large payloads stream in chunks."""
+        self.bulk_port = port
+        self._bulk_offers += 1
+        if _bulk.enabled():
+            self._bulk_backlog[self._bulk_offers] = []
+            self.cluster.background(self._open_bulk(self._bulk_offers, port, key))
+
+    async def _open_bulk(self, epoch: int, port: int, key: bytes) -> None:
         call = self._call
         try:
             send_sock, recv_sock = await self.loop.run_in_executor(
@@ -184,23 +195,39 @@ class ActorConnection:
             )
         except OSError as e:
             _warn_no_bulk(self.endpoint, port, e)
-            self._end_bulk_backlog(_bulk.BulkError(f"the bulk connection could not be opened: {e}"))
+            self._end_bulk_backlog(epoch, _bulk.BulkError(f"the bulk connection could not be opened: {e}"))
             return
-        link = _bulk.Link(send_sock, recv_sock, self.loop, 0, self.actor_id)
-        if self._call is not call or self._bulk_backlog is None:  # the stream ended meanwhile
-            link.close()
-            self._end_bulk_backlog(_bulk.BulkError("the stream ended"))
+        if self._call is not call or epoch not in self._bulk_backlog:  # the stream ended meanwhile
+            for sock in {send_sock, recv_sock}:
+                sock.close()
             return
-        self.bulk = link
-        self._end_bulk_backlog(None)
+        link = _bulk.Link(send_sock, recv_sock, self.loop, 0, self.actor_id, epoch, self._bulk_ended)
+        self._links[epoch] = self.bulk = link
+        self._end_bulk_backlog(epoch, None)
 
-    def _end_bulk_backlog(self, error: _bulk.BulkError | None) -> None:
-        backlog, self._bulk_backlog = self._bulk_backlog or [], None
-        for key, consumer in backlog:
-            if error is not None or self.bulk is None:
+    def _end_bulk_backlog(self, epoch: int, error: _bulk.BulkError | None) -> None:
+        link = self._links.get(epoch)
+        for key, consumer in self._bulk_backlog.pop(epoch, []):
+            if error is not None or link is None:
                 consumer(error or _bulk.BulkError("no bulk connection"))
             else:
-                self.bulk.expect(key, consumer)
+                link.expect(key, consumer)
+
+    def _bulk_ended(self, link: _bulk.Link) -> None:
+        """A bulk connection broke (loop thread). If it was the stream's latest and the stream
+        lives, ask the host for another, after 0.5 s, doubling for each one asked before (up to
+        30 s); meanwhile large payloads stream in chunks."""
+        if link is not self.bulk or self.dead is not None or self._outbox is None:
+            return
+        if self._bulk_reopens >= _bulk.StreamLinks.MAX_OFFERS:
+            return
+        delay = min(30.0, 0.5 * 2**self._bulk_reopens)
+        self._bulk_reopens += 1
+        self.loop.call_later(delay, self._ask_reopen, link)
+
+    def _ask_reopen(self, link: _bulk.Link) -> None:
+        if link is self.bulk and self.dead is None and self._outbox is not None:
+            self._outbox.push_encoded([pb.CallBatch(bulk_reopen=True).SerializeToString()])
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
@@ -242,7 +269,7 @@ class ActorConnection:
         header = pb.CallBatch()
         call = header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
         if (link := self.bulk) is not None and link.send(seq, encoded.streamed):
-            call.args.bulk = True
+            call.args.bulk = link.epoch
             return seq, _wire.bounded(header.SerializeToString()), link
         chunks = _wire.chunks(_wire.CALL_CHUNK, encoded.streamed)
         return seq, [*_wire.bounded(header.SerializeToString()), *chunks], None
@@ -262,7 +289,7 @@ class ActorConnection:
             return
         if isinstance(packed, tuple):
             seq, messages, link = packed
-            if link is not None and link is not self.bulk:  # its buffers went to a stream now gone
+            if link is not None and self._links.get(link.epoch) is not link:  # sent to a stream now gone
                 fut.set_exception(ActorDiedError(self.actor_id, "the connection to the actor was lost during the call"))
                 return
             self._pending[seq] = (fut, name, kind)
@@ -290,6 +317,8 @@ class ActorConnection:
                     break
                 if batch.released and self.exchange is not None:
                     self.exchange.peer_released(batch.released)
+                if batch.bulk_port:  # a new bulk connection, after ours broke
+                    self._take_offer(batch.bulk_port, batch.bulk_key)
                 self._settle(batch.replies)
                 if self.release_when_idle and not self._pending:  # its last handle went meanwhile
                     self.cluster.release(self)
@@ -379,8 +408,8 @@ class ActorConnection:
                 continue
             if value.streamed:  # its chunks come next, whether or not anyone waits
                 live = entry[0] if entry is not None and not entry[0].done() else None
-                if value.bulk:  # or its buffers come on the bulk connection
-                    self._expect_bulk(reply.seq, live, value.pickle)
+                if value.bulk:  # or its buffers come on a bulk connection
+                    self._expect_bulk(reply.seq, live, value.pickle, value.bulk)
                     continue
                 self._incoming = (_wire.Incoming(value.streamed, keep=live is not None), live, value.pickle)
                 continue
@@ -393,9 +422,9 @@ class ActorConnection:
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 entry[0].set_exception(e)
 
-    def _expect_bulk(self, seq: int, fut: CallFuture[Any] | None, pickled: bytes) -> None:
-        """Reply ``seq``'s buffers come on the bulk connection: unpickle them into ``fut``'s
-        value once there (or drop them when nobody waits)."""
+    def _expect_bulk(self, seq: int, fut: CallFuture[Any] | None, pickled: bytes, epoch: int) -> None:
+        """Reply ``seq``'s buffers come on bulk connection ``epoch``: unpickle them into
+        ``fut``'s value once there (or drop them when nobody waits)."""
 
         def consume(got: _bulk.Arrival) -> None:
             if fut is None or fut.done():
@@ -408,13 +437,13 @@ class ActorConnection:
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 fut.set_exception(e)
 
-        if self.bulk is not None:
+        if (link := self._links.get(epoch)) is not None:
             if fut is None:
-                self.bulk.drop(seq)
+                link.drop(seq)
             else:
-                self.bulk.expect(seq, consume)
-        elif self._bulk_backlog is not None:  # the host saw the connection open before we did
-            self._bulk_backlog.append((seq, consume))
+                link.expect(seq, consume)
+        elif epoch in self._bulk_backlog:  # the host saw the connection open before we did
+            self._bulk_backlog[epoch].append((seq, consume))
         else:
             consume(_bulk.BulkError("the reply came on a bulk connection this stream does not have"))
 
@@ -489,10 +518,12 @@ class ActorConnection:
             self._reader.cancel()
         if self._call is not None:
             self._call.cancel()
-        if self.bulk is not None:
-            self.bulk.close()
-            self.bulk = None
-        self._end_bulk_backlog(_bulk.BulkError("the stream ended"))
+        links, self._links, self.bulk = self._links, {}, None
+        for link in links.values():
+            link.close()
+        for epoch in list(self._bulk_backlog):
+            self._end_bulk_backlog(epoch, _bulk.BulkError("the stream ended"))
+        self._bulk_offers = self._bulk_reopens = 0
         if self._channel is not None:
             await self._channel.close(grace=None)
         self._reader = None

@@ -20,7 +20,6 @@ import importlib
 import inspect
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -200,7 +199,7 @@ class CallStream:
         context: _Context,
         shm: bool = False,
         client_pid: int | None = None,
-        bulk: asyncio.Future[_bulk.Link] | None = None,
+        links: _bulk.StreamLinks | None = None,
     ) -> None:
         self.actor = actor
         self.context = context
@@ -217,18 +216,8 @@ class CallStream:
         self.done = False
         # The call whose streamed arguments are arriving in chunks, and their buffers.
         self.incoming: tuple[pb.CallBatch, _wire.Incoming] | None = None
-        # The stream's bulk connection (``_bulk``), once the client opened it; None when the
-        # stream was offered none.
-        self.bulk_ready = bulk
-
-    @property
-    def bulk(self) -> _bulk.Link | None:
-        """The bulk connection, when it is open and whole."""
-        ready = self.bulk_ready
-        if ready is None or not ready.done() or ready.cancelled():
-            return None
-        link = ready.result()
-        return None if link.closed else link
+        # The stream's bulk connections (``_bulk``); None when it was offered none.
+        self.links = links
 
     def reply(self, msg: pb.Reply) -> None:
         self.outbox.batch.replies.append(msg)
@@ -249,8 +238,10 @@ class CallStream:
         else:
             if not encoded.streamed:
                 self.reply(pb.Reply(seq=seq, value=encoded.payload))
-            elif (link := self.bulk) is not None and link.send(seq, encoded.streamed):
-                encoded.payload.bulk = True  # its buffers went on the bulk connection
+            elif (
+                self.links is not None and (link := self.links.current) is not None and link.send(seq, encoded.streamed)
+            ):
+                encoded.payload.bulk = link.epoch  # its buffers went on the bulk connection
                 self.actor.stats.bytes_out += sum(b.nbytes for b in encoded.streamed)
                 self.reply(pb.Reply(seq=seq, value=encoded.payload))
             else:  # its buffers are streamed in chunks after a header (``_wire``)
@@ -285,11 +276,8 @@ class CallStream:
             await self.outbox.drain()  # the client is gone if this fails; nothing to tell it
             if self.exchange is not None:
                 self.exchange.close()
-            if self.bulk_ready is not None:
-                if self.bulk_ready.done() and not self.bulk_ready.cancelled():
-                    self.bulk_ready.result().close()
-                else:
-                    self.bulk_ready.cancel()
+            if self.links is not None:
+                self.links.close()
 
     async def _take_chunk(self, data: memoryview) -> None:
         if self.incoming is None:
@@ -311,13 +299,16 @@ class CallStream:
         started = time.perf_counter()
         if batch.released and self.exchange is not None:
             self.exchange.peer_released(batch.released)
+        if batch.bulk_reopen and self.links is not None and (offer := self.links.offer()) is not None:
+            port, key = offer  # a batch of its own: the outbox sends none with no replies
+            self.outbox.push_encoded([pb.ReplyBatch(bulk_port=port, bulk_key=key).SerializeToString()])
         for call in batch.calls:
             decoding = True  # what fails until the arguments are decoded is their unpickling
             try:
                 payload = call.args
                 if payload.streamed:
                     if payload.bulk:  # its buffers come on the bulk connection
-                        buffers = await self._bulk_buffers(call.seq, payload.streamed)
+                        buffers = await self._bulk_buffers(call.seq, payload.streamed, payload.bulk)
                     elif streamed is None:  # the chunks come next: run it once they are here
                         self._expect_chunks(batch, payload.streamed)
                         continue
@@ -395,16 +386,12 @@ class CallStream:
         sys.stderr.flush()
         os._exit(status)
 
-    async def _bulk_buffers(self, seq: int, sizes: Sequence[int]) -> list[Any] | None:
-        """The buffers of call ``seq``'s arguments, from the bulk connection (None: they were
-        over the limit, read and dropped). Raises ValueError or ``_bulk.BulkError``."""
-        if self.bulk_ready is None:
+    async def _bulk_buffers(self, seq: int, sizes: Sequence[int], epoch: int) -> list[Any] | None:
+        """The buffers of call ``seq``'s arguments, from bulk connection ``epoch`` (None: they
+        were over the limit, read and dropped). Raises ValueError or ``_bulk.BulkError``."""
+        if self.links is None:
             raise ValueError("the arguments came on a bulk connection, but this stream has none")
-        try:
-            link = await asyncio.wait_for(asyncio.shield(self.bulk_ready), _bulk.HANDSHAKE_S)
-        except TimeoutError:
-            raise _bulk.BulkError("the arguments came on a bulk connection that never opened") from None
-        buffers = await link.take(seq)
+        buffers = await self.links.take(epoch, seq)
         if buffers is not None and [len(b) for b in buffers] != list(sizes):
             raise ValueError("the arguments on the bulk connection do not have the sizes their call gave")
         self.actor.stats.bytes_in += sum(sizes)
@@ -518,7 +505,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 return
             finally:
                 self.constructed.set()
-            shm, client_pid, bulk = await self._answer_open(context, step.shm_probe)
+            shm, client_pid, links = await self._answer_open(context, step.shm_probe)
         elif first.HasField("attach"):
             if first.attach.version != _rpc.PROTOCOL_VERSION:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(first.attach.version))
@@ -528,7 +515,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 pass
             if self.actor is None or self.actor.actor_id != first.attach.actor_id:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"no actor {first.attach.actor_id} here")
-            shm, client_pid, bulk = await self._answer_open(context, first.attach.shm_probe)
+            shm, client_pid, links = await self._answer_open(context, first.attach.shm_probe)
         else:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "the first CallBatch of a stream must construct or attach"
@@ -537,31 +524,35 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         assert self.actor is not None
         first.ClearField("construct")
         first.ClearField("attach")
-        link, key = bulk
+        stream = CallStream(self.actor, context, shm, client_pid, links)
         try:
-            await CallStream(self.actor, context, shm, client_pid, link).run(requests, joiner, first)
+            await stream.run(requests, joiner, first)
         finally:
-            if key and self.bulk_server is not None:
-                self.bulk_server.withdraw(key)
+            if links is not None:  # also when the stream never ran
+                links.close()
 
-    async def _answer_open(
-        self, context: _Context, probe: str
-    ) -> tuple[bool, int | None, tuple[asyncio.Future[_bulk.Link] | None, bytes]]:
+    async def _answer_open(self, context: _Context, probe: str) -> tuple[bool, int | None, _bulk.StreamLinks | None]:
         """Answer a construct or attach step (reply seq 0), saying whether the stream may use
         shared memory (the client's probe file is readable here) and, when it may not, offering
-        a bulk connection (``_bulk``): ``(shm, the client's pid, (the link once it opens, its key))``."""
+        a bulk connection (``_bulk``): ``(shm, the client's pid, the stream's bulk connections)``."""
         shm = _shm.check_probe(probe)
         client_pid = _shm.probe_owner(probe) if shm else None
         if client_pid is not None and self.report_fd is not None:
             report_line(self.report_fd, {"shm_peer": client_pid})
         answer = pb.ReplyBatch(replies=[pb.Reply(seq=0, value=EMPTY)], shared_memory=shm)
-        link: asyncio.Future[_bulk.Link] | None = None
-        key = b""
+        links: _bulk.StreamLinks | None = None
         if not shm and _bulk.enabled() and self.actor is not None and (server := self._bulk_server()) is not None:
-            link, key = self._offer_bulk(server, self.actor)
-            answer.bulk_port, answer.bulk_key = server.port, key
-        await context.write(answer)
-        return shm, client_pid, (link, key)
+            links = _bulk.StreamLinks(
+                server, asyncio.get_running_loop(), self.actor.max_payload_bytes, self.actor.actor_id
+            )
+            answer.bulk_port, answer.bulk_key = links.offer() or (0, b"")
+        try:
+            await context.write(answer)
+        except BaseException:
+            if links is not None:
+                links.close()
+            raise
+        return shm, client_pid, links
 
     def _bulk_server(self) -> _bulk.Server | None:
         """The bulk listener, started by the first stream without shared memory; None (large
@@ -573,20 +564,6 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 print(f"actorrt: no bulk connection for large payloads ({e}); they go on gRPC", file=sys.stderr)
                 return None
         return self.bulk_server
-
-    @staticmethod
-    def _offer_bulk(server: _bulk.Server, actor: _Actor) -> tuple[asyncio.Future[_bulk.Link], bytes]:
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[_bulk.Link] = loop.create_future()
-
-        def on_link(recv_sock: socket.socket, send_sock: socket.socket) -> None:
-            link = _bulk.Link(send_sock, recv_sock, loop, actor.max_payload_bytes, actor.actor_id)
-            if ready.done():  # the stream ended meanwhile
-                link.close()
-            else:
-                ready.set_result(link)
-
-        return ready, server.offer(on_link)
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)

@@ -490,7 +490,8 @@ def _start_servers(net: Net, peers: list[str], home: str) -> tuple[dict[str, tup
         if proc.stdout.readline().strip() != b"ready":
             raise RuntimeError(f"the {peer} server did not start")
         where[peer] = (f"{host}:{port}", proc.pid)
-    if any(p.startswith("actorrt") for p in where):  # wait for the node to take actors: the client's connect retries meanwhile
+    # Wait for the node to take actors: the client's connect retries meanwhile.
+    if any(p.startswith("actorrt") for p in where):
         time.sleep(2.0)
     return where, procs
 

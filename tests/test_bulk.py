@@ -165,7 +165,7 @@ async def test_arguments_over_the_actors_limit_are_read_off_and_refused(
             for seq, nbytes in [(1, 16 * MIB), (2, 2 * MIB)]:
                 encoded = _codec.encode(((np.ones(nbytes, np.uint8),), {}))
                 assert link.send(seq, encoded.streamed)
-                encoded.payload.bulk = True
+                encoded.payload.bulk = 1  # the first bulk connection of the stream
                 batch = pb.CallBatch()
                 batch.calls.add(seq=seq, method="keep", kind=pb.CALL_KIND_METHOD, args=encoded.payload)
                 await call.write(batch)
@@ -187,21 +187,22 @@ async def test_arguments_over_the_actors_limit_are_read_off_and_refused(
         await c.kill(s)
 
 
-async def test_a_broken_bulk_connection_falls_back_to_chunks(
+async def test_a_broken_bulk_connection_falls_back_to_chunks_then_opens_again(
     cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ACTORRT_SHM", "0")
     async with cluster.connect() as c:
         s = await Store.remote()
-        link = await bulk_up(s)
-        link.close()  # as if the network cut it
+        first = await bulk_up(s)
+        assert first.epoch == 1
+        first.close()  # as if the network cut it
         name = f"actorrt-bulk-{s.actor_id}"
         deadline = time.monotonic() + 10
-        while any(t.name == name for t in threading.enumerate()):  # its reader thread ends
+        while first._reader.is_alive():  # its reader thread ends
             assert time.monotonic() < deadline
             await asyncio.sleep(0.01)
         outcomes = []
-        for i in range(6):
+        for i in range(4):  # at once: before the client asks for another connection (0.5 s)
             try:
                 got = await s.echo(np.full(3 * MIB, i, np.uint8))
                 outcomes.append(got.nbytes == 3 * MIB and int(got[-1]) == i)
@@ -209,6 +210,16 @@ async def test_a_broken_bulk_connection_falls_back_to_chunks(
                 assert "lost" in str(e)
                 outcomes.append(False)
         assert all(outcomes[2:]), outcomes  # the host noticed by then: chunks both ways
+        # the client asks for a new connection; the host offers one (number 2) and it opens
+        deadline = time.monotonic() + 10
+        while (second := s._conn.bulk) is first or second is None:
+            assert time.monotonic() < deadline, "no second bulk connection"
+            await asyncio.sleep(0.05)
+        assert second.epoch == 2 and not second.closed
+        got = await s.echo(np.full(5 * MIB, 9, np.uint8))
+        assert got.nbytes == 5 * MIB and int(got[0]) == 9
+        assert second.bytes_out >= 5 * MIB and second.bytes_in >= 5 * MIB  # on it, both ways
+        assert sum(t.name == name and t.is_alive() for t in threading.enumerate()) == 1
         assert await s.ping() == "pong"
         await c.kill(s)
 

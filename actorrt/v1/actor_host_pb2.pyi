@@ -22,20 +22,22 @@ CALL_KIND_SET_ATTR: CallKind
 CALL_KIND_LIST_ATTRS: CallKind
 
 class CallBatch(_message.Message):
-    __slots__ = ("construct", "attach", "calls", "released", "chunk", "split_bytes")
+    __slots__ = ("construct", "attach", "calls", "released", "chunk", "split_bytes", "bulk_reopen")
     CONSTRUCT_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     SPLIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BULK_REOPEN_FIELD_NUMBER: _ClassVar[int]
     construct: ConstructActor
     attach: AttachActor
     calls: _containers.RepeatedCompositeFieldContainer[Call]
     released: _containers.RepeatedScalarFieldContainer[str]
     chunk: Chunk
     split_bytes: int
-    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., split_bytes: _Optional[int] = ...) -> None: ...
+    bulk_reopen: bool
+    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., split_bytes: _Optional[int] = ..., bulk_reopen: _Optional[bool] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("data",)

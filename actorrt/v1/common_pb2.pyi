@@ -17,8 +17,8 @@ class Payload(_message.Message):
     buffers: _containers.RepeatedScalarFieldContainer[bytes]
     shared: _containers.RepeatedCompositeFieldContainer[SharedBuffer]
     streamed: _containers.RepeatedScalarFieldContainer[int]
-    bulk: bool
-    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ..., streamed: _Optional[_Iterable[int]] = ..., bulk: _Optional[bool] = ...) -> None: ...
+    bulk: int
+    def __init__(self, pickle: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., shared: _Optional[_Iterable[_Union[SharedBuffer, _Mapping]]] = ..., streamed: _Optional[_Iterable[int]] = ..., bulk: _Optional[int] = ...) -> None: ...
 
 class SharedBuffer(_message.Message):
     __slots__ = ("index", "name", "size")
