@@ -25,8 +25,14 @@ key it is (each key works once) and answers ``OK``. With TLS configured the conn
 with the cluster's certificates, both ways as on gRPC. ``ACTORRT_BULK=0`` turns the channel off
 (payloads then stream in chunks on gRPC).
 
-When a connection breaks, what waits on it fails (the stream's calls fail or the stream ends
-as they would on gRPC), and later payloads go in chunks on the stream again.
+When a connection breaks, what waits on it fails (that call fails with ``ActorDiedError``, at
+most once, as on a broken stream), payloads go in chunks on the stream meanwhile, and the client
+asks for another (``CallBatch.bulk_reopen``; 0.5 s after the break, doubling to 30 s, at most
+``StreamLinks.MAX_OFFERS`` per stream). Offers are numbered in the order the host makes them and
+``Payload.bulk`` names the connection a frame went on, so a frame already sent on the old one is
+still found there.
+
+The receiver's buffers come from a per-process ``ReceiveCache`` (``ACTORRT_BULK_CACHE_MB``).
 """
 
 from __future__ import annotations
