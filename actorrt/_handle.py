@@ -110,7 +110,6 @@ class ActorConnection:
         # The host numbers its offers from 1 (a new one after a connection broke); replies
         # name the connection their buffers came on, and those that name one still opening
         # (the host saw it open first) wait in its backlog.
-        # replies that name it before it is (the host saw it open first) wait in the backlog.
         self.bulk: _bulk.Link | None = None  # the latest (open, or broken)
         self.bulk_port = 0  # the host's bulk listener, when it offered one
         self._links: dict[int, _bulk.Link] = {}
