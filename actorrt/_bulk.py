@@ -264,11 +264,14 @@ class Link:
         except (OSError, ValueError, struct.error) as e:
             reason = f"the bulk connection broke: {e}"
         except RuntimeError:  # the loop is closed: the process is going
-            return
-        try:
-            self.loop.call_soon_threadsafe(self._fail_waiting, reason)
-        except RuntimeError:
-            pass
+            reason = ""
+        finally:
+            self._release()
+        if reason:
+            try:
+                self.loop.call_soon_threadsafe(self._fail_waiting, reason)
+            except RuntimeError:
+                pass
 
     def _read_exact(self, n: int) -> bytes | None:
         """``n`` bytes; None at a clean end before the first; raises at an end inside them."""
@@ -314,7 +317,11 @@ class Link:
         self.close()
 
     def close(self) -> None:
-        """Shut the socket; the reader thread then ends. Any thread, idempotent."""
+        """Shut the connection down: the reader thread wakes and ends, a send in flight fails,
+        later ones are refused. Any thread, idempotent. The file descriptors are closed by the
+        reader thread as it ends (``_release``), never under a thread still using them: a
+        number closed while a recv or send is on its way in another thread can be given to a
+        new socket (gRPC's, say) before that call reaches the kernel."""
         if self.closed:
             return
         self.closed = True
@@ -323,7 +330,18 @@ class Link:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            sock.close()
+
+    def _release(self) -> None:
+        """Close the sockets once no thread can be using them: the reader's last act, after
+        any send in flight (a send on a shut-down socket fails at once)."""
+        self.closed = True
+        with self._send_lock:
+            for sock in {self.send_sock, self.recv_sock}:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
 
 
 class StreamLinks:
