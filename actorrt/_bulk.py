@@ -31,8 +31,6 @@ asks for another (``CallBatch.bulk_reopen``; 0.5 s after the break, doubling to 
 ``StreamLinks.MAX_OFFERS`` per stream). Offers are numbered in the order the host makes them and
 ``Payload.bulk`` names the connection a frame went on, so a frame already sent on the old one is
 still found there.
-
-The receiver's buffers come from a per-process ``ReceiveCache`` (``ACTORRT_BULK_CACHE_MB``).
 """
 
 from __future__ import annotations
@@ -75,75 +73,15 @@ Arrival = list[Any] | None | BaseException
 Consumer = Callable[[Arrival], None]
 
 
-class ReceiveCache:
-    """Receive buffers, kept for the next frame of the same size once nothing uses them.
-
-    Memory the process has not touched yet costs the receiver as much as the copy from the
-    socket (every page faulted and zeroed by the kernel: ~9 ms for a fresh 64 MiB here, ~27 ms
-    for a ``bytearray``, which zeroes it once more), so buffers of 1 MiB up to ``ITEM_MAX`` are
-    numpy arrays kept here, up to ``max_bytes`` in all, and handed out again once the values
-    unpickled on them are gone: then the cache's list holds the only reference (CPython's
-    reference count says so; a value built on the buffer holds one). RL traffic repeats its
-    sizes (weights out, rollouts back), so the steady state faults nothing. Without numpy (or
-    for small or huge frames) each frame gets fresh memory. Thread-safe.
-    """
-
-    ITEM_MAX = 256 << 20
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self.reused = 0
-        self._by_size: dict[int, list[Any]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, n: int) -> Any:
-        np = sys.modules.get("numpy")
-        if np is None or n < _NUMPY_MIN:
-            return bytearray(n)
-        if n > self.ITEM_MAX or n > self.max_bytes:
-            return np.empty(n, np.uint8)
-        with self._lock:
-            kept = self._by_size.setdefault(n, [])
-            for i in range(len(kept)):
-                if sys.getrefcount(kept[i]) == _FREE_REFS:
-                    self.reused += 1
-                    return kept[i]
-            buffer = np.empty(n, np.uint8)
-            if self.bytes + n > self.max_bytes:
-                self._evict(self.bytes + n - self.max_bytes)
-            if self.bytes + n <= self.max_bytes:
-                kept.append(buffer)
-                self.bytes += n
-            return buffer
-
-    def _evict(self, need: int) -> None:
-        """Let go of free buffers, largest sizes first, until ``need`` bytes are freed."""
-        for size in sorted(self._by_size, reverse=True):
-            kept = self._by_size[size]
-            i = 0
-            while i < len(kept) and need > 0:
-                if sys.getrefcount(kept[i]) == _FREE_REFS:
-                    del kept[i]
-                    self.bytes -= size
-                    need -= size
-                else:
-                    i += 1
-
-
-# A kept buffer nobody else uses is referenced by its list alone (and getrefcount's argument).
-_FREE_REFS = 2
-
-
-def _cache_bytes() -> int:
-    try:
-        return max(0, int(os.environ.get("ACTORRT_BULK_CACHE_MB", "256"))) << 20
-    except ValueError:
-        return 256 << 20
-
-
-# One per process: every bulk connection of the process receives into it.
-cache = ReceiveCache(_cache_bytes())
+def _fresh(n: int) -> Any:
+    """A writable buffer of ``n`` bytes for ``recv_into`` to fill: a numpy array when numpy is
+    loaded (no zero-fill: with transparent huge pages a fresh 64 MiB is ready in a few ms,
+    against ~27 ms for a ``bytearray``, which zeroes every page first), else a ``bytearray``.
+    Reusing buffers between frames did not pay (bench/README.md, "The bulk side channel")."""
+    np = sys.modules.get("numpy")
+    if np is not None and n >= _NUMPY_MIN:
+        return np.empty(n, np.uint8)
+    return bytearray(n)
 
 
 class BulkError(ConnectionError):
@@ -256,7 +194,7 @@ class Link:
                     self._skip(total)
                     buffers = None
                 else:
-                    buffers = [cache.get(n) for n in sizes]
+                    buffers = [_fresh(n) for n in sizes]
                     for buffer in buffers:
                         self._read_into(buffer)
                 self.bytes_in += 8 * count + _FRAME.size + total

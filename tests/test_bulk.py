@@ -254,34 +254,6 @@ async def test_the_bulk_connection_keeps_mutual_tls(tmp_path: Path, monkeypatch:
         c.stop()
 
 
-def test_the_receive_cache_hands_a_buffer_out_again_only_once_nothing_uses_it() -> None:
-    """In-process: the cache is plain reference counting, no processes needed."""
-    cache = _bulk.ReceiveCache(max_bytes=8 * MIB)
-    first = cache.get(2 * MIB)
-    second = cache.get(2 * MIB)
-    assert first is not second and cache.bytes == 4 * MIB
-    value = np.arange(MIB // 2, dtype=np.float32)  # 2 MiB
-    buffers: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-    held = pickle.loads(data, buffers=[first])  # a value unpickled on it holds it
-    del first
-    third = cache.get(2 * MIB)
-    assert cache.reused == 0 and third is not second  # both in use: a new one
-    del held
-    again = cache.get(2 * MIB)
-    assert cache.reused == 1 and again.nbytes == 2 * MIB  # the value is gone: reused
-    # the cap: 6 MiB kept and in use; a 4 MiB frame gets fresh memory it does not keep
-    big = cache.get(4 * MIB)
-    assert big.nbytes == 4 * MIB and cache.bytes == 6 * MIB
-    del second, third, again  # free now: a new size evicts them to fit
-    big2 = cache.get(4 * MIB)
-    assert cache.bytes <= 8 * MIB and any(b is big2 for b in cache._by_size[4 * MIB])
-    assert isinstance(cache.get(1000), bytearray)  # small frames: plain fresh bytes
-    off = _bulk.ReceiveCache(max_bytes=0)
-    off.get(2 * MIB)
-    assert off.bytes == 0
-
-
 _SENDER = """
 import sys, numpy as np, actorrt
 with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
