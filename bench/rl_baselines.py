@@ -108,6 +108,7 @@ def run_sb3(algo: str, seed: int, cap: int) -> dict:
             return True
 
     env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    model: PPO | A2C
     if algo == "ppo":
 
         def lin(v: float) -> Callable[[float], float]:
