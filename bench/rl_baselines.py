@@ -15,6 +15,19 @@ Our side: the same networks (64x64 tanh policy and value MLPs) and losses; PPO: 
 steps, 5 epochs of one 256-sample minibatch, lr 3e-3 (a quarter of the gradient steps of 20
 epochs, for ~1.5x the env steps); A2C: 8 envs x 8 steps, RMSprop lr 2e-3 (SB3's defaults are
 5 steps and 7e-4).
+
+``--suite mujoco``: our SAC/TD3 against SB3's on a MuJoCo task (default HalfCheetah-v5), with the
+same hyper-parameters on both sides (rl-zoo's for HalfCheetah; see ``MUJOCO_HPARAMS``), one
+env, one gradient step per env step. Each run (fresh subprocess, one torch thread, sides
+alternating seed by seed) records the mean of the last 10 finished training episodes at each
+checkpoint it reaches (50k / 100k / 300k env steps, or half-way and the end in ``--quick``), the
+wall-clock from the first env step, env steps/s, and the wall-clock and env steps at which that
+mean first reaches 3,000 (``null`` if never). A micro-benchmark child first times ONE SAC
+gradient step (replay sample + update, batch 256, the env's dims) on each side in one process.
+
+    python bench/rl_baselines.py --suite mujoco --algos sac --steps 100000 --seeds 1
+    python bench/rl_baselines.py --suite mujoco --algos sac,td3 --steps 50000 --seeds 2 --first-seed 1
+    python bench/rl_baselines.py --suite mujoco --quick      # smoke test: 1.5k steps, learning_starts 1000
 """
 
 from __future__ import annotations
@@ -95,6 +108,7 @@ def run_sb3(algo: str, seed: int, cap: int) -> dict:
             return True
 
     env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    model: PPO | A2C
     if algo == "ppo":
 
         def lin(v: float) -> Callable[[float], float]:
@@ -137,16 +151,7 @@ def _sb3_available() -> bool:
     return True
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0..N-1)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, caps of 2000 steps")
-    parser.add_argument("--child", nargs=3, metavar=("RUNNER", "SEED", "CAP"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        _child(args.child[0], int(args.child[1]), int(args.child[2]))
-        return
-
+def main_cartpole(args: argparse.Namespace) -> None:
     seeds = 1 if args.quick else args.seeds
     have_sb3 = _sb3_available()
     env = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -193,6 +198,419 @@ def main() -> None:
             steps_s = "-" if steps is None else f"{steps:.0f}"
             wall_s = "-" if wall is None else f"{wall:.2f}"
             print(f"{algo:<5} {side:<5} {solved:>7} {steps_s:>13} {wall_s:>14} {ratio:>14}")
+
+
+# -- MuJoCo suite: off-policy SAC / TD3 ------------------------------------------------------------
+TARGET = 3000.0
+"""The HalfCheetah return whose wall-clock the issue asks for."""
+MUJOCO_WINDOW = 10
+CHECKPOINTS = (50_000, 100_000, 300_000)
+MUJOCO_HPARAMS: dict[str, dict] = {
+    # rl-zoo (hyperparams/sac.yml, td3.yml) for HalfCheetah: learning_starts 10000 on top of the
+    # SB3 defaults; TD3 adds Gaussian action noise of std 0.1. Written out so both sides read them.
+    "sac": {
+        "hidden": (256, 256),
+        "lr": 3e-4,
+        "batch_size": 256,
+        "buffer_size": 1_000_000,
+        "learning_starts": 10_000,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "train_freq": 1,
+        "gradient_steps": 1,
+        "ent_coef": "auto (initial 1.0, target entropy -dim(A))",
+    },
+    "td3": {
+        "hidden": (400, 300),
+        "lr": 1e-3,
+        "batch_size": 256,
+        "buffer_size": 1_000_000,
+        "learning_starts": 10_000,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "train_freq": 1,
+        "gradient_steps": 1,
+        "action_noise": 0.1,
+        "policy_delay": 2,
+        "target_policy_noise": 0.2,
+        "target_noise_clip": 0.5,
+    },
+}
+
+
+class _Tracker:
+    """Mean of the last ``MUJOCO_WINDOW`` finished training episodes, at each checkpoint, and the
+    first time it reaches ``TARGET``. ``start`` is set at the first env step."""
+
+    def __init__(self, checkpoints: list[int]) -> None:
+        self.recent: deque[float] = deque(maxlen=MUJOCO_WINDOW)
+        self.episodes = 0
+        self.pending = sorted(checkpoints)
+        self.at: dict[str, dict] = {}
+        self.reached: dict | None = None
+        self.start = 0.0
+        self.learn_start: float | None = None
+        """Wall-clock (s from the start) of the first gradient step."""
+        self.learn_start_steps = 0
+        """Env steps at the first gradient step."""
+
+    def begin(self) -> None:
+        self.start = time.perf_counter()
+
+    def mean(self) -> float | None:
+        return round(sum(self.recent) / len(self.recent), 1) if self.recent else None
+
+    def step(self, steps: int, returns: list[float], learning: bool) -> None:
+        now = time.perf_counter() - self.start
+        if learning and self.learn_start is None:
+            self.learn_start = now
+        for r in returns:
+            self.recent.append(float(r))
+            self.episodes += 1
+            full = len(self.recent) == MUJOCO_WINDOW
+            if self.reached is None and full and sum(self.recent) / MUJOCO_WINDOW >= TARGET:
+                self.reached = {"env_steps": steps, "wall_s": round(now, 2)}
+        while self.pending and steps >= self.pending[0]:
+            self.at[str(self.pending.pop(0))] = {"mean_return": self.mean(), "wall_s": round(now, 2)}
+
+    def result(self, steps: int, updates: int) -> dict:
+        wall = time.perf_counter() - self.start
+        learn_s = wall - self.learn_start if self.learn_start is not None else None
+        learn_steps = max(0, steps - self.learn_start_steps) if self.learn_start is not None else 0
+        return {
+            "env_steps": steps,
+            "updates": updates,
+            "wall_s": round(wall, 2),
+            "env_steps_per_s": round(steps / wall, 1),
+            "learning_env_steps_per_s": round(learn_steps / learn_s, 1) if learn_s else None,
+            "episodes": self.episodes,
+            "checkpoints": self.at,
+            f"reached_{TARGET:.0f}": self.reached,
+            "final_mean_return": self.mean(),
+        }
+
+
+def _checkpoints(steps: int, quick: bool) -> list[int]:
+    if quick:
+        return [steps // 2, steps]
+    return [c for c in CHECKPOINTS if c <= steps] or [steps]
+
+
+def run_ours_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool) -> dict:
+    import numpy as np
+    import torch
+
+    import rl
+    from rl.collector import env_spaces
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    hp = MUJOCO_HPARAMS[algo]
+    # One env, one step per collect: SB3's train_freq 1 (an update after every env step).
+    config = rl.CollectorConfig(env_id, num_envs=1, num_steps=1, seed=seed)
+    obs_space, act_space = env_spaces(config)
+    assert obs_space.shape is not None and act_space.shape is not None
+    h = hp["hidden"]
+    algorithm: rl.SAC | rl.TD3
+    if algo == "sac":
+        algorithm = rl.SAC(
+            rl.SquashedGaussianActor(obs_space, act_space, h),
+            rl.TwinQCritic(obs_space, act_space, h),
+            actor_lr=hp["lr"],
+            critic_lr=hp["lr"],
+            alpha_lr=hp["lr"],
+            gamma=hp["gamma"],
+            tau=hp["tau"],
+        )
+    else:
+        algorithm = rl.TD3(
+            rl.DeterministicActor(obs_space, act_space, h),
+            rl.TwinQCritic(obs_space, act_space, h),
+            actor_lr=hp["lr"],
+            critic_lr=hp["lr"],
+            gamma=hp["gamma"],
+            tau=hp["tau"],
+            exploration_noise=hp["action_noise"],
+            policy_noise=hp["target_policy_noise"],
+            noise_clip=hp["target_noise_clip"],
+            policy_delay=hp["policy_delay"],
+        )
+    agent = rl.Agent(algorithm)
+    collector = rl.Collector(config, agent)
+    replay = rl.UniformReplay(hp["buffer_size"], obs_space.shape, act_space.shape, seed=seed)
+    tracker = _Tracker(_checkpoints(steps, quick))
+    batch_size = hp["batch_size"]
+    tracker.begin()
+    while collector.total_steps < steps:
+        algorithm.uniform_exploration = collector.total_steps < learning_starts
+        rollout = collector.collect()
+        replay.add_rollout(rollout)
+        learning = collector.total_steps > learning_starts  # SB3: trains once num_timesteps > learning_starts
+        if learning:
+            if tracker.learn_start is None:
+                tracker.learn_start_steps = collector.total_steps
+            agent.learn(replay.sample(batch_size))
+        tracker.step(collector.total_steps, rollout.episode_returns.tolist(), learning)
+    collector.close()
+    return tracker.result(collector.total_steps, algorithm.updates)
+
+
+def _sb3_offpolicy_model(algo: str, env: object, seed: int, learning_starts: int) -> object:
+    import numpy as np
+    from stable_baselines3 import SAC, TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    hp = MUJOCO_HPARAMS[algo]
+    common = {
+        "learning_rate": hp["lr"],
+        "buffer_size": hp["buffer_size"],
+        "learning_starts": learning_starts,
+        "batch_size": hp["batch_size"],
+        "tau": hp["tau"],
+        "gamma": hp["gamma"],
+        "train_freq": hp["train_freq"],
+        "gradient_steps": hp["gradient_steps"],
+        "policy_kwargs": {"net_arch": list(hp["hidden"])},
+        "seed": seed,
+        "device": "cpu",
+    }
+    if algo == "sac":
+        return SAC("MlpPolicy", env, ent_coef="auto", **common)  # type: ignore[arg-type]
+    n_act = env.action_space.shape[-1]  # type: ignore[attr-defined]
+    noise = NormalActionNoise(np.zeros(n_act), hp["action_noise"] * np.ones(n_act))
+    return TD3(
+        "MlpPolicy",
+        env,  # type: ignore[arg-type]
+        action_noise=noise,
+        policy_delay=hp["policy_delay"],
+        target_policy_noise=hp["target_policy_noise"],
+        target_noise_clip=hp["target_noise_clip"],
+        **common,
+    )
+
+
+def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    tracker = _Tracker(_checkpoints(steps, quick))
+
+    class Track(BaseCallback):
+        def _on_training_start(self) -> None:
+            tracker.begin()
+
+        def _on_step(self) -> bool:
+            returns = [info["episode"]["r"] for info in self.locals["infos"] if "episode" in info]
+            learning = self.num_timesteps > learning_starts
+            if learning and tracker.learn_start is None:
+                tracker.learn_start_steps = self.num_timesteps
+            tracker.step(self.num_timesteps, returns, learning)
+            return True
+
+    env = make_vec_env(env_id, n_envs=1, seed=seed)
+    model = _sb3_offpolicy_model(algo, env, seed, learning_starts)
+    model.learn(total_timesteps=steps, callback=Track())  # type: ignore[attr-defined]
+    return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
+
+
+def run_micro(env_id: str, rounds: int, per_round: int) -> dict:
+    """Median wall time of ONE SAC gradient step (replay sample of 256 + critic, actor and
+    temperature updates + target update), ours and SB3's, in this one process, interleaved in
+    blocks of ``per_round`` steps so that drifts of the machine hit both alike."""
+    import numpy as np
+    import torch
+
+    import rl
+    from rl.collector import env_spaces
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    hp = MUJOCO_HPARAMS["sac"]
+    obs_space, act_space = env_spaces(rl.CollectorConfig(env_id))
+    assert obs_space.shape is not None and act_space.shape is not None
+    n_obs, n_act = obs_space.shape[0], act_space.shape[0]
+    fill = 10_000
+    rng = np.random.default_rng(0)
+    data = (
+        rng.standard_normal((fill, n_obs)).astype(np.float32),
+        rng.uniform(-1, 1, (fill, n_act)).astype(np.float32),
+        rng.standard_normal(fill).astype(np.float32),
+        rng.standard_normal((fill, n_obs)).astype(np.float32),
+    )
+    h = hp["hidden"]
+    ours = rl.SAC(
+        rl.SquashedGaussianActor(obs_space, act_space, h),
+        rl.TwinQCritic(obs_space, act_space, h),
+        actor_lr=hp["lr"],
+        critic_lr=hp["lr"],
+        alpha_lr=hp["lr"],
+    )
+    agent = rl.Agent(ours)
+    replay = rl.UniformReplay(hp["buffer_size"], (n_obs,), (n_act,), seed=0)
+    replay.add(data[0], data[1], data[2], data[3], np.zeros(fill, bool))
+
+    def ours_step() -> None:
+        agent.learn(replay.sample(hp["batch_size"]))
+
+    sides: dict[str, Callable[[], None]] = {"ours": ours_step}
+    if _sb3_available():
+        from stable_baselines3.common.env_util import make_vec_env
+
+        model = _sb3_offpolicy_model("sac", make_vec_env(env_id, n_envs=1, seed=0), 0, 0)
+        model._setup_learn(total_timesteps=1)  # type: ignore[attr-defined]  # logger, progress
+        buf = model.replay_buffer  # type: ignore[attr-defined]
+        for i in range(fill):
+            buf.add(data[0][i : i + 1], data[3][i : i + 1], data[1][i : i + 1], data[2][i : i + 1], np.zeros(1), [{}])
+
+        def sb3_step() -> None:
+            model.train(gradient_steps=1, batch_size=hp["batch_size"])  # type: ignore[attr-defined]
+
+        sides["sb3"] = sb3_step
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    for fn in sides.values():  # warm-up
+        for _ in range(20):
+            fn()
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    out: dict = {"env": env_id, "obs_dim": n_obs, "act_dim": n_act, "batch": hp["batch_size"], "hidden": list(h)}
+    for name, ts in times.items():
+        out[f"{name}_median_ms"] = round(statistics.median(ts) * 1e3, 3)
+        out[f"{name}_p10_ms"] = round(statistics.quantiles(ts, n=10)[0] * 1e3, 3)
+        out[f"{name}_p90_ms"] = round(statistics.quantiles(ts, n=10)[-1] * 1e3, 3)
+        out[f"{name}_steps_timed"] = len(ts)
+    if "sb3_median_ms" in out:
+        out["ours_over_sb3"] = round(out["ours_median_ms"] / out["sb3_median_ms"], 3)
+    return out
+
+
+def _mujoco_child(spec: dict) -> None:
+    if spec["runner"] == "micro":
+        out = run_micro(spec["env"], spec["rounds"], spec["per_round"])
+    else:
+        side, algo = spec["runner"].split("_")
+        fn = run_ours_offpolicy if side == "ours" else run_sb3_offpolicy
+        out = fn(algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
+    print(json.dumps({**spec, **out}), flush=True)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main_mujoco(args: argparse.Namespace) -> None:
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    for a in algos:
+        if a not in MUJOCO_HPARAMS:
+            raise SystemExit(f"unknown algo {a!r} (choose from {sorted(MUJOCO_HPARAMS)})")
+    steps = 1500 if args.quick else args.steps
+    learning_starts = 1000 if args.quick else args.learning_starts
+    seeds = list(range(args.first_seed, args.first_seed + (1 if args.quick else (args.seeds or 1))))
+    have_sb3 = _sb3_available()
+    env = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    out = open(args.out, "a") if args.out else None
+
+    def spawn(spec: dict) -> dict | None:
+        load0 = _load()
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--child-json", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            row: dict = {**spec, "error": proc.stderr[-2000:]}
+        else:
+            row = json.loads(lines[-1])
+        row["loadavg_start"], row["loadavg_end"] = load0, _load()
+        row["utc_end"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        text = json.dumps(row)
+        print(text, flush=True)
+        if out is not None:
+            out.write(text + "\n")
+            out.flush()
+        return None if "error" in row else row
+
+    micro = None
+    if not args.no_micro and "sac" in algos:
+        rounds, per_round = (2, 10) if args.quick else (10, 50)
+        micro = spawn({"runner": "micro", "env": args.env, "rounds": rounds, "per_round": per_round})
+    results: dict[str, list[dict]] = {}
+    for seed in seeds:
+        for algo in algos:
+            for side in ("ours", "sb3"):
+                if side == "sb3" and not have_sb3:
+                    continue
+                runner = f"{side}_{algo}"
+                spec = {
+                    "runner": runner,
+                    "env": args.env,
+                    "seed": seed,
+                    "steps": steps,
+                    "learning_starts": learning_starts,
+                    "quick": args.quick,
+                }
+                row = spawn(spec)
+                if row is not None:
+                    results.setdefault(runner, []).append(row)
+    if out is not None:
+        out.close()
+
+    print()
+    if micro is not None:
+        print(f"one SAC gradient step (batch 256), median ms: ours {micro['ours_median_ms']}", end="")
+        if "sb3_median_ms" in micro:
+            print(f", SB3 {micro['sb3_median_ms']} (ours/SB3 {micro['ours_over_sb3']})", end="")
+        print()
+    reached = f"reached_{TARGET:.0f}"
+    print(f"{args.env}, seeds {seeds}, mean of the last {MUJOCO_WINDOW} training episodes")
+    print(
+        f"{'runner':<9} {'seed':>4} {'steps':>7} {'wall s':>8} {'steps/s':>8} {'checkpoints (return @ wall s)':<40} {reached}"
+    )
+    for runner, rows in results.items():
+        for r in rows:
+            cps = ", ".join(f"{k}: {v['mean_return']} @ {v['wall_s']}" for k, v in r["checkpoints"].items())
+            hit = r[reached]
+            hit_s = "-" if hit is None else f"{hit['env_steps']} steps, {hit['wall_s']} s"
+            print(
+                f"{runner:<9} {r['seed']:>4} {r['env_steps']:>7} {r['wall_s']:>8} {r['env_steps_per_s']:>8} {cps:<40} {hit_s}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=("cartpole", "mujoco"), default="cartpole")
+    parser.add_argument("--seeds", type=int, default=None, help="number of seeds (cartpole: 5, mujoco: 1)")
+    parser.add_argument("--first-seed", type=int, default=0, help="mujoco: seeds first-seed .. first-seed+N-1")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, a few thousand steps")
+    parser.add_argument("--env", default="HalfCheetah-v5", help="mujoco: gymnasium id")
+    parser.add_argument("--algos", default="sac", help="mujoco: comma-separated, of sac,td3")
+    parser.add_argument("--steps", type=int, default=100_000, help="mujoco: env steps per run")
+    parser.add_argument("--learning-starts", type=int, default=10_000, help="mujoco: uniform-action steps")
+    parser.add_argument("--no-micro", action="store_true", help="mujoco: skip the gradient-step micro-benchmark")
+    parser.add_argument("--out", help="mujoco: append the JSON lines to this file too")
+    parser.add_argument("--child", nargs=3, metavar=("RUNNER", "SEED", "CAP"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-json", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], int(args.child[1]), int(args.child[2]))
+    elif args.child_json:
+        _mujoco_child(json.loads(args.child_json))
+    elif args.suite == "mujoco":
+        main_mujoco(args)
+    else:
+        if args.seeds is None:
+            args.seeds = 5
+        main_cartpole(args)
 
 
 if __name__ == "__main__":

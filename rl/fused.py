@@ -105,8 +105,8 @@ class FusedMLPPair(nn.Module):
     """Two MLPs with the same hidden sizes, over the same input, evaluated in one pass.
 
     Mathematically ``(mlp_a(x), mlp_b(x))`` with separate weights (what :meth:`unfused` returns);
-    computed as one matmul for the first layer (both weight matrices stacked), one batched matmul
-    (``baddbmm`` over the pair) per further hidden layer, and one linear layer per head. For the
+    computed as one batched matmul (``baddbmm`` over the pair) per layer, the heads included when
+    they have the same width (otherwise one linear layer per head). For the
     small networks of classic control this halves the number of torch operations (forward and
     backward), which is what the time of a gradient step is made of at these sizes. Initialised
     like :func:`rl.networks.mlp` (orthogonal, gain sqrt(2) in hidden layers, ``gain_a``/``gain_b``
@@ -156,12 +156,21 @@ class FusedMLPPair(nn.Module):
         """``(mlp_a(x), mlp_b(x))`` for ``x`` of shape ``[..., in]``."""
         lead = x.shape[:-1]
         x = x.reshape(-1, x.shape[-1])
-        h = self.activation(torch.nn.functional.linear(x, self.first_weight, self.first_bias))
-        h = h.view(h.shape[0], 2, self.hidden[0]).transpose(0, 1)  # [2, N, h0]
+        # Every layer is one batched matmul over the pair, on [2, N, h] activations laid out network
+        # by network: the first over x broadcast to both (no copy), the heads when their widths agree
+        # (twin Q). A [N, 2 h0] first layer viewed as [2, N, h0], or heads on h[0] and h[1], would
+        # each cost a [2, N, h]-sized copy or zero-fill in the backward.
+        h0 = self.hidden[0]
+        first_w = self.first_weight.view(2, h0, -1).transpose(1, 2)  # [2, in, h0]
+        h = self.activation(torch.baddbmm(self.first_bias.view(2, 1, h0), x.expand(2, *x.shape), first_w))
         for w, b in zip(self.weights, self.biases, strict=True):
             h = self.activation(torch.baddbmm(b, h, w))
-        a = self.head_a(h[0])
-        b_out = self.head_b(h[1])
+        if self.head_a.out_features == self.head_b.out_features:
+            head_w = torch.stack((self.head_a.weight, self.head_b.weight)).transpose(1, 2)  # [2, h, out]
+            head_b = torch.stack((self.head_a.bias, self.head_b.bias)).unsqueeze(1)  # [2, 1, out]
+            a, b_out = torch.baddbmm(head_b, h, head_w).unbind(0)
+        else:
+            a, b_out = self.head_a(h[0]), self.head_b(h[1])
         return a.reshape(*lead, a.shape[-1]), b_out.reshape(*lead, b_out.shape[-1])
 
     @torch.no_grad()

@@ -62,10 +62,21 @@ def _grads_as_unfused(pair: FusedMLPPair) -> dict[str, torch.Tensor]:
     return g.unfused().state_dict()
 
 
-@pytest.mark.parametrize(("hidden", "activation"), [((8, 6, 5), nn.Tanh), ((64, 64), SigmoidTanh), ((32,), nn.ReLU)])
-def test_fused_mlp_pair_equals_its_unfused_pair(hidden: tuple[int, ...], activation: type[nn.Module]) -> None:
+@pytest.mark.parametrize(
+    ("hidden", "activation", "outs"),
+    [
+        ((8, 6, 5), nn.Tanh, (3, 2)),
+        ((64, 64), SigmoidTanh, (3, 2)),
+        ((32,), nn.ReLU, (3, 2)),
+        ((16, 8), nn.ReLU, (1, 1)),  # equal heads (twin Q): one batched matmul for both
+        ((8,), nn.Tanh, (2, 2)),
+    ],
+)
+def test_fused_mlp_pair_equals_its_unfused_pair(
+    hidden: tuple[int, ...], activation: type[nn.Module], outs: tuple[int, int]
+) -> None:
     torch.manual_seed(0)
-    pair = FusedMLPPair(5, hidden, 3, 2, activation, gain_a=0.5, gain_b=1.5)
+    pair = FusedMLPPair(5, hidden, *outs, activation, gain_a=0.5, gain_b=1.5)
     with torch.no_grad():  # non-zero biases, so that they are compared too
         for p in pair.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -73,7 +84,7 @@ def test_fused_mlp_pair_equals_its_unfused_pair(hidden: tuple[int, ...], activat
     assert isinstance(plain, MLPPair)
     x = torch.randn(4, 33, 5)  # 132 rows: [132, 128] activations take SigmoidTanh's fused form
     xf, xp = x.clone().requires_grad_(), x.clone().requires_grad_()
-    wa, wb = torch.randn(4, 33, 3), torch.randn(4, 33, 2)
+    wa, wb = torch.randn(4, 33, outs[0]), torch.randn(4, 33, outs[1])
     af, bf = pair(xf)
     ap, bp = plain(xp)
     torch.testing.assert_close(af, ap, rtol=1e-5, atol=1e-6)

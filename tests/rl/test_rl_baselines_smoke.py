@@ -1,0 +1,56 @@
+"""bench/rl_baselines.py --suite mujoco --quick runs end to end and writes well-formed rows (no
+timing or return checks: 1.5k env steps learn nothing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mujoco", reason="the mujoco extra is not installed (pip install .[mujoco])")
+pytest.importorskip("stable_baselines3", reason="stable-baselines3 is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "rl_baselines.py"),
+            "--suite",
+            "mujoco",
+            "--quick",
+            "--algos",
+            "sac,td3",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all("error" not in r for r in rows), rows
+    by_runner = {r["runner"]: r for r in rows}
+    assert set(by_runner) == {"micro", "ours_sac", "sb3_sac", "ours_td3", "sb3_td3"}
+    micro = by_runner["micro"]
+    assert micro["ours_median_ms"] > 0 and micro["sb3_median_ms"] > 0
+    for name in ("ours_sac", "sb3_sac", "ours_td3", "sb3_td3"):
+        r = by_runner[name]
+        assert r["env_steps"] == 1500, r
+        assert r["updates"] == 500, r  # one per env step after learning_starts (1000)
+        assert set(r["checkpoints"]) == {"750", "1500"}, r
+        assert r["checkpoints"]["1500"]["mean_return"] is not None, r  # one 1000-step episode finished
+        assert r["reached_3000"] is None and r["loadavg_start"] and r["loadavg_end"]
+    assert "ours_sac" in proc.stdout and "sb3_td3" in proc.stdout  # the summary table
