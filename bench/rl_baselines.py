@@ -42,6 +42,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 SOLVED = 475.0
 WINDOW = 20
@@ -356,13 +357,13 @@ def run_ours_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_s
     return tracker.result(collector.total_steps, algorithm.updates)
 
 
-def _sb3_offpolicy_model(algo: str, env: object, seed: int, learning_starts: int) -> object:
+def _sb3_offpolicy_model(algo: str, env: Any, seed: int, learning_starts: int) -> object:
     import numpy as np
     from stable_baselines3 import SAC, TD3
     from stable_baselines3.common.noise import NormalActionNoise
 
     hp = MUJOCO_HPARAMS[algo]
-    common = {
+    common: dict[str, Any] = {
         "learning_rate": hp["lr"],
         "buffer_size": hp["buffer_size"],
         "learning_starts": learning_starts,
@@ -376,12 +377,12 @@ def _sb3_offpolicy_model(algo: str, env: object, seed: int, learning_starts: int
         "device": "cpu",
     }
     if algo == "sac":
-        return SAC("MlpPolicy", env, ent_coef="auto", **common)  # type: ignore[arg-type]
-    n_act = env.action_space.shape[-1]  # type: ignore[attr-defined]
+        return SAC("MlpPolicy", env, ent_coef="auto", **common)
+    n_act = env.action_space.shape[-1]
     noise = NormalActionNoise(np.zeros(n_act), hp["action_noise"] * np.ones(n_act))
     return TD3(
         "MlpPolicy",
-        env,  # type: ignore[arg-type]
+        env,
         action_noise=noise,
         policy_delay=hp["policy_delay"],
         target_policy_noise=hp["target_policy_noise"],
