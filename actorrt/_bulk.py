@@ -242,8 +242,7 @@ class Link:
     def _fail_waiting(self, reason: str) -> None:
         """The connection is gone: fail every frame waited for, and every later ``expect``."""
         self.error = self.error or BulkError(reason)
-        self._ended = True
-        self.close()  # frames that came whole before the end stay, for their calls to claim
+        self._ended = True  # frames that came whole before the end stay, for their calls to claim
         consumers, self._consumers = self._consumers, {}
         for consumer in consumers.values():
             consumer(self.error)
@@ -272,13 +271,9 @@ class Link:
     def _release(self) -> None:
         """Close the sockets once no thread can be using them: the reader's last act, after
         any send in flight (a send on a shut-down socket fails at once)."""
-        self.closed = True
+        self.close()
         with self._send_lock:
             for sock in {self.send_sock, self.recv_sock}:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
 
 

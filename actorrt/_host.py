@@ -276,8 +276,6 @@ class CallStream:
             await self.outbox.drain()  # the client is gone if this fails; nothing to tell it
             if self.exchange is not None:
                 self.exchange.close()
-            if self.links is not None:
-                self.links.close()
 
     async def _take_chunk(self, data: memoryview) -> None:
         if self.incoming is None:

@@ -42,7 +42,10 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import rl
 
 SOLVED = 475.0
 WINDOW = 20
@@ -312,31 +315,7 @@ def run_ours_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_s
     config = rl.CollectorConfig(env_id, num_envs=1, num_steps=1, seed=seed)
     obs_space, act_space = env_spaces(config)
     assert obs_space.shape is not None and act_space.shape is not None
-    h = hp["hidden"]
-    algorithm: rl.SAC | rl.TD3
-    if algo == "sac":
-        algorithm = rl.SAC(
-            rl.SquashedGaussianActor(obs_space, act_space, h),
-            rl.TwinQCritic(obs_space, act_space, h),
-            actor_lr=hp["lr"],
-            critic_lr=hp["lr"],
-            alpha_lr=hp["lr"],
-            gamma=hp["gamma"],
-            tau=hp["tau"],
-        )
-    else:
-        algorithm = rl.TD3(
-            rl.DeterministicActor(obs_space, act_space, h),
-            rl.TwinQCritic(obs_space, act_space, h),
-            actor_lr=hp["lr"],
-            critic_lr=hp["lr"],
-            gamma=hp["gamma"],
-            tau=hp["tau"],
-            exploration_noise=hp["action_noise"],
-            policy_noise=hp["target_policy_noise"],
-            noise_clip=hp["target_noise_clip"],
-            policy_delay=hp["policy_delay"],
-        )
+    algorithm = _ours_algorithm(algo, obs_space, act_space)
     agent = rl.Agent(algorithm)
     collector = rl.Collector(config, agent)
     replay = rl.UniformReplay(hp["buffer_size"], obs_space.shape, act_space.shape, seed=seed)
@@ -355,6 +334,27 @@ def run_ours_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_s
         tracker.step(collector.total_steps, rollout.episode_returns.tolist(), learning)
     collector.close()
     return tracker.result(collector.total_steps, algorithm.updates)
+
+
+def _ours_algorithm(algo: str, obs_space: Any, act_space: Any) -> rl.SAC | rl.TD3:
+    """Our SAC or TD3 with ``MUJOCO_HPARAMS[algo]`` (the same the SB3 side gets)."""
+    import rl
+
+    hp = MUJOCO_HPARAMS[algo]
+    h = hp["hidden"]
+    common = {"actor_lr": hp["lr"], "critic_lr": hp["lr"], "gamma": hp["gamma"], "tau": hp["tau"]}
+    critic = rl.TwinQCritic(obs_space, act_space, h)
+    if algo == "sac":
+        return rl.SAC(rl.SquashedGaussianActor(obs_space, act_space, h), critic, alpha_lr=hp["lr"], **common)
+    return rl.TD3(
+        rl.DeterministicActor(obs_space, act_space, h),
+        critic,
+        exploration_noise=hp["action_noise"],
+        policy_noise=hp["target_policy_noise"],
+        noise_clip=hp["target_noise_clip"],
+        policy_delay=hp["policy_delay"],
+        **common,
+    )
 
 
 def _sb3_offpolicy_model(algo: str, env: Any, seed: int, learning_starts: int) -> object:
@@ -442,15 +442,7 @@ def run_micro(env_id: str, rounds: int, per_round: int) -> dict:
         rng.standard_normal(fill).astype(np.float32),
         rng.standard_normal((fill, n_obs)).astype(np.float32),
     )
-    h = hp["hidden"]
-    ours = rl.SAC(
-        rl.SquashedGaussianActor(obs_space, act_space, h),
-        rl.TwinQCritic(obs_space, act_space, h),
-        actor_lr=hp["lr"],
-        critic_lr=hp["lr"],
-        alpha_lr=hp["lr"],
-    )
-    agent = rl.Agent(ours)
+    agent = rl.Agent(_ours_algorithm("sac", obs_space, act_space))
     replay = rl.UniformReplay(hp["buffer_size"], (n_obs,), (n_act,), seed=0)
     replay.add(data[0], data[1], data[2], data[3], np.zeros(fill, bool))
 
@@ -481,7 +473,13 @@ def run_micro(env_id: str, rounds: int, per_round: int) -> dict:
                 t0 = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t0)
-    out: dict = {"env": env_id, "obs_dim": n_obs, "act_dim": n_act, "batch": hp["batch_size"], "hidden": list(h)}
+    out: dict = {
+        "env": env_id,
+        "obs_dim": n_obs,
+        "act_dim": n_act,
+        "batch": hp["batch_size"],
+        "hidden": list(hp["hidden"]),
+    }
     for name, ts in times.items():
         out[f"{name}_median_ms"] = round(statistics.median(ts) * 1e3, 3)
         out[f"{name}_p10_ms"] = round(statistics.quantiles(ts, n=10)[0] * 1e3, 3)

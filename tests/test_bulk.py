@@ -50,6 +50,12 @@ class Store:
         return os.getpid()
 
 
+@pytest.fixture(autouse=True)
+def no_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As between two machines: large payloads take the socket, here the bulk connection."""
+    monkeypatch.setenv("ACTORRT_SHM", "0")
+
+
 async def bulk_up(handle: Any, timeout_s: float = 10.0) -> _bulk.Link:
     """The handle's bulk connection, once the client opened it (it opens beside the stream)."""
     deadline = time.monotonic() + timeout_s
@@ -59,10 +65,7 @@ async def bulk_up(handle: Any, timeout_s: float = 10.0) -> _bulk.Link:
     return link
 
 
-async def test_large_payloads_take_the_bulk_connection_both_ways(
-    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ACTORRT_SHM", "0")
+async def test_large_payloads_take_the_bulk_connection_both_ways(cluster: ProcCluster) -> None:
     async with cluster.connect() as c:
         s = await Store.remote()
         link = await bulk_up(s)
@@ -87,7 +90,6 @@ async def test_large_payloads_take_the_bulk_connection_both_ways(
 async def test_with_bulk_off_large_payloads_stream_in_chunks(
     cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ACTORRT_SHM", "0")
     monkeypatch.setenv("ACTORRT_BULK", "0")
     async with cluster.connect() as c:
         s = await Store.remote()
@@ -107,10 +109,7 @@ def _refused(port: int, hello: bytes) -> bool:
             return True
 
 
-async def test_strangers_on_the_bulk_port_are_refused_and_the_actor_lives_on(
-    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ACTORRT_SHM", "0")
+async def test_strangers_on_the_bulk_port_are_refused_and_the_actor_lives_on(cluster: ProcCluster) -> None:
     async with cluster.connect() as c:
         s = await Store.remote()
         await bulk_up(s)
@@ -136,16 +135,13 @@ async def test_strangers_on_the_bulk_port_are_refused_and_the_actor_lives_on(
         await c.kill(s)
 
 
-async def test_arguments_over_the_actors_limit_are_read_off_and_refused(
-    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_arguments_over_the_actors_limit_are_read_off_and_refused(cluster: ProcCluster) -> None:
     """The creator's limit (4 MiB) is the actor's. A client speaking the protocol by hand sends
     16 MiB on the bulk connection anyway: the host reads the frame off, refuses that call with
     the size error, and serves the next ones on the same stream and connection."""
     from actorrt import _codec, _rpc, _wire
     from actorrt.v1 import actor_host_pb2 as pb
 
-    monkeypatch.setenv("ACTORRT_SHM", "0")
     async with cluster.connect(max_payload_mb=4) as c:
         s = await Store.remote()
         channel = _rpc.open_channel(s._conn.endpoint, c.tls)
@@ -187,10 +183,7 @@ async def test_arguments_over_the_actors_limit_are_read_off_and_refused(
         await c.kill(s)
 
 
-async def test_a_broken_bulk_connection_falls_back_to_chunks_then_opens_again(
-    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ACTORRT_SHM", "0")
+async def test_a_broken_bulk_connection_falls_back_to_chunks_then_opens_again(cluster: ProcCluster) -> None:
     async with cluster.connect() as c:
         s = await Store.remote()
         first = await bulk_up(s)
@@ -224,21 +217,13 @@ async def test_a_broken_bulk_connection_falls_back_to_chunks_then_opens_again(
         await c.kill(s)
 
 
-async def test_the_bulk_connection_keeps_mutual_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_security import make_pki
+async def test_the_bulk_connection_keeps_mutual_tls(tmp_path: Path) -> None:
+    from tests.test_security import make_pki, mutual_tls_client, start_mutual_tls
 
     pki = make_pki(tmp_path / "pki")
-    monkeypatch.setenv("ACTORRT_SHM", "0")
-    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
-    c = ProcCluster(tmp_path / "home").start(
-        workers=1,
-        cpus_per_worker=1,
-        master_args=(*node, "--tls-ca", pki["ca"]),
-        worker_args=(*node, "--tls-ca", pki["ca"]),
-    )
+    c = start_mutual_tls(tmp_path / "home", pki)
     try:
-        client: dict[str, Any] = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
-        async with actorrt.connect(c.address, token=c.token, **client):
+        async with actorrt.connect(c.address, token=c.token, **mutual_tls_client(pki)):
             s = await Store.remote()
             link = await bulk_up(s)
             assert link.send_sock is not link.recv_sock  # TLS: one connection per direction
@@ -269,13 +254,10 @@ def _threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
-async def test_a_client_killed_while_it_sends_leaves_the_host_as_it_was(
-    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_client_killed_while_it_sends_leaves_the_host_as_it_was(cluster: ProcCluster) -> None:
     """Another client attaches to a named actor and sends 256 MiB payloads on its own bulk
     connection; it is SIGKILLed mid-frame. The host fails that call, ends the stream, closes the
     connection (its reader thread ends: the host's thread count comes back) and serves on."""
-    monkeypatch.setenv("ACTORRT_SHM", "0")
     async with cluster.connect() as c:
         s = await Store.options(name="bulk-sink").remote()
         host_pid = await s.pid()

@@ -191,16 +191,23 @@ def make_pki(d: Path) -> dict[str, str]:
     return out
 
 
+def start_mutual_tls(home: Path, pki: dict[str, str], cpus_per_worker: int = 1, **kwargs: Any) -> ProcCluster:
+    """One master and one worker serving mutual TLS with the node certificate of ``pki``."""
+    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"], "--tls-ca", pki["ca"])
+    return ProcCluster(home).start(
+        workers=1, cpus_per_worker=cpus_per_worker, master_args=node, worker_args=node, **kwargs
+    )
+
+
+def mutual_tls_client(pki: dict[str, str]) -> dict[str, Any]:
+    """``actorrt.connect`` arguments of a client certified by ``pki``'s CA."""
+    return {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
+
+
 @pytest.fixture
 def tls_cluster(tmp_path: Path, pki: dict[str, str]) -> Iterator[ProcCluster]:
-    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
-    c = ProcCluster(tmp_path / "home").start(
-        workers=1,
-        cpus_per_worker=1,
-        master_args=(*node, "--tls-ca", pki["ca"]),
-        worker_args=(*node, "--tls-ca", pki["ca"]),
-        status_args=("--tls-ca", pki["ca"], "--tls-cert", pki["client"], "--tls-key", pki["client_key"]),
-    )
+    status = ("--tls-ca", pki["ca"], "--tls-cert", pki["client"], "--tls-key", pki["client_key"])
+    c = start_mutual_tls(tmp_path / "home", pki, status_args=status)
     yield c
     c.stop()
 
@@ -225,8 +232,7 @@ async def test_server_tls_only_for_clients_that_verify_it(tmp_path: Path, pki: d
 
 
 async def test_mutual_tls_serves_only_certified_clients(tls_cluster: ProcCluster, pki: dict[str, str]) -> None:
-    client: dict[str, Any] = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
-    async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, **client) as c:
+    async with actorrt.connect(tls_cluster.address, token=tls_cluster.token, **mutual_tls_client(pki)) as c:
         box = await Box.remote()  # master and actor host both over mutual TLS
         assert await box.put(np.zeros(10)) == 10
         assert (await c.status()).slots_used == 1
@@ -244,16 +250,9 @@ async def test_mutual_tls_serves_only_certified_clients(tls_cluster: ProcCluster
 
 
 async def test_actors_reach_their_cluster_over_mutual_tls(tmp_path: Path, pki: dict[str, str]) -> None:
-    node = ("--tls-cert", pki["node"], "--tls-key", pki["node_key"])
-    c = ProcCluster(tmp_path / "home").start(
-        workers=1,
-        cpus_per_worker=2,
-        master_args=(*node, "--tls-ca", pki["ca"]),
-        worker_args=(*node, "--tls-ca", pki["ca"]),
-    )
+    c = start_mutual_tls(tmp_path / "home", pki, cpus_per_worker=2)
     try:
-        client: dict[str, Any] = {"tls_ca": pki["ca"], "tls_cert": pki["client"], "tls_key": pki["client_key"]}
-        async with actorrt.connect(c.address, token=c.token, **client):
+        async with actorrt.connect(c.address, token=c.token, **mutual_tls_client(pki)):
             parent = await Box.remote()
             assert await parent.via_child([1, 2, 3]) == 3
             await actorrt.kill(parent)
