@@ -330,8 +330,12 @@ class StreamLinks:
             raise BulkError(f"no bulk connection number {epoch} was offered on this stream")
         try:
             link = await asyncio.wait_for(asyncio.shield(ready), HANDSHAKE_S)
-        except (TimeoutError, asyncio.CancelledError):
+        except TimeoutError:
             raise BulkError(f"bulk connection number {epoch} never opened") from None
+        except asyncio.CancelledError:
+            if not ready.cancelled():  # the caller is cancelled, not the offer: pass it on
+                raise
+            raise BulkError(f"the stream ended before bulk connection number {epoch} opened") from None
         return await link.take(key)
 
     def close(self) -> None:
