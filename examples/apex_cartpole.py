@@ -44,7 +44,7 @@ class Config(rl.TrainingRun):
     """gymnasium environment id (discrete actions)."""
     seed: int = 0
     """Seed for torch, the environments and the replay sampling."""
-    total_steps: int = 150_000
+    total_steps: int = 300_000
     """Environment steps at most (all collectors together)."""
     num_collectors: int = 2
     """Collector actors."""
