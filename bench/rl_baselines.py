@@ -16,9 +16,10 @@ steps, 5 epochs of one 256-sample minibatch, lr 3e-3 (a quarter of the gradient 
 epochs, for ~1.5x the env steps); A2C: 8 envs x 8 steps, RMSprop lr 2e-3 (SB3's defaults are
 5 steps and 7e-4).
 
-``--suite mujoco``: our SAC/TD3 against SB3's on a MuJoCo task (default HalfCheetah-v5), with the
-same hyper-parameters on both sides (rl-zoo's for HalfCheetah; see ``MUJOCO_HPARAMS``), one
-env, one gradient step per env step. Each run (fresh subprocess, one torch thread, sides
+``--suite mujoco``: our SAC/TD3/PPO against SB3's on a MuJoCo task (default HalfCheetah-v5), with
+the same hyper-parameters on both sides (SAC/TD3: rl-zoo's for HalfCheetah, one env, one gradient
+step per env step; PPO: SB3's defaults with observation and reward normalisation; see
+``MUJOCO_HPARAMS``). Each run (fresh subprocess, one torch thread, sides
 alternating seed by seed) records the mean of the last 10 finished training episodes at each
 checkpoint it reaches (50k / 100k / 300k env steps, or half-way and the end in ``--quick``), the
 wall-clock from the first env step, env steps/s, and the wall-clock and env steps at which that
@@ -239,6 +240,25 @@ MUJOCO_HPARAMS: dict[str, dict] = {
         "target_policy_noise": 0.2,
         "target_noise_clip": 0.5,
     },
+    "ppo": {
+        # SB3's PPO defaults (which are also examples/ppo_halfcheetah.py's and rl.PPO's usual MuJoCo
+        # settings) with observation and reward normalisation (rl-zoo's ``normalize: true``): SB3
+        # wraps the env in VecNormalize, ours is rl.normalization.NormalizingAgent. 64x64 tanh
+        # policy and value MLPs, state-independent log std initialised at 0, orthogonal init.
+        "hidden": (64, 64),
+        "lr": 3e-4,
+        "n_envs": 1,
+        "n_steps": 2048,
+        "batch_size": 64,
+        "n_epochs": 10,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_range": 0.2,
+        "ent_coef": 0.0,
+        "vf_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "normalize": "obs and reward, clip 10",
+    },
 }
 
 
@@ -334,6 +354,94 @@ def run_ours_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_s
         tracker.step(collector.total_steps, rollout.episode_returns.tolist(), learning)
     collector.close()
     return tracker.result(collector.total_steps, algorithm.updates)
+
+
+def run_ours_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
+    """Our PPO in one process: a local collector (1 env x ``n_steps``), one update per rollout."""
+    import numpy as np
+    import torch
+
+    import rl
+    from rl.collector import env_spaces
+    from rl.normalization import NormalizingAgent
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    hp = MUJOCO_HPARAMS["ppo"]
+    config = rl.CollectorConfig(env_id, num_envs=hp["n_envs"], num_steps=hp["n_steps"], seed=seed)
+    obs_space, act_space = env_spaces(config)
+    assert obs_space.shape is not None
+    algorithm = rl.PPO(
+        rl.ActorCritic(obs_space, act_space, hidden=hp["hidden"]),
+        lr=hp["lr"],
+        gamma=hp["gamma"],
+        gae_lambda=hp["gae_lambda"],
+        clip_range=hp["clip_range"],
+        num_epochs=hp["n_epochs"],
+        num_minibatches=hp["n_envs"] * hp["n_steps"] // hp["batch_size"],
+        vf_coef=hp["vf_coef"],
+        ent_coef=hp["ent_coef"],
+        max_grad_norm=hp["max_grad_norm"],
+        seed=seed,
+    )
+    agent = NormalizingAgent(algorithm, obs_space.shape, hp["gamma"])
+    collector = rl.Collector(config, agent)
+    tracker = _Tracker(_checkpoints(steps, quick))
+    tracker.begin()
+    updates = 0
+    while collector.total_steps < steps:
+        rollout = collector.collect()
+        agent.learn(rollout)
+        updates += 1
+        tracker.step(collector.total_steps, rollout.episode_returns.tolist(), True)
+    collector.close()
+    return tracker.result(collector.total_steps, updates)
+
+
+def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
+    """SB3's PPO with the same settings, in a VecNormalize-wrapped single env."""
+    import torch
+
+    torch.set_num_threads(1)
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    hp = MUJOCO_HPARAMS["ppo"]
+    tracker = _Tracker(_checkpoints(steps, quick))
+
+    class Track(BaseCallback):
+        def _on_training_start(self) -> None:
+            tracker.begin()
+
+        def _on_step(self) -> bool:
+            returns = [info["episode"]["r"] for info in self.locals["infos"] if "episode" in info]
+            tracker.step(self.num_timesteps, returns, True)
+            return True
+
+    env = VecNormalize(make_vec_env(env_id, n_envs=hp["n_envs"], seed=seed), gamma=hp["gamma"])
+    model = PPO(
+        "MlpPolicy",
+        env,
+        learning_rate=hp["lr"],
+        n_steps=hp["n_steps"],
+        batch_size=hp["batch_size"],
+        n_epochs=hp["n_epochs"],
+        gamma=hp["gamma"],
+        gae_lambda=hp["gae_lambda"],
+        clip_range=hp["clip_range"],
+        ent_coef=hp["ent_coef"],
+        vf_coef=hp["vf_coef"],
+        max_grad_norm=hp["max_grad_norm"],
+        policy_kwargs={"net_arch": {"pi": list(hp["hidden"]), "vf": list(hp["hidden"])}},
+        seed=seed,
+        device="cpu",
+    )
+    model.learn(total_timesteps=steps, callback=Track())
+    # SB3 counts epochs in _n_updates; "updates" on both sides is one per rollout.
+    return tracker.result(int(model.num_timesteps), int(model._n_updates) // hp["n_epochs"])
 
 
 def _ours_algorithm(algo: str, obs_space: Any, act_space: Any) -> rl.SAC | rl.TD3:
@@ -495,8 +603,12 @@ def _mujoco_child(spec: dict) -> None:
         out = run_micro(spec["env"], spec["rounds"], spec["per_round"])
     else:
         side, algo = spec["runner"].split("_")
-        fn = run_ours_offpolicy if side == "ours" else run_sb3_offpolicy
-        out = fn(algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
+        if algo == "ppo":
+            ppo = run_ours_ppo if side == "ours" else run_sb3_ppo
+            out = ppo(spec["env"], spec["seed"], spec["steps"], spec["quick"])
+        else:
+            fn = run_ours_offpolicy if side == "ours" else run_sb3_offpolicy
+            out = fn(algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
     print(json.dumps({**spec, **out}), flush=True)
 
 
@@ -592,7 +704,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="mujoco: seeds first-seed .. first-seed+N-1")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, a few thousand steps")
     parser.add_argument("--env", default="HalfCheetah-v5", help="mujoco: gymnasium id")
-    parser.add_argument("--algos", default="sac", help="mujoco: comma-separated, of sac,td3")
+    parser.add_argument("--algos", default="sac", help="mujoco: comma-separated, of sac,td3,ppo")
     parser.add_argument("--steps", type=int, default=100_000, help="mujoco: env steps per run")
     parser.add_argument("--learning-starts", type=int, default=10_000, help="mujoco: uniform-action steps")
     parser.add_argument("--no-micro", action="store_true", help="mujoco: skip the gradient-step micro-benchmark")

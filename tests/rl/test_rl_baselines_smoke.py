@@ -28,7 +28,7 @@ def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
             "mujoco",
             "--quick",
             "--algos",
-            "sac,td3",
+            "sac,td3,ppo",
             "--out",
             str(out),
         ],
@@ -43,7 +43,7 @@ def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert all("error" not in r for r in rows), rows
     by_runner = {r["runner"]: r for r in rows}
-    assert set(by_runner) == {"micro", "ours_sac", "sb3_sac", "ours_td3", "sb3_td3"}
+    assert set(by_runner) == {"micro", "ours_sac", "sb3_sac", "ours_td3", "sb3_td3", "ours_ppo", "sb3_ppo"}
     micro = by_runner["micro"]
     assert micro["ours_median_ms"] > 0 and micro["sb3_median_ms"] > 0
     for name in ("ours_sac", "sb3_sac", "ours_td3", "sb3_td3"):
@@ -53,4 +53,9 @@ def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
         assert set(r["checkpoints"]) == {"750", "1500"}, r
         assert r["checkpoints"]["1500"]["mean_return"] is not None, r  # one 1000-step episode finished
         assert r["reached_3000"] is None and r["loadavg_start"] and r["loadavg_end"]
+    for name in ("ours_ppo", "sb3_ppo"):
+        r = by_runner[name]
+        assert r["env_steps"] == 2048 and r["updates"] == 1, r  # one whole rollout of n_steps 2048
+        assert set(r["checkpoints"]) == {"750", "1500"} and r["episodes"] == 2, r
+        assert r["checkpoints"]["1500"]["mean_return"] is not None, r
     assert "ours_sac" in proc.stdout and "sb3_td3" in proc.stdout  # the summary table
