@@ -209,6 +209,8 @@ def main_cartpole(args: argparse.Namespace) -> None:
 TARGET = 3000.0
 """The HalfCheetah return whose wall-clock the issue asks for."""
 MUJOCO_WINDOW = 10
+SIDES = ("ours", "oursbf16", "sb3")
+"""``oursbf16``: our SAC/TD3 with ``autocast=torch.bfloat16`` (the updates' forward passes in bfloat16)."""
 CHECKPOINTS = (50_000, 100_000, 300_000)
 MUJOCO_HPARAMS: dict[str, dict] = {
     # rl-zoo (hyperparams/sac.yml, td3.yml) for HalfCheetah: learning_starts 10000 on top of the
@@ -320,7 +322,9 @@ def _checkpoints(steps: int, quick: bool) -> list[int]:
     return [c for c in CHECKPOINTS if c <= steps] or [steps]
 
 
-def run_ours_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool) -> dict:
+def run_ours_offpolicy(
+    algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool, autocast: str | None = None
+) -> dict:
     import numpy as np
     import torch
 
@@ -335,7 +339,7 @@ def run_ours_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_s
     config = rl.CollectorConfig(env_id, num_envs=1, num_steps=1, seed=seed)
     obs_space, act_space = env_spaces(config)
     assert obs_space.shape is not None and act_space.shape is not None
-    algorithm = _ours_algorithm(algo, obs_space, act_space)
+    algorithm = _ours_algorithm(algo, obs_space, act_space, autocast)
     agent = rl.Agent(algorithm)
     collector = rl.Collector(config, agent)
     replay = rl.UniformReplay(hp["buffer_size"], obs_space.shape, act_space.shape, seed=seed)
@@ -444,13 +448,22 @@ def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
     return tracker.result(int(model.num_timesteps), int(model._n_updates) // hp["n_epochs"])
 
 
-def _ours_algorithm(algo: str, obs_space: Any, act_space: Any) -> rl.SAC | rl.TD3:
-    """Our SAC or TD3 with ``MUJOCO_HPARAMS[algo]`` (the same the SB3 side gets)."""
+def _ours_algorithm(algo: str, obs_space: Any, act_space: Any, autocast: str | None = None) -> rl.SAC | rl.TD3:
+    """Our SAC or TD3 with ``MUJOCO_HPARAMS[algo]`` (the same the SB3 side gets); ``autocast``
+    ``"bf16"``: the updates' forward passes in bfloat16 (``rl.SAC(autocast=torch.bfloat16)``)."""
+    import torch
+
     import rl
 
     hp = MUJOCO_HPARAMS[algo]
     h = hp["hidden"]
-    common = {"actor_lr": hp["lr"], "critic_lr": hp["lr"], "gamma": hp["gamma"], "tau": hp["tau"]}
+    common = {
+        "actor_lr": hp["lr"],
+        "critic_lr": hp["lr"],
+        "gamma": hp["gamma"],
+        "tau": hp["tau"],
+        "autocast": torch.bfloat16 if autocast == "bf16" else None,
+    }
     critic = rl.TwinQCritic(obs_space, act_space, h)
     if algo == "sac":
         return rl.SAC(rl.SquashedGaussianActor(obs_space, act_space, h), critic, alpha_lr=hp["lr"], **common)
@@ -526,7 +539,7 @@ def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_st
     return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
 
 
-def run_micro(env_id: str, rounds: int, per_round: int) -> dict:
+def run_micro(env_id: str, rounds: int, per_round: int, autocast: str | None = None) -> dict:
     """Median wall time of ONE SAC gradient step (replay sample of 256 + critic, actor and
     temperature updates + target update), ours and SB3's, in this one process, interleaved in
     blocks of ``per_round`` steps so that drifts of the machine hit both alike."""
@@ -551,6 +564,7 @@ def run_micro(env_id: str, rounds: int, per_round: int) -> dict:
         rng.standard_normal((fill, n_obs)).astype(np.float32),
     )
     agent = rl.Agent(_ours_algorithm("sac", obs_space, act_space))
+    mixed = rl.Agent(_ours_algorithm("sac", obs_space, act_space, autocast)) if autocast else None
     replay = rl.UniformReplay(hp["buffer_size"], (n_obs,), (n_act,), seed=0)
     replay.add(data[0], data[1], data[2], data[3], np.zeros(fill, bool))
 
@@ -558,6 +572,13 @@ def run_micro(env_id: str, rounds: int, per_round: int) -> dict:
         agent.learn(replay.sample(hp["batch_size"]))
 
     sides: dict[str, Callable[[], None]] = {"ours": ours_step}
+    if mixed is not None:
+
+        def mixed_step() -> None:
+            assert mixed is not None
+            mixed.learn(replay.sample(hp["batch_size"]))
+
+        sides[f"ours{autocast}"] = mixed_step
     if _sb3_available():
         from stable_baselines3.common.env_util import make_vec_env
 
@@ -594,21 +615,26 @@ def run_micro(env_id: str, rounds: int, per_round: int) -> dict:
         out[f"{name}_p90_ms"] = round(statistics.quantiles(ts, n=10)[-1] * 1e3, 3)
         out[f"{name}_steps_timed"] = len(ts)
     if "sb3_median_ms" in out:
-        out["ours_over_sb3"] = round(out["ours_median_ms"] / out["sb3_median_ms"], 3)
+        for name in times:
+            if name != "sb3":
+                out[f"{name}_over_sb3"] = round(out[f"{name}_median_ms"] / out["sb3_median_ms"], 3)
     return out
 
 
 def _mujoco_child(spec: dict) -> None:
     if spec["runner"] == "micro":
-        out = run_micro(spec["env"], spec["rounds"], spec["per_round"])
+        out = run_micro(spec["env"], spec["rounds"], spec["per_round"], spec.get("autocast"))
     else:
         side, algo = spec["runner"].split("_")
         if algo == "ppo":
-            ppo = run_ours_ppo if side == "ours" else run_sb3_ppo
+            ppo = run_ours_ppo if side.startswith("ours") else run_sb3_ppo
             out = ppo(spec["env"], spec["seed"], spec["steps"], spec["quick"])
         else:
-            fn = run_ours_offpolicy if side == "ours" else run_sb3_offpolicy
-            out = fn(algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
+            args = (algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
+            if side.startswith("ours"):
+                out = run_ours_offpolicy(*args, autocast="bf16" if side == "oursbf16" else None)
+            else:
+                out = run_sb3_offpolicy(*args)
     print(json.dumps({**spec, **out}), flush=True)
 
 
@@ -621,6 +647,10 @@ def main_mujoco(args: argparse.Namespace) -> None:
     for a in algos:
         if a not in MUJOCO_HPARAMS:
             raise SystemExit(f"unknown algo {a!r} (choose from {sorted(MUJOCO_HPARAMS)})")
+    sides = [x.strip() for x in args.sides.split(",") if x.strip()]
+    for x in sides:
+        if x not in SIDES:
+            raise SystemExit(f"unknown side {x!r} (choose from {', '.join(SIDES)})")
     steps = 1500 if args.quick else args.steps
     learning_starts = 1000 if args.quick else args.learning_starts
     seeds = list(range(args.first_seed, args.first_seed + (1 if args.quick else (args.seeds or 1))))
@@ -654,12 +684,13 @@ def main_mujoco(args: argparse.Namespace) -> None:
     micro = None
     if not args.no_micro and "sac" in algos:
         rounds, per_round = (2, 10) if args.quick else (10, 50)
-        micro = spawn({"runner": "micro", "env": args.env, "rounds": rounds, "per_round": per_round})
+        spec = {"runner": "micro", "env": args.env, "rounds": rounds, "per_round": per_round}
+        micro = spawn({**spec, "autocast": "bf16"} if "oursbf16" in sides else spec)
     results: dict[str, list[dict]] = {}
     for seed in seeds:
         for algo in algos:
-            for side in ("ours", "sb3"):
-                if side == "sb3" and not have_sb3:
+            for side in sides:
+                if (side == "sb3" and not have_sb3) or (side == "oursbf16" and algo == "ppo"):
                     continue
                 runner = f"{side}_{algo}"
                 spec = {
@@ -679,8 +710,11 @@ def main_mujoco(args: argparse.Namespace) -> None:
     print()
     if micro is not None:
         print(f"one SAC gradient step (batch 256), median ms: ours {micro['ours_median_ms']}", end="")
+        if "oursbf16_median_ms" in micro:
+            print(f", ours bf16 {micro['oursbf16_median_ms']}", end="")
         if "sb3_median_ms" in micro:
-            print(f", SB3 {micro['sb3_median_ms']} (ours/SB3 {micro['ours_over_sb3']})", end="")
+            ratios = ", ".join(f"{k[: -len('_over_sb3')]}/SB3 {v}" for k, v in micro.items() if k.endswith("_over_sb3"))
+            print(f", SB3 {micro['sb3_median_ms']} ({ratios})", end="")
         print()
     reached = f"reached_{TARGET:.0f}"
     print(f"{args.env}, seeds {seeds}, mean of the last {MUJOCO_WINDOW} training episodes")
@@ -707,6 +741,11 @@ def main() -> None:
     parser.add_argument("--algos", default="sac", help="mujoco: comma-separated, of sac,td3,ppo")
     parser.add_argument("--steps", type=int, default=100_000, help="mujoco: env steps per run")
     parser.add_argument("--learning-starts", type=int, default=10_000, help="mujoco: uniform-action steps")
+    parser.add_argument(
+        "--sides",
+        default="ours,sb3",
+        help="mujoco: comma-separated, of ours,oursbf16,sb3 (oursbf16: SAC/TD3 with autocast=torch.bfloat16)",
+    )
     parser.add_argument("--no-micro", action="store_true", help="mujoco: skip the gradient-step micro-benchmark")
     parser.add_argument("--out", help="mujoco: append the JSON lines to this file too")
     parser.add_argument("--child", nargs=3, metavar=("RUNNER", "SEED", "CAP"), help=argparse.SUPPRESS)

@@ -38,8 +38,9 @@ class DDPG(OffPolicyAlgorithm):
         tau: float = 0.005,
         exploration_noise: float = 0.1,
         fused: bool | None = None,
+        autocast: torch.dtype | None = None,
     ) -> None:
-        super().__init__(actor, fused)
+        super().__init__(actor, fused, autocast)
         self.critic = critic
         self.target_actor = frozen_copy(actor)
         self.target_critic = frozen_copy(critic)
@@ -65,18 +66,20 @@ class DDPG(OffPolicyAlgorithm):
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""
         # Critic: regress Q(s, a) onto the target network's one-step bootstrap.
-        with torch.no_grad():
+        with torch.no_grad(), self._mixed():
             next_q = self.target_critic(batch.next_obs, self.target_actor(batch.next_obs))
-            y = ops.td_target(batch.rewards, batch.terminated, next_q, self.gamma)
-        q = self.critic(batch.obs, batch.actions)
-        critic_loss = weighted_mse(q, y, batch.weights)
+            y = ops.td_target(batch.rewards, batch.terminated, next_q, self.gamma).float()
+        with self._mixed():
+            q = self.critic(batch.obs, batch.actions)
+            critic_loss = weighted_mse(q, y, batch.weights)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optimizer.step()
 
         # Actor: follow the critic's gradient in action space.
         self.critic.requires_grad_(False)
-        actor_loss = -self.critic(batch.obs, self.model(batch.obs)).mean()
+        with self._mixed():
+            actor_loss = -self.critic(batch.obs, self.model(batch.obs)).float().mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -85,5 +88,9 @@ class DDPG(OffPolicyAlgorithm):
         self._soft_update(self.target_critic, self.critic, self.tau)
         self._soft_update(self.target_actor, self.model, self.tau)
         self.updates += 1
-        self.td_errors = (y - q).detach().numpy()
-        return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "q_mean": float(q.detach().mean())}
+        self.td_errors = (y - q.detach().float()).numpy()
+        return {
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "q_mean": float(q.detach().float().mean()),
+        }

@@ -60,8 +60,9 @@ class SAC(OffPolicyAlgorithm):
         autotune_alpha: bool = True,
         target_entropy: float | None = None,
         fused: bool | None = None,
+        autocast: torch.dtype | None = None,
     ) -> None:
-        super().__init__(actor, fused)
+        super().__init__(actor, fused, autocast)
         self.critic = critic
         self.target_critic = frozen_copy(critic)
         self.gamma = gamma
@@ -95,23 +96,25 @@ class SAC(OffPolicyAlgorithm):
         alpha = self.temperature().detach()
 
         # Soft policy evaluation: the critics regress onto the soft one-step target.
-        with torch.no_grad():
+        with torch.no_grad(), self._mixed():
             next_action, next_log_prob = self.model.sample(batch.next_obs)
             next_q1, next_q2 = self.target_critic(batch.next_obs, next_action)
             y = ops.clipped_double_q_target(
                 batch.rewards, batch.terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha
-            )
-        q1, q2 = self.critic(batch.obs, batch.actions)
-        critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
+            ).float()
+        with self._mixed():
+            q1, q2 = self.critic(batch.obs, batch.actions)
+            critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optimizer.step()
 
         # Soft policy improvement, through the reparameterised sample.
         self.critic.requires_grad_(False)
-        action, log_prob = self.model.sample(batch.obs)
-        q1_pi, q2_pi = self.critic(batch.obs, action)
-        actor_loss = (alpha * log_prob - torch.minimum(q1_pi, q2_pi)).mean()
+        with self._mixed():
+            action, log_prob = self.model.sample(batch.obs)
+            q1_pi, q2_pi = self.critic(batch.obs, action)
+            actor_loss = (alpha * log_prob - torch.minimum(q1_pi, q2_pi)).float().mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -120,19 +123,19 @@ class SAC(OffPolicyAlgorithm):
         # Temperature: raise alpha when the entropy is below the target, lower it above.
         alpha_loss = torch.zeros(())
         if self.autotune_alpha:
-            alpha_loss = -(self.temperature.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            alpha_loss = -(self.temperature.log_alpha * (log_prob.detach().float() + self.target_entropy)).mean()
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_optimizer.step()
 
         self._soft_update(self.target_critic, self.critic, self.tau)
         self.updates += 1
-        self.td_errors = (y - q1).detach().numpy()
+        self.td_errors = (y - q1.detach().float()).numpy()
         return {
             "critic_loss": critic_loss.item(),
             "actor_loss": actor_loss.item(),
             "alpha": float(alpha),
             "alpha_loss": alpha_loss.item(),
             "entropy": float(-log_prob.detach().mean()),
-            "q_mean": float(q1.detach().mean()),
+            "q_mean": float(q1.detach().float().mean()),
         }

@@ -46,8 +46,9 @@ class TD3(OffPolicyAlgorithm):
         noise_clip: float = 0.5,
         policy_delay: int = 2,
         fused: bool | None = None,
+        autocast: torch.dtype | None = None,
     ) -> None:
-        super().__init__(actor, fused)
+        super().__init__(actor, fused, autocast)
         self.critic = critic
         self.target_actor = frozen_copy(actor)
         self.target_critic = frozen_copy(critic)
@@ -76,15 +77,16 @@ class TD3(OffPolicyAlgorithm):
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic step; every ``policy_delay`` steps also an actor step and the target updates."""
         actor = self.model
-        with torch.no_grad():
+        with torch.no_grad(), self._mixed():
             noise = torch.randn_like(batch.actions) * (self.policy_noise * actor.scale)
             next_action = ops.smoothed_target_action(
                 self.target_actor(batch.next_obs), noise, self.noise_clip * actor.scale, actor.low, actor.high
             )
             next_q1, next_q2 = self.target_critic(batch.next_obs, next_action)
-            y = ops.clipped_double_q_target(batch.rewards, batch.terminated, next_q1, next_q2, self.gamma)
-        q1, q2 = self.critic(batch.obs, batch.actions)
-        critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
+            y = ops.clipped_double_q_target(batch.rewards, batch.terminated, next_q1, next_q2, self.gamma).float()
+        with self._mixed():
+            q1, q2 = self.critic(batch.obs, batch.actions)
+            critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optimizer.step()
@@ -92,8 +94,9 @@ class TD3(OffPolicyAlgorithm):
 
         if self.updates % self.policy_delay == 0:
             self.critic.requires_grad_(False)
-            q1_pi, _ = self.critic(batch.obs, actor(batch.obs))
-            actor_loss = -q1_pi.mean()
+            with self._mixed():
+                q1_pi, _ = self.critic(batch.obs, actor(batch.obs))
+                actor_loss = -q1_pi.float().mean()
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
             self.actor_optimizer.step()
@@ -102,9 +105,9 @@ class TD3(OffPolicyAlgorithm):
             self._soft_update(self.target_critic, self.critic, self.tau)
             self._soft_update(self.target_actor, actor, self.tau)
 
-        self.td_errors = (y - q1).detach().numpy()
+        self.td_errors = (y - q1.detach().float()).numpy()
         return {
             "critic_loss": critic_loss.item(),
             "actor_loss": self._last_actor_loss,
-            "q_mean": float(q1.detach().mean()),
+            "q_mean": float(q1.detach().float().mean()),
         }

@@ -58,11 +58,13 @@ def test_squashed_gaussian_log_prob_is_the_density_of_its_actions() -> None:
     assert (log_std >= -5).all() and (log_std <= 2).all()
 
 
+@pytest.mark.parametrize("autocast", [None, torch.bfloat16], ids=["float32", "bf16"])
 @pytest.mark.parametrize("name", ["DDPG", "TD3", "SAC"])
-def test_actor_climbs_the_critic_on_a_bandit(name: str) -> None:
-    """On one-step episodes with reward -(a - 0.5 - s_0)^2 the greedy action goes to 0.5 + s_0."""
+def test_actor_climbs_the_critic_on_a_bandit(name: str, autocast: torch.dtype | None) -> None:
+    """On one-step episodes with reward -(a - 0.5 - s_0)^2 the greedy action goes to 0.5 + s_0
+    (with the updates' forward passes in float32 or in bfloat16)."""
     torch.manual_seed(0)
-    algo = _make(name, actor_lr=3e-3, critic_lr=3e-3)
+    algo = _make(name, actor_lr=3e-3, critic_lr=3e-3, autocast=autocast)
     agent = rl.Agent(algo)
     for i in range(400):
         stats = agent.learn(_bandit(128, i))
@@ -72,6 +74,35 @@ def test_actor_climbs_the_critic_on_a_bandit(name: str) -> None:
     error = np.abs(greedy - (0.5 + test.obs[:, 0]))
     assert error.mean() < 0.15, (name, error.mean())
     assert algo.td_errors.shape == (128,)
+
+
+@pytest.mark.parametrize("name", ["DDPG", "TD3", "SAC"])
+def test_bf16_autocast_is_used_in_the_update_and_stays_close_to_float32(name: str) -> None:
+    """The same weights, batch and random draws: the bfloat16 update computes different (rounded)
+    but close losses, float32 TD errors and float32 weights; acting is unchanged."""
+    import copy
+
+    torch.manual_seed(0)
+    full = _make(name)
+    mixed = copy.deepcopy(full)
+    mixed.autocast = torch.bfloat16
+    batch = _bandit(256, 0)
+    obs = batch.obs[:8]
+    assert np.array_equal(rl.Agent(full).predict(obs), rl.Agent(mixed).predict(obs))
+    torch.manual_seed(1)
+    a = rl.Agent(full).learn(batch)
+    torch.manual_seed(1)
+    b = rl.Agent(mixed).learn(batch)
+    assert a["critic_loss"] != b["critic_loss"]  # the matmuls did run in bfloat16
+    assert b["critic_loss"] == pytest.approx(a["critic_loss"], rel=0.05)
+    assert mixed.td_errors.dtype == np.float32
+    np.testing.assert_allclose(mixed.td_errors, full.td_errors, atol=0.05 * np.abs(full.td_errors).max())
+    assert all(p.dtype == torch.float32 for p in mixed.critic.parameters())
+
+
+def test_autocast_names_a_dtype_it_cannot_use() -> None:
+    with pytest.raises(ValueError, match=r"autocast must be .*torch\.int8"):
+        _sac(autocast=torch.int8)
 
 
 def test_td3_delays_the_actor_and_targets() -> None:
