@@ -6,6 +6,7 @@ Needs the mujoco extra: ``pip install actorrt[mujoco]`` (``gymnasium[mujoco]``, 
     python examples/sac_halfcheetah.py --num-collectors 0      # collect in the learner's process
     python examples/sac_halfcheetah.py --address HOST:PORT     # a running cluster
     python examples/sac_halfcheetah.py --total-steps 5000      # a smoke run
+    python examples/sac_halfcheetah.py --bf16                  # updates in bfloat16 (CPUs with AMX)
 
 Collectors step their environments with the weights they last received and send rollouts of
 ``--num-envs x --num-steps`` steps; the learner stores them and takes ``--updates-per-step``
@@ -19,6 +20,8 @@ environment's reward threshold (4800) over the last 20 training episodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import torch
 
 import rl
 from rl.collector import env_spaces
@@ -54,6 +57,8 @@ class Config(DistributedRun):
     """Adam learning rate of actor, critics and temperature."""
     tau: float = 0.005
     """Target-network Polyak rate."""
+    bf16: bool = False
+    """The updates' forward passes in bfloat16 (``autocast=torch.bfloat16``): faster on CPUs with AMX."""
     solved_return: float = 4800.0
     """Mean return over the last 20 training episodes that counts as solved (the env's threshold)."""
     run_dir: str = "runs/sac_halfcheetah"
@@ -79,6 +84,7 @@ class MakeAgent:
                 alpha_lr=c.lr,
                 gamma=c.gamma,
                 tau=c.tau,
+                autocast=torch.bfloat16 if c.bf16 else None,
             )
         )
 

@@ -45,6 +45,7 @@ SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
     "es_cartpole.py": (["--total-steps", "20000", "--population", "16"], None),
     "sac_halfcheetah.py": (
         [
+            "--bf16",
             "--total-steps",
             "3000",
             "--learning-starts",
