@@ -29,6 +29,11 @@ gradient step (replay sample + update, batch 256, the env's dims) on each side i
     python bench/rl_baselines.py --suite mujoco --algos sac --steps 100000 --seeds 1
     python bench/rl_baselines.py --suite mujoco --algos sac,td3 --steps 50000 --seeds 2 --first-seed 1
     python bench/rl_baselines.py --suite mujoco --quick      # smoke test: 1.5k steps, learning_starts 1000
+    python bench/rl_baselines.py --suite mujoco --algos sac --sides oursbf16,sb3,ours --steps 100000
+
+``--sides``: which of ``ours``, ``oursbf16`` (our SAC/TD3 with ``autocast=torch.bfloat16``, the
+updates' forward passes in bfloat16) and ``sb3`` run, in that order for each seed; with
+``oursbf16`` the micro-benchmark times our bfloat16 step too.
 """
 
 from __future__ import annotations
@@ -719,7 +724,7 @@ def main_mujoco(args: argparse.Namespace) -> None:
     reached = f"reached_{TARGET:.0f}"
     print(f"{args.env}, seeds {seeds}, mean of the last {MUJOCO_WINDOW} training episodes")
     print(
-        f"{'runner':<9} {'seed':>4} {'steps':>7} {'wall s':>8} {'steps/s':>8} {'checkpoints (return @ wall s)':<40} {reached}"
+        f"{'runner':<13} {'seed':>4} {'steps':>7} {'wall s':>8} {'steps/s':>8} {'checkpoints (return @ wall s)':<40} {reached}"
     )
     for runner, rows in results.items():
         for r in rows:
@@ -727,7 +732,7 @@ def main_mujoco(args: argparse.Namespace) -> None:
             hit = r[reached]
             hit_s = "-" if hit is None else f"{hit['env_steps']} steps, {hit['wall_s']} s"
             print(
-                f"{runner:<9} {r['seed']:>4} {r['env_steps']:>7} {r['wall_s']:>8} {r['env_steps_per_s']:>8} {cps:<40} {hit_s}"
+                f"{runner:<13} {r['seed']:>4} {r['env_steps']:>7} {r['wall_s']:>8} {r['env_steps_per_s']:>8} {cps:<40} {hit_s}"
             )
 
 
