@@ -39,7 +39,7 @@ class OffPolicyAlgorithm(Algorithm):
     :attr:`td_errors` holds the batch's TD errors (numpy) for prioritised replay.
 
     ``autocast`` (default ``None``: off) is a lower-precision dtype, ``torch.bfloat16``, for the
-    forward passes of :meth:`learn` (``torch.autocast``: matmuls and linear layers in that dtype,
+    forward passes of :meth:`learn` (``torch.autocast``: matmuls and linear layers in that dtype;
     weights, gradients, optimiser state and the loss arithmetic in float32). On a CPU with AMX
     (Intel Sapphire Rapids and later) a 256x256 matmul runs ~4x faster in bfloat16, and a SAC
     step at batch 256 ~25% faster (``bench/README_rl.md``); on a CPU without bfloat16 units it is
