@@ -1,8 +1,10 @@
 """OpenAI-ES on CartPole-v1 with remote evaluation workers (antithetic pairs, centred ranks,
-a shared noise table: workers get noise offsets, not vectors).
+a shared noise table: workers get noise offsets, not vectors), or CMA-ES (``--algo cmaes``:
+workers get the candidate vectors).
 
     python examples/es_cartpole.py                         # embedded cluster, 2 workers
     python examples/es_cartpole.py --workers 1             # compare: the same run on one worker
+    python examples/es_cartpole.py --algo cmaes            # CMA-ES (pycma) on the same workers
     python examples/es_cartpole.py --address HOST:PORT --workers 8
     tensorboard --logdir runs
 
@@ -28,7 +30,10 @@ from rl.learners.es import ESLearner
 
 @dataclass
 class Config(rl.TrainingRun):
-    """Train OpenAI-ES on CartPole-v1 with remote evaluation workers."""
+    """Train OpenAI-ES (or CMA-ES) on CartPole-v1 with remote evaluation workers."""
+
+    algo: str = "es"
+    """``es`` (OpenAI-ES) or ``cmaes`` (CMA-ES; --population, --sigma and --seed apply, not --lr)."""
 
     env_id: str = "CartPole-v1"
     """gymnasium environment id."""
@@ -82,6 +87,10 @@ class MakeAgent:
     def __call__(self) -> rl.Agent:
         c = self.config
         torch.manual_seed(c.seed)
+        if c.algo == "cmaes":
+            return rl.Agent(rl.CMAES(MakePolicy(c)(), sigma=c.sigma, population=c.population, seed=c.seed))
+        if c.algo != "es":
+            raise ValueError(f"unknown algo {c.algo!r} (es or cmaes)")
         es = rl.ES(
             MakePolicy(c)(),
             rl.NoiseTable(c.noise_size, c.noise_seed),
@@ -96,6 +105,8 @@ class MakeAgent:
 
 async def run(config: Config) -> tuple[dict, ESLearner]:
     """Train on a cluster; return the final JSON line's fields and the learner."""
+    if config.algo not in ("es", "cmaes"):
+        raise SystemExit(f"es_cartpole.py: --algo must be es or cmaes, not {config.algo!r}")
     rl.use_torch_threads()
     logger = rl.TrainingLogger(
         config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress
@@ -119,10 +130,11 @@ async def run(config: Config) -> tuple[dict, ESLearner]:
                 learner.agent.save(config.save)
     finally:
         logger.close()
-    logger.plot(f"OpenAI-ES on {config.env_id} ({config.workers} workers)", config.solved_return)
+    name = "CMA-ES" if config.algo == "cmaes" else "ES"
+    logger.plot(f"{name} on {config.env_id} ({config.workers} workers)", config.solved_return)
     line = {
         "env": config.env_id,
-        "algo": "ES",
+        "algo": name,
         **result.json_fields(),
         "generations": result.updates,
         "workers": config.workers,

@@ -7,13 +7,13 @@
 - :class:`UniformReplay` / :class:`PrioritizedReplay` (off-policy replay), :class:`HerReplay`,
 - :class:`NormalizingAgent` (observation and reward normalisation that travels with the weights),
 - :mod:`rl.ops` (``vtrace``, ``gae``, off-policy targets), :mod:`rl.algorithms` (PolicyGradient,
-  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC, ES).
+  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC, ES, CMAES).
 """
 
 from rl import ops
 from rl.agent import Agent, AgentStep
 from rl.algorithm import Algorithm, PolicyStep
-from rl.algorithms import A2C, DDPG, DQN, ES, IMPALA, PPO, SAC, TD3, NoiseTable, PolicyGradient
+from rl.algorithms import A2C, CMAES, DDPG, DQN, ES, IMPALA, PPO, SAC, TD3, NoiseTable, PolicyGradient
 from rl.collector import Collector, CollectorConfig
 from rl.config import parse_config, use_torch_threads
 from rl.her import HerReplay
@@ -44,6 +44,7 @@ from rl.trainer import (
 
 __all__ = [
     "A2C",
+    "CMAES",
     "DDPG",
     "DQN",
     "ES",

@@ -1,6 +1,7 @@
 """The algorithms: each file reads like its paper."""
 
 from rl.algorithms.a2c import A2C
+from rl.algorithms.cmaes import CMAES
 from rl.algorithms.ddpg import DDPG
 from rl.algorithms.dqn import DQN
 from rl.algorithms.es import ES, NoiseTable
@@ -10,4 +11,4 @@ from rl.algorithms.ppo import PPO
 from rl.algorithms.sac import SAC
 from rl.algorithms.td3 import TD3
 
-__all__ = ["A2C", "DDPG", "DQN", "ES", "IMPALA", "PPO", "SAC", "TD3", "NoiseTable", "PolicyGradient"]
+__all__ = ["A2C", "CMAES", "DDPG", "DQN", "ES", "IMPALA", "PPO", "SAC", "TD3", "NoiseTable", "PolicyGradient"]

@@ -1,11 +1,13 @@
-"""Evolution strategies on actorrt: remote workers evaluate perturbations named by noise offsets.
+"""Evolution strategies on actorrt: remote workers evaluate a generation's candidates.
 
-One generation is one call per worker: the learner sends ``theta`` (``d`` floats) and that
-worker's share of the noise offsets; the worker rebuilds each perturbation from its own copy of
-the shared :class:`rl.NoiseTable`, runs one episode per ``theta + sigma eps`` and per
-``theta - sigma eps`` (a mirrored pair shares its environment seed), plus a few episodes of
-``theta`` itself, all in lockstep (one batched forward per time step for the whole share), and
-answers with returns only. A worker that dies is replaced and its share evaluated again.
+One generation is one call per worker. For :class:`rl.ES` the learner sends ``theta`` (``d``
+floats) and that worker's share of the noise offsets; the worker rebuilds each perturbation from
+its own copy of the shared :class:`rl.NoiseTable` and runs one episode per ``theta + sigma eps``
+and per ``theta - sigma eps`` (a mirrored pair shares its environment seed). For
+:class:`rl.CMAES` (whose candidates no seed can name) it sends the share's candidate vectors
+themselves. Either way the worker also runs a few episodes of ``theta`` (the mean) itself, all in
+lockstep (one batched forward per time step for the whole share), and answers with returns only.
+A worker that dies is replaced and its share evaluated again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 
 import actorrt
 from rl.agent import Agent
+from rl.algorithms.cmaes import CMAES
 from rl.algorithms.es import ES, NoiseTable
 from rl.learners.learner import LearnerResult
 from rl.logger import TrainingLogger
@@ -98,6 +101,19 @@ class ESWorker:
         returns, lengths = evaluate_population(self.envs, self.model, params, seeds)
         return returns[:m], returns[m : 2 * m], returns[2 * m :], lengths[2 * m :], int(lengths.sum())
 
+    def evaluate_candidates(
+        self, theta: np.ndarray, candidates: np.ndarray, theta_episodes: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Returns of each candidate vector (one episode each), of ``theta`` itself, the lengths
+        of ``theta``'s episodes, and the env steps taken."""
+        k = len(candidates)
+        params = np.concatenate([candidates, np.repeat(theta[None], theta_episodes, 0)])
+        seeds = self.rng.integers(0, 2**31 - 1, size=len(params))
+        while len(self.envs) < len(params):
+            self.envs.append(self.make_env())
+        returns, lengths = evaluate_population(self.envs, self.model, params, seeds)
+        return returns[:k], returns[k:], lengths[k:], int(lengths.sum())
+
     def pid(self) -> int:
         import os
 
@@ -111,7 +127,8 @@ class ESWorker:
 class ESLearner:
     """``async with ESLearner(make_agent, env_id, num_workers=2) as learner: await learner.train(...)``.
 
-    ``make_agent`` (picklable, module level) builds an :class:`rl.Agent` around :class:`rl.ES`;
+    ``make_agent`` (picklable, module level) builds an :class:`rl.Agent` around :class:`rl.ES` or
+    :class:`rl.CMAES`;
     the workers build the policy alone from ``agent.algorithm.model``'s factory, ``make_policy``.
     Each generation every worker also runs ``theta_episodes / num_workers`` episodes of ``theta``
     itself: "solved" is judged on those (the mean of the last ``window``), not on perturbations.
@@ -132,9 +149,11 @@ class ESLearner:
         if num_workers < 1:
             raise ValueError("ESLearner needs num_workers >= 1")
         self.agent = make_agent()
-        if not isinstance(self.agent.algorithm, ES):
-            raise TypeError("ESLearner needs an agent around rl.ES")
-        self.es: ES = self.agent.algorithm
+        if not isinstance(self.agent.algorithm, (ES, CMAES)):
+            raise TypeError(
+                f"ESLearner needs an agent around rl.ES or rl.CMAES, not {type(self.agent.algorithm).__name__}"
+            )
+        self.es: ES | CMAES = self.agent.algorithm
         self.make_policy = make_policy
         self.env_id = env_id
         self.env_fn = env_fn
@@ -154,9 +173,10 @@ class ESLearner:
 
     async def _spawn(self) -> Any:
         self._spawned += 1
-        noise = self.es.noise
+        # CMA-ES sends whole candidates: its workers need no noise table (an empty one).
+        size, noise_seed = (self.es.noise.size, self.es.noise.seed) if isinstance(self.es, ES) else (0, 0)
         return await ESWorker.remote(
-            self.env_id, self.make_policy, noise.size, noise.seed, self.seed + 10_000 * self._spawned, self.env_fn
+            self.env_id, self.make_policy, size, noise_seed, self.seed + 10_000 * self._spawned, self.env_fn
         )
 
     async def start(self) -> ESLearner:
@@ -173,11 +193,12 @@ class ESLearner:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def _evaluate_share(self, i: int, theta: np.ndarray, offsets: np.ndarray, episodes: int) -> tuple:
-        """Worker ``i`` evaluates its share; if it dies, a new worker takes its place and the share."""
+    async def _evaluate_share(self, i: int, method: str, *args: Any) -> tuple:
+        """Worker ``i`` evaluates its share (``method(*args)``); if it dies, a new worker takes its
+        place and the share."""
         while True:
             try:
-                return await self.handles[i].evaluate(theta, offsets, self.es.sigma, episodes)
+                return await getattr(self.handles[i], method)(*args)
             except actorrt.ActorDiedError as e:
                 self.replaced += 1
                 log.warning("ESWorker %d died (%s); replacing it", i, e)
@@ -203,16 +224,31 @@ class ESLearner:
         w = len(self.handles)
         while self.env_steps < total_steps:
             theta = self.es.theta()
-            offsets = self.es.ask()
-            shares = np.array_split(offsets, w)
             episodes = [len(e) for e in np.array_split(np.arange(self.theta_episodes), w)]
-            results = await asyncio.gather(*[self._evaluate_share(i, theta, shares[i], episodes[i]) for i in range(w)])
-            pos = np.concatenate([r[0] for r in results])
-            neg = np.concatenate([r[1] for r in results])
-            theta_returns = np.concatenate([r[2] for r in results])
-            theta_lengths = np.concatenate([r[3] for r in results])
-            steps = sum(r[4] for r in results)
-            stats = self.es.tell(offsets, pos, neg)
+            if isinstance(self.es, ES):
+                offsets = self.es.ask()
+                shares = np.array_split(offsets, w)
+                results = await asyncio.gather(
+                    *[
+                        self._evaluate_share(i, "evaluate", theta, shares[i], self.es.sigma, episodes[i])
+                        for i in range(w)
+                    ]
+                )
+                pos = np.concatenate([r[0] for r in results])
+                neg = np.concatenate([r[1] for r in results])
+                stats = self.es.tell(offsets, pos, neg)
+                results = [r[2:] for r in results]
+            else:
+                candidates = self.es.ask()
+                parts = np.array_split(candidates, w)
+                results = await asyncio.gather(
+                    *[self._evaluate_share(i, "evaluate_candidates", theta, parts[i], episodes[i]) for i in range(w)]
+                )
+                stats = self.es.tell(candidates, np.concatenate([r[0] for r in results]))
+                results = [r[1:] for r in results]
+            theta_returns = np.concatenate([r[0] for r in results])
+            theta_lengths = np.concatenate([r[1] for r in results])
+            steps = sum(r[2] for r in results)
             self.env_steps += steps
             self._recent.extend(theta_returns.tolist())
             self._episodes += len(theta_returns)

@@ -1,4 +1,5 @@
-"""Evolution strategies: the noise table, the batched policy, ask/tell, and remote workers."""
+"""Evolution strategies (OpenAI-ES and CMA-ES): the noise table, the batched policy, ask/tell,
+and remote workers."""
 
 from __future__ import annotations
 
@@ -76,6 +77,71 @@ def test_es_ascends_a_quadratic() -> None:
     assert np.linalg.norm(es.theta() - c) < 0.2 * start
 
 
+def make_cmaes_agent() -> rl.Agent:
+    torch.manual_seed(0)
+    return rl.Agent(rl.CMAES(make_policy(), sigma=0.5, population=16, seed=0))
+
+
+def test_cmaes_descends_a_rotated_ill_conditioned_quadratic() -> None:
+    """ask/tell with returns -(theta - c)^T H (theta - c), H rotated with condition number 1e3:
+    CMA-ES learns the covariance and gets to c (isotropic steps would crawl along the flat axes)."""
+    torch.manual_seed(0)
+    cmaes = rl.CMAES(rl.MLPPolicy(OBS, gym.spaces.Discrete(2), hidden=(2,)), sigma=0.5, seed=0)
+    d = cmaes.dim
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    h = q @ np.diag(np.logspace(0, 3, d)) @ q.T
+    c = rng.uniform(-1, 1, d)
+
+    def f(x: np.ndarray) -> np.ndarray:
+        e = x.astype(np.float64) - c
+        return np.einsum("ki,ij,kj->k", e, h, e)
+
+    start = float(f(cmaes.theta()[None])[0])
+    assert cmaes.population == 4 + int(3 * np.log(d))  # CMA-ES's default lambda
+    for _ in range(400):
+        candidates = cmaes.ask()
+        assert candidates.shape == (cmaes.population, d) and candidates.dtype == np.float32
+        stats = cmaes.tell(candidates, -f(candidates))
+    assert float(f(cmaes.theta()[None])[0]) < 1e-4 * start
+    assert cmaes.generation == 400 and stats["sigma"] < 0.5
+    # The model holds the distribution's mean: acting uses it.
+    np.testing.assert_allclose(cmaes.model.flat_parameters().numpy(), cmaes.theta())
+
+
+def test_cmaes_rejects_what_it_cannot_use() -> None:
+    cmaes = rl.CMAES(make_policy(), population=8)
+    candidates = cmaes.ask()
+    with pytest.raises(ValueError, match="candidates for n returns"):
+        cmaes.tell(candidates[:, :-1], np.zeros(8))
+    with pytest.raises(ValueError, match="non-finite"):
+        cmaes.tell(candidates, np.array([np.nan] + [0.0] * 7))
+    with pytest.raises(ValueError, match="sigma must be > 0"):
+        rl.CMAES(make_policy(), sigma=0.0)
+    with pytest.raises(ValueError, match="population must be >= 2"):
+        rl.CMAES(make_policy(), population=1)
+    with pytest.raises(TypeError, match="ask\\(\\)/tell\\(\\)"):
+        cmaes.learn(None)
+
+
+def test_cmaes_checkpoint_restarts_the_search_at_the_saved_mean(tmp_path: Path) -> None:
+    agent = make_cmaes_agent()
+    cmaes = agent.algorithm
+    assert isinstance(cmaes, rl.CMAES)
+    for _ in range(3):
+        candidates = cmaes.ask()
+        cmaes.tell(candidates, -np.abs(candidates).sum(1))
+    agent.save(tmp_path / "cmaes.pt")
+    fresh = make_cmaes_agent()
+    fresh.restore(tmp_path / "cmaes.pt")
+    assert isinstance(fresh.algorithm, rl.CMAES)
+    np.testing.assert_array_equal(fresh.algorithm.theta(), cmaes.theta())
+    # The next generation is centred on the restored mean, with the initial step size.
+    candidates = fresh.algorithm.ask()
+    assert fresh.algorithm.sigma == 0.5
+    assert np.abs(candidates.mean(0) - cmaes.theta()).max() < 1.0
+
+
 def test_mirrored_pairs_share_their_episode_seed() -> None:
     """A policy that ignores its parameters scores the same on + and -: common random numbers."""
     policy = make_policy()
@@ -117,6 +183,35 @@ def test_remote_workers_train_and_a_killed_one_is_replaced(rl_cluster: actorrt.C
     assert last > first + 20, (first, last)
 
 
+def test_cmaes_on_remote_workers_learns_cartpole_and_a_killed_worker_is_replaced(
+    rl_cluster: actorrt.Cluster,
+) -> None:
+    async def go() -> Any:
+        async with ESLearner(make_cmaes_agent, make_policy, "CartPole-v1", num_workers=2, theta_episodes=2) as learner:
+            pid = await learner.handles[1].pid()
+            training = asyncio.ensure_future(learner.train(40_000, stop_when_solved=False))
+            while learner.es.generation < 2:
+                await asyncio.sleep(0.01)
+            os.kill(pid, signal.SIGKILL)
+            result = await training
+            return result, learner.history
+
+    result, history = on(rl_cluster, go())
+    assert result.replaced_workers == 1 and result.env_steps >= 40_000
+    assert result.updates == len(history) and result.episodes == 2 * len(history)
+    first = np.mean([h["population_return"] for h in history[:3]])
+    last = np.mean([h["population_return"] for h in history[-3:]])
+    assert last > first + 20, (first, last)
+
+
+def test_es_learner_names_an_algorithm_it_cannot_drive() -> None:
+    def dqn_agent() -> rl.Agent:
+        return rl.Agent(rl.DQN(rl.QNetwork(OBS, gym.spaces.Discrete(2))))
+
+    with pytest.raises(TypeError, match=r"rl\.ES or rl\.CMAES, not DQN"):
+        ESLearner(dqn_agent, make_policy, "CartPole-v1")
+
+
 @pytest.mark.slow
 def test_es_cartpole_example_solves(tmp_path: Path) -> None:
     """The example on its own embedded cluster, 2 workers: 9-31 generations on seeds 0-3."""
@@ -140,3 +235,31 @@ def test_es_cartpole_example_solves(tmp_path: Path) -> None:
     )
     line = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0 and line["solved"] and line["mean_return"] >= 475, (line, proc.stderr[-2000:])
+
+
+def test_cmaes_cartpole_example_solves(tmp_path: Path) -> None:
+    """``examples/es_cartpole.py --algo cmaes`` on its own embedded cluster, 2 workers: solved in
+    73k-142k env steps (~2 s of training) on seeds 0-3."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "examples/es_cartpole.py",
+            "--algo",
+            "cmaes",
+            "--no-progress",
+            "--no-tensorboard",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--total-steps",
+            "1000000",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0 and line["algo"] == "CMA-ES", (line, proc.stderr[-2000:])
+    assert line["solved"] and line["mean_return"] >= 475, line
