@@ -42,8 +42,8 @@ class OffPolicyAlgorithm(Algorithm):
     forward passes of :meth:`learn` (``torch.autocast``: matmuls and linear layers in that dtype;
     weights, gradients, optimiser state and the loss arithmetic in float32). On a CPU with AMX
     (Intel Sapphire Rapids and later) a 256x256 matmul runs ~4x faster in bfloat16, and a SAC
-    step at batch 256 ~25% faster (``bench/README_rl.md``); on a CPU without bfloat16 units it is
-    slower. Acting (:meth:`sample`, :meth:`predict`) stays in float32.
+    step at batch 256 takes 15-25% less time (``bench/README_rl.md``); on a CPU without bfloat16
+    units it is slower. Acting (:meth:`sample`, :meth:`predict`) stays in float32.
     """
 
     model: DeterministicActor | SquashedGaussianActor
