@@ -414,21 +414,11 @@ def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
 
     torch.set_num_threads(1)
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
     hp = MUJOCO_HPARAMS["ppo"]
     tracker = _Tracker(_checkpoints(steps, quick))
-
-    class Track(BaseCallback):
-        def _on_training_start(self) -> None:
-            tracker.begin()
-
-        def _on_step(self) -> bool:
-            returns = [info["episode"]["r"] for info in self.locals["infos"] if "episode" in info]
-            tracker.step(self.num_timesteps, returns, True)
-            return True
 
     env = VecNormalize(make_vec_env(env_id, n_envs=hp["n_envs"], seed=seed), gamma=hp["gamma"])
     model = PPO(
@@ -448,7 +438,7 @@ def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
         seed=seed,
         device="cpu",
     )
-    model.learn(total_timesteps=steps, callback=Track())
+    model.learn(total_timesteps=steps, callback=_sb3_tracking(tracker, 0))
     # SB3 counts epochs in _n_updates; "updates" on both sides is one per rollout.
     return tracker.result(int(model.num_timesteps), int(model._n_updates) // hp["n_epochs"])
 
@@ -517,14 +507,10 @@ def _sb3_offpolicy_model(algo: str, env: Any, seed: int, learning_starts: int) -
     )
 
 
-def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool) -> dict:
-    import torch
-
-    torch.set_num_threads(1)
+def _sb3_tracking(tracker: _Tracker, learning_starts: int) -> Any:
+    """An SB3 callback that feeds ``tracker`` the finished episodes' returns at every env step
+    (learning from the first step past ``learning_starts``, as SB3 counts)."""
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-
-    tracker = _Tracker(_checkpoints(steps, quick))
 
     class Track(BaseCallback):
         def _on_training_start(self) -> None:
@@ -538,9 +524,20 @@ def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_st
             tracker.step(self.num_timesteps, returns, learning)
             return True
 
+    return Track()
+
+
+def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from stable_baselines3.common.env_util import make_vec_env
+
+    tracker = _Tracker(_checkpoints(steps, quick))
+
     env = make_vec_env(env_id, n_envs=1, seed=seed)
     model = _sb3_offpolicy_model(algo, env, seed, learning_starts)
-    model.learn(total_timesteps=steps, callback=Track())  # type: ignore[attr-defined]
+    model.learn(total_timesteps=steps, callback=_sb3_tracking(tracker, learning_starts))  # type: ignore[attr-defined]
     return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
 
 

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl.algorithm import Algorithm, PolicyStep
+from rl.algorithms.es import PolicySearch
 from rl.networks import MLPPolicy
 
 __all__ = ["CMAES"]
 
 
-class CMAES(Algorithm):
+class CMAES(PolicySearch):
     """CMA-ES on the flat parameter vector of an :class:`rl.MLPPolicy`.
 
     :meth:`ask` returns a generation's candidates ``[population, d]``; the caller evaluates them
@@ -42,7 +42,7 @@ class CMAES(Algorithm):
     search from that mean with ``sigma``.
     """
 
-    model: MLPPolicy
+    label = "CMA-ES"
 
     def __init__(
         self,
@@ -87,20 +87,7 @@ class CMAES(Algorithm):
         """The current overall step size."""
         return float(self._search().sigma)
 
-    # -- acting ------------------------------------------------------------------------------
-    def sample(self, obs: torch.Tensor) -> PolicyStep:
-        """``pi_m(obs)`` with ``m`` the distribution's mean (CMA-ES explores in parameter space)."""
-        return PolicyStep(self.model(obs), None, None)
-
-    def predict(self, obs: torch.Tensor) -> torch.Tensor:
-        """``pi_m(obs)``."""
-        return self.model(obs)
-
-    # -- the generation ----------------------------------------------------------------------
-    def theta(self) -> np.ndarray:
-        """The distribution's mean ``[d]`` (float32), as loaded in the model."""
-        return self.model.flat_parameters().numpy().copy()
-
+    # -- the generation (acting, theta and learn: PolicySearch's; theta is the mean) ---------
     def ask(self) -> np.ndarray:
         """This generation's candidates ``[population, d]`` (float32)."""
         return np.asarray(self._search().ask(), dtype=np.float64).astype(np.float32)
@@ -130,7 +117,3 @@ class CMAES(Algorithm):
         """Load a checkpoint; the search restarts from its mean (see the class docstring)."""
         super().load_state_dict(state)
         self._strategy = None
-
-    def learn(self, batch: object) -> dict[str, float]:
-        """CMA-ES has no batch update: use :meth:`ask` / :meth:`tell`."""
-        raise TypeError("CMA-ES learns by ask()/tell() on returns, not from batches")

@@ -25,7 +25,7 @@ from rl import ops
 from rl.algorithm import Algorithm, PolicyStep
 from rl.networks import MLPPolicy
 
-__all__ = ["ES", "NoiseTable"]
+__all__ = ["ES", "NoiseTable", "PolicySearch"]
 
 
 class NoiseTable:
@@ -55,15 +55,39 @@ class NoiseTable:
         return rng.integers(0, self.size - dim + 1, size=n)
 
 
-class ES(Algorithm):
+class PolicySearch(Algorithm):
+    """What ES and CMA-ES share: a deterministic :class:`rl.MLPPolicy` acting with ``theta`` (they
+    explore in parameter space, not with action noise), ``theta`` as a flat vector, and no batch
+    update (they learn by ``ask`` / ``tell`` on returns)."""
+
+    model: MLPPolicy
+    label = "ES"
+    """The method's name in errors."""
+
+    def sample(self, obs: torch.Tensor) -> PolicyStep:
+        """``pi_theta(obs)`` (no exploration noise)."""
+        return PolicyStep(self.model(obs), None, None)
+
+    def predict(self, obs: torch.Tensor) -> torch.Tensor:
+        """``pi_theta(obs)``."""
+        return self.model(obs)
+
+    def theta(self) -> np.ndarray:
+        """The current parameter vector ``[d]`` (float32), as loaded in the model."""
+        return self.model.flat_parameters().numpy().copy()
+
+    def learn(self, batch: object) -> dict[str, float]:
+        """No batch update: use ``ask`` / ``tell``."""
+        raise TypeError(f"{self.label} learns by ask()/tell() on returns, not from batches")
+
+
+class ES(PolicySearch):
     """OpenAI-ES on the flat parameter vector of an :class:`rl.MLPPolicy`.
 
     :meth:`ask` draws a generation's noise offsets; the caller evaluates ``theta +- sigma eps``
     (see :meth:`population`) and hands the returns to :meth:`tell`, which takes one optimizer
     step. :meth:`sample` and :meth:`predict` both act with ``theta`` (the policy is deterministic).
     """
-
-    model: MLPPolicy
 
     def __init__(
         self,
@@ -87,20 +111,7 @@ class ES(Algorithm):
         self.rng = np.random.default_rng(seed)
         self.generation = 0
 
-    # -- acting ------------------------------------------------------------------------------
-    def sample(self, obs: torch.Tensor) -> PolicyStep:
-        """``pi_theta(obs)`` (no exploration noise: ES explores in parameter space)."""
-        return PolicyStep(self.model(obs), None, None)
-
-    def predict(self, obs: torch.Tensor) -> torch.Tensor:
-        """``pi_theta(obs)``."""
-        return self.model(obs)
-
     # -- the generation ----------------------------------------------------------------------
-    def theta(self) -> np.ndarray:
-        """The current parameter vector ``[d]`` (float32)."""
-        return self.model.flat_parameters().numpy().copy()
-
     def ask(self) -> np.ndarray:
         """This generation's ``n`` noise offsets (one per antithetic pair)."""
         return self.noise.sample_offsets(self.rng, self.dim, self.num_pairs)
@@ -131,7 +142,3 @@ class ES(Algorithm):
             "grad_norm": float(g.norm()),
             "theta_norm": float(theta.norm()),
         }
-
-    def learn(self, batch: object) -> dict[str, float]:
-        """ES has no batch update: use :meth:`ask` / :meth:`tell`."""
-        raise TypeError("ES learns by ask()/tell() on returns, not from batches")

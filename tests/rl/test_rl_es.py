@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -163,33 +163,16 @@ def on(cluster: actorrt.Cluster, coro: Coroutine[Any, Any, T], timeout: float = 
     return asyncio.run_coroutine_threadsafe(coro, cluster.loop).result(timeout)
 
 
-def test_remote_workers_train_and_a_killed_one_is_replaced(rl_cluster: actorrt.Cluster) -> None:
-    async def go() -> Any:
-        async with ESLearner(make_agent, make_policy, "CartPole-v1", num_workers=2, theta_episodes=2) as learner:
-            pid = await learner.handles[0].pid()
-            training = asyncio.ensure_future(learner.train(60_000, stop_when_solved=False))
-            while learner.es.generation < 2:
-                await asyncio.sleep(0.01)
-            os.kill(pid, signal.SIGKILL)
-            result = await training
-            return result, learner.history
-
-    result, history = on(rl_cluster, go())
-    assert result.replaced_workers == 1 and result.env_steps >= 60_000
-    assert result.updates == len(history) and result.episodes == 2 * len(history)
-    # Learning happened: the population's mean return grew from the first generations to the last.
-    first = np.mean([h["population_return"] for h in history[:3]])
-    last = np.mean([h["population_return"] for h in history[-3:]])
-    assert last > first + 20, (first, last)
-
-
-def test_cmaes_on_remote_workers_learns_cartpole_and_a_killed_worker_is_replaced(
-    rl_cluster: actorrt.Cluster,
+@pytest.mark.parametrize(
+    "agent_fn,killed,steps", [(make_agent, 0, 60_000), (make_cmaes_agent, 1, 40_000)], ids=["es", "cmaes"]
+)
+def test_remote_workers_train_and_a_killed_one_is_replaced(
+    rl_cluster: actorrt.Cluster, agent_fn: Callable[[], rl.Agent], killed: int, steps: int
 ) -> None:
     async def go() -> Any:
-        async with ESLearner(make_cmaes_agent, make_policy, "CartPole-v1", num_workers=2, theta_episodes=2) as learner:
-            pid = await learner.handles[1].pid()
-            training = asyncio.ensure_future(learner.train(40_000, stop_when_solved=False))
+        async with ESLearner(agent_fn, make_policy, "CartPole-v1", num_workers=2, theta_episodes=2) as learner:
+            pid = await learner.handles[killed].pid()
+            training = asyncio.ensure_future(learner.train(steps, stop_when_solved=False))
             while learner.es.generation < 2:
                 await asyncio.sleep(0.01)
             os.kill(pid, signal.SIGKILL)
@@ -197,8 +180,9 @@ def test_cmaes_on_remote_workers_learns_cartpole_and_a_killed_worker_is_replaced
             return result, learner.history
 
     result, history = on(rl_cluster, go())
-    assert result.replaced_workers == 1 and result.env_steps >= 40_000
+    assert result.replaced_workers == 1 and result.env_steps >= steps
     assert result.updates == len(history) and result.episodes == 2 * len(history)
+    # Learning happened: the population's mean return grew from the first generations to the last.
     first = np.mean([h["population_return"] for h in history[:3]])
     last = np.mean([h["population_return"] for h in history[-3:]])
     assert last > first + 20, (first, last)
