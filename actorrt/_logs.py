@@ -72,8 +72,8 @@ def print_actor_output(msg: pb.ActorOutput, out: TextIO | None = None, err: Text
     label = prefix(msg.class_name, msg.actor_id, msg.pid)
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        for line in msg.lines:
-            print(f"{label} {line.text}", file=err if line.stderr else out)
+        for line in msg.lines:  # one write per line: a print() elsewhere cannot land inside it
+            (err if line.stderr else out).write(f"{label} {line.text}\n")
         out.flush()
         err.flush()
     except (OSError, ValueError):  # a closed terminal must not break the session

@@ -187,7 +187,9 @@ STALLING_CLIENT = textwrap.dedent(
         went.wait()
         a3 = waiting.result(60)
         cause = asyncio.run_coroutine_threadsafe(c.death_cause(a2.actor_id, 30), c.loop).result()
-        print("RESULT placed", a3.actor_id, "died", a2.actor_id, repr(cause), flush=True)
+        # One write: the client's output thread prints actor lines meanwhile, between print()'s parts.
+        sys.stdout.write(f"RESULT placed {a3.actor_id} died {a2.actor_id} {cause!r}\\n")
+        sys.stdout.flush()
         actorrt.kill(a1).result()
         actorrt.kill(a3).result()
     """
