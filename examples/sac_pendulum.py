@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from typing import Literal
 
 import gymnasium as gym
 import torch
@@ -51,6 +52,9 @@ class Config(DistributedRun):
     """Steps per environment between bursts of updates (a remote collector's rollout length: 16 suits)."""
     broadcast_every: int = 16
     """With remote collectors: updates between weight broadcasts (K)."""
+    replay: Literal["learner", "actor"] = "learner"
+    """With remote collectors: ``learner`` (the replay is in this process) or ``actor`` (a replay
+    actor that the collectors feed directly, and this process samples from)."""
     learning_starts: int = 1000
     """Environment steps of uniformly random actions before the first update."""
     updates_per_step: float = 1.0
@@ -137,7 +141,12 @@ def make_replay(config: Config) -> rl.UniformReplay:
 
 def main_distributed(config: Config) -> dict:
     """Remote collectors feed the learner's replay; returns the final JSON line's fields."""
-    scheme = off_policy_scheme(config.num_collectors, config.updates_per_step, config.broadcast_every)
+    scheme = off_policy_scheme(
+        config.num_collectors,
+        config.updates_per_step,
+        config.broadcast_every,
+        config.replay,
+    )
     options = {
         "replay": make_replay(config),
         "batch_size": config.batch_size,

@@ -19,6 +19,7 @@ environment's reward threshold (4800) over the last 20 training episodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -46,6 +47,9 @@ class Config(DistributedRun):
     """Updates per environment step received (the update-to-data ratio)."""
     broadcast_every: int = 64
     """Updates between weight broadcasts to the collectors (K)."""
+    replay: Literal["learner", "actor"] = "learner"
+    """``learner`` (the replay is in the learner's process) or ``actor`` (a replay actor that the
+    collectors feed directly, and the learner samples from)."""
     batch_size: int = 256
     """Transitions per update."""
     buffer_size: int = 1_000_000
@@ -105,7 +109,7 @@ if __name__ == "__main__":
     main(
         Config,
         MakeAgent,
-        lambda c: off_policy_scheme(c.num_collectors, c.updates_per_step, c.broadcast_every),
+        lambda c: off_policy_scheme(c.num_collectors, c.updates_per_step, c.broadcast_every, c.replay),
         "TD3",
         learner_options=learner_options,
     )

@@ -81,7 +81,8 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: s
     """Build an ``argparse`` parser from the dataclass ``cls`` and return the parsed instance.
 
     ``--field-name VALUE`` for int/float/str (``none`` for optional fields), ``--flag`` /
-    ``--no-flag`` for bools. Raises ``TypeError`` for an undocumented or unsupported field.
+    ``--no-flag`` for bools, one of the choices for a ``Literal`` of strings. Raises ``TypeError``
+    for an undocumented or unsupported field.
     """
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
@@ -110,6 +111,8 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: s
             )
         elif base in (int, float, str):
             parser.add_argument(flag, dest=f.name, type=_parser_for(base, optional), default=default, help=docs[f.name])
+        elif typing.get_origin(base) is typing.Literal and all(isinstance(c, str) for c in typing.get_args(base)):
+            parser.add_argument(flag, dest=f.name, choices=typing.get_args(base), default=default, help=docs[f.name])
         else:
             raise TypeError(f"{cls.__name__}.{f.name}: unsupported type {hints[f.name]!r}")
     return cls(**vars(parser.parse_args(argv)))

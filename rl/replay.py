@@ -13,7 +13,7 @@ goal-conditioned episodes is in :mod:`rl.her`.
 
 from __future__ import annotations
 
-from typing import Generic, NamedTuple
+from typing import Any, Generic, NamedTuple
 
 import numpy as np
 
@@ -42,8 +42,13 @@ class ReplayBatch(NamedTuple, Generic[ArrayT]):
 class UniformReplay:
     """Fixed-capacity ring buffer of transitions in preallocated numpy arrays; uniform sampling.
 
-    Not thread-safe: add and sample from one thread (the learner's).
+    Not thread-safe: add and sample from one thread (the learner's). A pickle of a replay that
+    has not wrapped yet holds only its filled rows (an empty replay of a million slots is a few
+    hundred bytes, not hundreds of MB, on its way to a replay actor); unpickling allocates the
+    rest again.
     """
+
+    _ARRAYS = ("obs", "next_obs", "actions", "rewards", "terminated", "truncated")
 
     def __init__(
         self,
@@ -71,6 +76,23 @@ class UniformReplay:
 
     def __len__(self) -> int:
         return self._size
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if self._size < self.capacity:  # not wrapped: rows [0, size) are the filled ones
+            state.update({name: getattr(self, name)[: self._size] for name in self._ARRAYS})
+            state["_filled_only"] = True
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        filled_only = state.pop("_filled_only", False)
+        self.__dict__.update(state)
+        if filled_only:
+            for name in self._ARRAYS:
+                filled = getattr(self, name)
+                full = np.zeros((self.capacity, *filled.shape[1:]), dtype=filled.dtype)
+                full[: len(filled)] = filled
+                setattr(self, name, full)
 
     def add(
         self,
@@ -164,6 +186,17 @@ class SumTree:
             self._leaves *= 2
         self.nodes = np.zeros(2 * self._leaves, dtype=np.float64)
         """``nodes[1]`` is the root; leaf ``i`` is ``nodes[leaves + i]``; children of k: 2k, 2k+1."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The leaves up to the last one set (the inner sums are rebuilt on unpickling)."""
+        leaves = self.nodes[self._leaves : self._leaves + self.capacity]
+        used = int(np.flatnonzero(leaves)[-1]) + 1 if leaves.any() else 0
+        return {"capacity": self.capacity, "leaves": leaves[:used].copy()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        rebuilt = SumTree(state["capacity"])
+        rebuilt.update(np.arange(len(state["leaves"])), state["leaves"])
+        self.__dict__.update(rebuilt.__dict__)
 
     @property
     def total(self) -> float:

@@ -1,5 +1,6 @@
-"""Distributed learners over actorrt: remote collectors and gradient workers, one configurable
-:class:`Learner` with A2C and IMPALA presets, and :class:`ESLearner` for evolution strategies."""
+"""Distributed learners over actorrt: remote collectors, gradient workers and a replay actor, one
+configurable :class:`Learner` with A2C, IMPALA and off-policy presets, and :class:`ESLearner` for
+evolution strategies."""
 
 from rl.learners.es import ESLearner, ESWorker
 from rl.learners.learner import (
@@ -11,7 +12,7 @@ from rl.learners.learner import (
     impala_scheme,
     off_policy_scheme,
 )
-from rl.learners.workers import GradientWorker, RemoteCollector, concat_rollouts
+from rl.learners.workers import GradientWorker, RemoteCollector, ReplayActor, ReplayLostError, concat_rollouts
 
 __all__ = [
     "ESLearner",
@@ -20,6 +21,8 @@ __all__ = [
     "Learner",
     "LearnerResult",
     "RemoteCollector",
+    "ReplayActor",
+    "ReplayLostError",
     "Scheme",
     "SchemeError",
     "a2c_scheme",

@@ -9,9 +9,11 @@
 - **update**: ``central`` (the learner's optimizer steps and weights are broadcast) or
   ``decentralised`` (every gradient worker applies the same averaged gradients itself).
 
-- **replay**: ``none`` (learn from each rollout once) or ``learner`` (DDPG, TD3, SAC: rollouts go
+- **replay**: ``none`` (learn from each rollout once), ``learner`` (DDPG, TD3, SAC: rollouts go
   into the learner's replay, and the learner takes ``updates_per_step`` updates per env step
-  received, on sampled batches, broadcasting weights every ``broadcast_every`` updates).
+  received, on sampled batches, broadcasting weights every ``broadcast_every`` updates) or
+  ``actor`` (the same, with the replay in a :class:`rl.learners.workers.ReplayActor` that remote
+  collectors add to directly and the learner samples from, as in Ape-X).
 
 A2C, IMPALA and off-policy learning are presets (:func:`a2c_scheme`, :func:`impala_scheme`,
 :func:`off_policy_scheme`). Components that do not
@@ -39,10 +41,18 @@ from rl.agent import Agent
 from rl.algorithms import DQN, IMPALA, PPO
 from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.collector import Collector, CollectorConfig
-from rl.learners.workers import GradientWorker, RemoteCollector, apply_gradients, concat_rollouts
+from rl.learners.workers import (
+    Fed,
+    GradientWorker,
+    RemoteCollector,
+    ReplayActor,
+    ReplayLostError,
+    apply_gradients,
+    concat_rollouts,
+)
 from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
-from rl.replay import UniformReplay
+from rl.replay import ReplayBatch, UniformReplay
 from rl.storage import Rollout
 
 __all__ = [
@@ -80,8 +90,9 @@ class Scheme:
     """Collect calls kept queued on each asynchronous collector, so it never waits for us."""
     max_queued_rollouts: int = 8
     """Rollouts waiting for the learner at most; collectors pause beyond it (memory stays flat)."""
-    replay: Literal["none", "learner"] = "none"
-    """``learner``: rollouts feed the learner's replay, updates sample from it (DDPG, TD3, SAC)."""
+    replay: Literal["none", "learner", "actor"] = "none"
+    """``learner``: rollouts feed the learner's replay, updates sample from it (DDPG, TD3, SAC);
+    ``actor``: the replay is an actor of its own, which remote collectors feed directly."""
     updates_per_step: float = 1.0
     """With a replay: updates per env step received (the update-to-data ratio)."""
 
@@ -97,13 +108,15 @@ class Scheme:
         if isinstance(algorithm, DQN):
             raise SchemeError("DQN learns from a replay buffer: use rl.train_dqn, not a rollout Learner")
         off_policy = isinstance(algorithm, OffPolicyAlgorithm)
-        if self.replay not in ("none", "learner"):
-            raise SchemeError(f"replay must be 'none' or 'learner', not {self.replay!r}")
-        if off_policy and self.replay != "learner":
-            raise SchemeError(f"{name} learns from a replay: set replay='learner' (see off_policy_scheme)")
-        if self.replay == "learner":
+        if self.replay not in ("none", "learner", "actor"):
+            raise SchemeError(f"replay must be 'none', 'learner' or 'actor', not {self.replay!r}")
+        if off_policy and self.replay == "none":
+            raise SchemeError(f"{name} learns from a replay: set replay='learner' or 'actor' (see off_policy_scheme)")
+        if self.replay != "none":
             if not off_policy:
-                raise SchemeError(f"replay='learner' needs an off-policy algorithm (DDPG, TD3, SAC), not {name}")
+                raise SchemeError(f"replay={self.replay!r} needs an off-policy algorithm (DDPG, TD3, SAC), not {name}")
+            if self.replay == "actor" and self.collection != "remote":
+                raise SchemeError("a replay actor is fed by remote collectors: set collection='remote'")
             if self.gradients != "central":
                 raise SchemeError("with a replay the learner computes the gradients: set gradients='central'")
             if self.updates_per_step <= 0:
@@ -151,17 +164,23 @@ def impala_scheme(num_collectors: int = 2, broadcast_every: int = 1) -> Scheme:
     )
 
 
-def off_policy_scheme(num_collectors: int = 2, updates_per_step: float = 1.0, broadcast_every: int = 1) -> Scheme:
+def off_policy_scheme(
+    num_collectors: int = 2,
+    updates_per_step: float = 1.0,
+    broadcast_every: int = 1,
+    replay: Literal["learner", "actor"] = "learner",
+) -> Scheme:
     """DDPG, TD3, SAC: collectors run ahead and feed the learner's replay; the learner keeps
     ``updates_per_step`` updates per env step received and broadcasts weights every K updates.
-    ``num_collectors=0``: collect in the learner's own process instead."""
+    ``num_collectors=0``: collect in the learner's own process instead. ``replay="actor"``: the
+    replay lives in an actor of its own, which the collectors feed directly."""
     if num_collectors == 0:
-        return Scheme(collection="local", replay="learner", updates_per_step=updates_per_step)
+        return Scheme(collection="local", replay=replay, updates_per_step=updates_per_step)
     return Scheme(
         collection="remote",
         num_collectors=num_collectors,
         collection_mode="async",
-        replay="learner",
+        replay=replay,
         updates_per_step=updates_per_step,
         broadcast_every=broadcast_every,
     )
@@ -249,23 +268,30 @@ class Learner:
         """Broadcast timings in flight: the loop keeps only weak references to tasks."""
         self._started = 0.0
         self._executor: ThreadPoolExecutor | None = None
-        if scheme.replay == "learner" and replay is None:
-            raise SchemeError("replay='learner' needs a replay storage: Learner(..., replay=rl.UniformReplay(...))")
+        if scheme.replay != "none" and replay is None:
+            raise SchemeError(
+                f"replay={scheme.replay!r} needs a replay storage: Learner(..., replay=rl.UniformReplay(...))"
+            )
         self.replay = replay
-        """Where an off-policy scheme stores what collectors send (``None`` otherwise)."""
+        """Where an off-policy scheme stores what collectors send (``None`` otherwise). With a
+        replay actor, the storage it started from (the actor holds the live one)."""
+        self.replay_actor: Any = None
+        """The :class:`ReplayActor`'s handle while one runs (``scheme.replay == "actor"``)."""
+        self._priorities: Any = None
+        """The last priority update sent to the replay actor (its error surfaces before the next)."""
         self.batch_size = batch_size
         self.learning_starts = learning_starts
         """Env steps of uniformly random actions (in every collector) before the first update."""
         self._updates_due = 0.0
         self._updates_at_broadcast = 0
-        self._warmup = scheme.replay == "learner" and learning_starts > 0
+        self._warmup = scheme.replay != "none" and learning_starts > 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> Learner:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="rl-learner")
         # A restored run past learning_starts does not warm up again.
-        self._warmup = self.scheme.replay == "learner" and self.env_steps < self.learning_starts
+        self._warmup = self.scheme.replay != "none" and self.env_steps < self.learning_starts
         s = self.scheme
         if s.gradients == "remote":
             self._pool = self._make_pool(GradientWorker, s.num_gradient_workers)
@@ -283,6 +309,9 @@ class Learner:
             await asyncio.gather(*[h.set_weights(weights, self.version) for h in self._pool.handles])
             if self._warmup:
                 await asyncio.gather(*[h.set_uniform_exploration(True) for h in self._pool.handles])
+            if s.replay == "actor":
+                self.replay_actor = await ReplayActor.remote(self.replay)
+                await asyncio.gather(*[h.feed(self.replay_actor) for h in self._pool.handles])
         return self
 
     def _make_pool(self, cls: Any, n: int) -> _Pool:
@@ -317,6 +346,8 @@ class Learner:
         await handle.set_weights(self.agent.get_weights(), self.version)
         if self._warmup:
             await handle.set_uniform_exploration(True)
+        if self.replay_actor is not None:
+            await handle.feed(self.replay_actor)
         self._pool.handles[i] = handle
         return handle
 
@@ -325,6 +356,9 @@ class Learner:
             task.cancel()
         if self._pool is not None:
             await asyncio.gather(*[actorrt.kill(h) for h in self._pool.handles], return_exceptions=True)
+        if self.replay_actor is not None:
+            await asyncio.gather(actorrt.kill(self.replay_actor), return_exceptions=True)
+            self.replay_actor = None
         if self._local is not None:
             self._local.close()
         if self._executor is not None:
@@ -399,7 +433,7 @@ class Learner:
         self._started = time.perf_counter()
         start_steps = self.env_steps
         s = self.scheme
-        if s.replay == "learner":
+        if s.replay != "none":
             loop = self._train_off_policy
         elif s.gradients == "remote":
             if s.gradient_mode == "async":
@@ -593,30 +627,68 @@ class Learner:
 
     # ---- off-policy: collectors feed the learner's replay -------------------------------------
 
-    def _ingest(self, rollout: Rollout[np.ndarray]) -> tuple[dict[str, float], int]:
-        """Store a rollout, then take the updates it is owed at ``updates_per_step`` (in the
-        learner's thread: the replay is only ever touched there)."""
+    def _owed(self, num_steps: int) -> int:
+        """Updates that ``num_steps`` more env steps are owed at ``updates_per_step`` (none before
+        ``learning_starts``); fractions carry over to the next rollout."""
+        if self.env_steps + num_steps < self.learning_starts:
+            return 0
+        self._updates_due += self.scheme.updates_per_step * num_steps
+        owed = int(self._updates_due)
+        self._updates_due -= owed
+        return owed
+
+    def _ingest(self, rollout: Rollout[np.ndarray], owed: int) -> tuple[dict[str, float], int]:
+        """Store a rollout, then take the updates it is owed (in the learner's thread: the replay
+        is only ever touched there)."""
         assert self.replay is not None
         algo = self.agent.algorithm
         assert isinstance(algo, OffPolicyAlgorithm)
         self.replay.add_rollout(rollout)
         stats: dict[str, float] = {}
-        done = 0
-        if self.env_steps + rollout.num_steps >= self.learning_starts:
-            self._updates_due += self.scheme.updates_per_step * rollout.num_steps
-            while self._updates_due >= 1.0:
-                batch = self.replay.sample(self.batch_size)
-                stats = self.agent.learn(batch)
-                self.replay.update_priorities(batch.indices, algo.td_errors)
-                self._updates_due -= 1.0
-                done += 1
-        return stats, done
+        for _ in range(owed):
+            batch = self.replay.sample(self.batch_size)
+            stats = self.agent.learn(batch)
+            self.replay.update_priorities(batch.indices, algo.td_errors)
+        return stats, owed
 
-    async def _off_policy_step(self, rollout: Rollout[np.ndarray], lag: int) -> None:
-        """Ingest one rollout, record it, end the warm-up, and broadcast the weights once at least
+    def _learn_batches(self, batches: ReplayBatch[np.ndarray], owed: int) -> tuple[dict[str, float], np.ndarray]:
+        """``owed`` updates on consecutive ``batch_size`` slices of what the replay actor sent;
+        the stats of the last and every TD error (for the priorities), in the learner's thread."""
+        algo = self.agent.algorithm
+        assert isinstance(algo, OffPolicyAlgorithm)
+        stats: dict[str, float] = {}
+        td_errors = []
+        for k in range(owed):
+            part = slice(k * self.batch_size, (k + 1) * self.batch_size)
+            stats = self.agent.learn(ReplayBatch(*(column[part] for column in batches)))
+            td_errors.append(algo.td_errors)
+        return stats, np.concatenate(td_errors)
+
+    async def _from_replay_actor(self, owed: int) -> dict[str, float]:
+        """Take ``owed`` updates on batches sampled from the replay actor (one call for all of
+        them), then send the TD errors back for the priorities."""
+        if owed == 0:
+            return {}
+        try:
+            if self._priorities is not None:
+                await self._priorities  # ordered before the sample anyway; its error must not vanish
+            batches = await self.replay_actor.sample(self.batch_size, owed)
+        except actorrt.ActorDiedError as e:
+            raise ReplayLostError(f"the replay actor died: {e}") from None
+        stats, td_errors = await self._in_thread(self._learn_batches, batches, owed)
+        self._priorities = self.replay_actor.update_priorities(batches.indices, td_errors)
+        return stats
+
+    async def _off_policy_step(self, rollout: Rollout[np.ndarray] | Fed, lag: int) -> None:
+        """Ingest one rollout (or a collector's report that the replay actor holds it), take the
+        updates it is owed, record it, end the warm-up, and broadcast the weights once at least
         ``broadcast_every`` updates were taken since the last broadcast (checked after each
         rollout: a rollout owed many updates gives one broadcast, not one per update)."""
-        stats, done = await self._in_thread(self._ingest, rollout)
+        owed = self._owed(rollout.num_steps)
+        if isinstance(rollout, Fed):
+            stats, done = await self._from_replay_actor(owed), owed
+        else:
+            stats, done = await self._in_thread(self._ingest, rollout, owed)
         self.updates += done
         self._record(rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats, lag, done)
         if self._warmup and self.env_steps >= self.learning_starts:

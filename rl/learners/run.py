@@ -79,7 +79,8 @@ async def run(
     logger = TrainingLogger(
         config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress
     )
-    slots = max(os.cpu_count() or 1, config.num_collectors)  # embedded: a slot per collector
+    actors = config.num_collectors + (1 if scheme.replay == "actor" else 0)
+    slots = max(os.cpu_count() or 1, actors)  # embedded: a slot per actor the scheme starts
     try:
         async with actorrt.connect(config.address, num_cpus=slots, preload=list(preload)):
             metrics = LearnerMetrics(algo.lower())

@@ -1,15 +1,17 @@
-"""The remote halves of a learner: actors that collect rollouts or compute gradients.
+"""The remote halves of a learner: actors that collect rollouts or compute gradients, and the
+replay actor that off-policy collectors can feed instead of the learner.
 
-Both own a gymnasium vector env and a CPU copy of the model, built in their own process from a
-picklable ``make_agent`` factory, and answer with whole rollouts (hundreds of env steps per
-call): one RPC per env step would cap training near the transport's message rate.
-Weights travel as numpy dicts, tagged with a version so the learner can measure their lag.
+Collectors and gradient workers own a gymnasium vector env and a CPU copy of the model, built in
+their own process from a picklable ``make_agent`` factory, and answer with whole rollouts
+(hundreds of env steps per call): one RPC per env step would cap training near the transport's
+message rate. Weights travel as numpy dicts, tagged with a version so the learner can measure
+their lag.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -17,11 +19,63 @@ import torch
 import actorrt
 from rl.agent import Agent, to_torch
 from rl.collector import Collector, CollectorConfig
+from rl.replay import ReplayBatch, UniformReplay
 from rl.storage import Rollout
 
-__all__ = ["GradientResult", "GradientWorker", "RemoteCollector", "apply_gradients"]
+__all__ = [
+    "Fed",
+    "GradientResult",
+    "GradientWorker",
+    "RemoteCollector",
+    "ReplayActor",
+    "ReplayLostError",
+    "apply_gradients",
+]
 
 Weights = dict[str, np.ndarray]
+
+
+class ReplayLostError(RuntimeError):
+    """The replay actor died: the transitions it held are gone, so the run cannot go on as it was."""
+
+
+class Fed(NamedTuple):
+    """What a collector that fed the replay actor reports instead of its rollout."""
+
+    num_steps: int
+    episode_returns: np.ndarray
+    episode_lengths: np.ndarray
+
+
+@actorrt.remote_class
+class ReplayActor:
+    """An off-policy replay in its own process, as in Ape-X (Horgan et al. 2018): collectors add
+    their rollouts to it directly, the learner samples batches from it and sends back the TD
+    errors that set their priorities. Transitions never pass through the learner, and the
+    replay's memory is not in the learner's process. Calls run one at a time, in order.
+    """
+
+    def __init__(self, replay: UniformReplay) -> None:
+        self.replay = replay
+
+    def add_rollout(self, rollout: Rollout[np.ndarray]) -> int:
+        """Store every step of a rollout; the number of transitions held."""
+        self.replay.add_rollout(rollout)
+        return len(self.replay)
+
+    def sample(self, batch_size: int, batches: int) -> ReplayBatch[np.ndarray]:
+        """``batches`` batches, each drawn as the replay draws one (prioritised ones with their
+        own weights), end to end: ``batches * batch_size`` rows."""
+        if batch_size < 1 or batches < 1:
+            raise ValueError(f"batch_size and batches must be >= 1, got {batch_size} and {batches}")
+        parts = [self.replay.sample(batch_size) for _ in range(batches)]
+        return ReplayBatch(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        self.replay.update_priorities(indices, td_errors)
+
+    def size(self) -> int:
+        return len(self.replay)
 
 
 @actorrt.remote_class
@@ -34,14 +88,29 @@ class RemoteCollector:
         torch.set_num_threads(1)
         self.collector = Collector(config, make_agent(), env_fn)
         self.version = -1
+        self.replay: Any = None
+        """A :class:`ReplayActor`'s handle once :meth:`feed` is called."""
 
     def set_weights(self, weights: Weights, version: int) -> None:
         self.collector.set_weights(weights)
         self.version = version
 
-    def collect(self) -> tuple[Rollout[np.ndarray], int]:
-        """One rollout, and the version of the weights that acted in it."""
-        return self.collector.collect(), self.version
+    def feed(self, replay: Any) -> None:
+        """From now on store each rollout in this :class:`ReplayActor` (a handle) and report
+        only what the learner counts (:class:`Fed`)."""
+        self.replay = replay
+
+    def collect(self) -> tuple[Rollout[np.ndarray] | Fed, int]:
+        """One rollout (or, when feeding a replay actor, its :class:`Fed` report once the replay
+        holds it), and the version of the weights that acted in it."""
+        rollout = self.collector.collect()
+        if self.replay is None:
+            return rollout, self.version
+        try:
+            self.replay.add_rollout(rollout).result()
+        except actorrt.ActorDiedError as e:  # not this collector's death: the learner must not replace it
+            raise ReplayLostError(f"the replay actor died: {e}") from None
+        return Fed(rollout.num_steps, rollout.episode_returns, rollout.episode_lengths), self.version
 
     def set_uniform_exploration(self, uniform: bool) -> None:
         """Off-policy warm-up: act uniformly at random in the action bounds (DDPG, TD3, SAC)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pytest
 
@@ -22,12 +23,21 @@ class _Config:
     fast: bool = True
     """Go fast."""
     other: int = field(default=3, metadata={"help": "Via metadata."})
+    where: Literal["learner", "actor"] = "learner"
+    """Where the replay is."""
 
 
 def test_parse_types_and_flags() -> None:
     c = parse_config(_Config, ["--lr", "0.5", "--steps", "7", "--save", "a.pt", "--no-fast"])
     assert c == _Config(lr=0.5, steps=7, save="a.pt", fast=False)
     assert parse_config(_Config, []) == _Config()
+    assert parse_config(_Config, ["--where", "actor"]).where == "actor"
+
+
+def test_a_literal_field_names_its_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_config(_Config, ["--where", "remote"])
+    assert "argument --where: invalid choice: 'remote' (choose from" in capsys.readouterr().err
 
 
 def test_help_lists_every_field(capsys: pytest.CaptureFixture[str]) -> None:

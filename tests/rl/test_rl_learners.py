@@ -189,6 +189,8 @@ def _pendulum_replay() -> rl.UniformReplay:
         (off_policy_scheme(2), make_a2c, "needs an off-policy algorithm"),
         (Scheme(replay="learner", gradients="remote"), make_sac, "set gradients='central'"),
         (Scheme(replay="learner", updates_per_step=0), make_sac, "updates_per_step must be > 0"),
+        (Scheme(collection="local", replay="actor"), make_sac, "fed by remote collectors"),
+        (Scheme(replay="remote"), make_sac, "replay must be 'none', 'learner' or 'actor', not 'remote'"),  # type: ignore[arg-type]
     ],
 )
 def test_off_policy_schemes_that_do_not_fit(scheme: Scheme, make: Any, message: str) -> None:
@@ -196,9 +198,10 @@ def test_off_policy_schemes_that_do_not_fit(scheme: Scheme, make: Any, message: 
         Learner(make, PENDULUM, scheme, replay=_pendulum_replay())
 
 
-def test_off_policy_scheme_needs_a_replay() -> None:
-    with pytest.raises(SchemeError, match="needs a replay storage"):
-        Learner(make_sac, PENDULUM, off_policy_scheme(2))
+@pytest.mark.parametrize("where", ["learner", "actor"])
+def test_off_policy_scheme_needs_a_replay(where: Any) -> None:
+    with pytest.raises(SchemeError, match=f"replay='{where}' needs a replay storage"):
+        Learner(make_sac, PENDULUM, off_policy_scheme(2, replay=where))
 
 
 @pytest.mark.parametrize(
@@ -207,8 +210,9 @@ def test_off_policy_scheme_needs_a_replay() -> None:
         off_policy_scheme(2, updates_per_step=0.5, broadcast_every=40),
         off_policy_scheme(0, updates_per_step=0.5),
         Scheme(num_collectors=2, collection_mode="sync", replay="learner", updates_per_step=0.5),
+        off_policy_scheme(1, updates_per_step=0.5, broadcast_every=40, replay="actor"),
     ],
-    ids=["async remote", "local", "sync remote"],
+    ids=["async remote", "local", "sync remote", "replay actor"],
 )
 def test_off_policy_learner_keeps_its_update_to_data_ratio(rl_cluster: actorrt.Cluster, scheme: Scheme) -> None:
     metrics = LearnerMetrics("offpolicy")
@@ -221,10 +225,20 @@ def test_off_policy_learner_keeps_its_update_to_data_ratio(rl_cluster: actorrt.C
             result = await learner.train(1500)
             algorithm = learner.agent.algorithm
             assert isinstance(algorithm, rl.SAC)
-            return result, len(replay), learner.version, algorithm.uniform_exploration
+            if scheme.replay == "actor":
+                assert len(replay) == 0  # the collectors fed the actor's copy, never this one
+                stored = await learner.replay_actor.size()
+            else:
+                stored = len(replay)
+            return result, stored, learner.version, algorithm.uniform_exploration
 
     result, stored, version, uniform = on(rl_cluster, go())
-    assert stored == result.env_steps >= 1500
+    if scheme.replay == "actor":
+        # Collectors run ahead: rollouts queued for the learner (or in flight) are already stored.
+        ahead = (scheme.rollouts_in_flight + scheme.max_queued_rollouts) * 32
+        assert result.env_steps <= stored <= result.env_steps + ahead and result.env_steps >= 1500
+    else:
+        assert stored == result.env_steps >= 1500
     # 0.5 updates per env step from the rollout that crossed learning_starts (32 steps each).
     assert 0.5 * (result.env_steps - 256 - 32) <= result.updates <= 0.5 * (result.env_steps - 256 + 32)
     assert not uniform
@@ -286,3 +300,74 @@ def test_a_killed_off_policy_collector_is_replaced(rl_cluster: actorrt.Cluster) 
 
     result = on(rl_cluster, go())
     assert result.replaced_workers == 1 and result.env_steps >= 4000
+
+
+# -- off-policy: a replay actor, fed by the collectors directly --------------------------------------
+
+
+def _per_replay() -> rl.PrioritizedReplay:
+    obs, act = env_spaces(PENDULUM)
+    assert obs.shape is not None and act.shape is not None
+    return rl.PrioritizedReplay(50_000, obs.shape, act.shape, seed=0)
+
+
+def test_a_replay_actor_gets_the_priorities_and_outlives_a_killed_collector(rl_cluster: actorrt.Cluster) -> None:
+    """Prioritised replay in its own actor: the TD errors the learner sends back set the
+    priorities there, and a collector SIGKILLed mid-run is replaced by one that feeds it too."""
+
+    async def go() -> Any:
+        async with Learner(
+            make_sac,
+            PENDULUM,
+            off_policy_scheme(1, updates_per_step=0.25, replay="actor"),
+            replay=_per_replay(),
+            batch_size=32,
+            learning_starts=256,
+        ) as learner:
+            assert learner._pool is not None and learner.replay_actor is not None
+            pid = await learner._pool.handles[0].pid()
+            training = asyncio.ensure_future(learner.train(3000))
+            while learner.updates < 10:
+                await asyncio.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+            result = await training
+            stored: rl.PrioritizedReplay = await actorrt.get_attr(learner.replay_actor, "replay")
+            return result, stored
+
+    result, stored = on(rl_cluster, go())
+    assert result.replaced_workers == 1 and result.env_steps >= 3000
+    # Every counted step reached the actor (and the rollouts the collectors ran ahead with).
+    ahead = (Scheme().rollouts_in_flight + Scheme().max_queued_rollouts + 1) * 32
+    assert len(stored) == stored.total_added and result.env_steps <= len(stored) <= result.env_steps + ahead
+    priorities = stored.tree[np.arange(len(stored))]
+    # New transitions enter at the largest priority so far; the ones learned from got |TD error| + eps.
+    assert len(np.unique(priorities)) > result.updates, "the learner's TD errors never reached the replay actor"
+
+
+def test_a_dead_replay_actor_ends_training_with_an_error_that_names_it(rl_cluster: actorrt.Cluster) -> None:
+    """Its transitions are gone: training stops with ReplayLostError (no collector is 'replaced'
+    for it), and closing the learner frees every slot."""
+
+    async def go() -> Any:
+        async with Learner(
+            make_sac,
+            PENDULUM,
+            off_policy_scheme(1, updates_per_step=0.25, replay="actor"),
+            replay=_pendulum_replay(),
+            batch_size=32,
+            learning_starts=256,
+        ) as learner:
+            assert learner.replay_actor is not None
+            training = asyncio.ensure_future(learner.train(100_000))
+            while learner.updates < 10:
+                await asyncio.sleep(0.05)
+            await actorrt.kill(learner.replay_actor)
+            with pytest.raises(Exception, match="the replay actor died") as caught:
+                await asyncio.wait_for(training, 60)
+            return caught.value, learner.replaced
+
+    error, replaced = on(rl_cluster, go())
+    assert replaced == 0, "a collector was replaced for the replay actor's death"
+    assert "ReplayLostError" in type(error).__name__ + str(error)
+    status = rl_cluster.status().result()
+    assert status.slots_used == 0, status.actors

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -89,6 +91,41 @@ def test_prioritized_sampling_frequencies_and_weights() -> None:
     # A new transition gets the largest priority seen (4.0), so it is the likeliest.
     _add_numbered(replay, 8, 1)  # overwrites slot 0
     assert replay.tree[np.array([0])][0] == pytest.approx(4.0**alpha)
+
+
+@pytest.mark.parametrize("kind", [UniformReplay, PrioritizedReplay])
+@pytest.mark.parametrize("filled", [0, 700, 2500])
+def test_a_pickled_replay_holds_only_its_filled_rows_and_comes_back_equal(
+    kind: type[UniformReplay], filled: int
+) -> None:
+    """What a replay actor is shipped: an empty or part-filled replay pickles without its unused
+    capacity; after it wraps, everything. The copy stores, samples and prioritises as the original."""
+    replay = kind(1000, (3,), (2,), seed=5)
+    rng = np.random.default_rng(0)
+    for start in range(0, filled, 100):
+        n = min(100, filled - start)
+        replay.add(
+            rng.standard_normal((n, 3)), rng.standard_normal((n, 2)), rng.standard_normal(n),
+            rng.standard_normal((n, 3)), rng.random(n) < 0.1, rng.random(n) < 0.1,
+        )  # fmt: skip
+    if filled and isinstance(replay, PrioritizedReplay):
+        replay.update_priorities(np.arange(50), rng.random(50) * 3)
+    data = pickle.dumps(replay)
+    row_bytes = 4 * (3 + 3 + 2 + 1) + 2
+    assert len(data) < 4096 + min(filled, 1000) * (row_bytes + 8 * (kind is PrioritizedReplay)), len(data)
+    copy = pickle.loads(data)
+    assert len(copy) == len(replay) and copy.total_added == replay.total_added and copy.capacity == 1000
+    for name in UniformReplay._ARRAYS:
+        assert getattr(copy, name).shape == getattr(replay, name).shape
+        np.testing.assert_array_equal(getattr(copy, name), getattr(replay, name))
+    if isinstance(replay, PrioritizedReplay):
+        np.testing.assert_allclose(copy.tree.nodes, replay.tree.nodes, rtol=1e-12)
+    if filled:
+        a, b = replay.sample(64), copy.sample(64)
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    copy.add(np.ones((1, 3)), np.ones((1, 2)), np.ones(1), np.ones((1, 3)), np.zeros(1, bool))
+    assert len(copy) == min(filled + 1, 1000)
 
 
 def test_her_future_relabelling() -> None:

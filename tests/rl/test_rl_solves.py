@@ -114,9 +114,11 @@ def test_td3_solves_pendulum(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path) -> None:
+@pytest.mark.parametrize("replay", ["learner", "actor"])
+def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path, replay: str) -> None:
     """off_policy_scheme on the example's own embedded cluster: 2 collectors feed the learner's
-    replay. Solved in 5.7-6.8k env steps (17-21 s) on seeds 0-2."""
+    replay, or a replay actor that the learner samples from. Solved in 5.7-6.8k env steps
+    (17-21 s) on seeds 0-2."""
     import json
     import os
     import subprocess
@@ -130,6 +132,8 @@ def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path) -> None:
             "2",
             "--num-steps",
             "16",
+            "--replay",
+            replay,
             "--no-progress",
             "--no-tensorboard",
             "--run-dir",
