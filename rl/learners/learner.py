@@ -52,8 +52,9 @@ from rl.learners.workers import (
 )
 from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
-from rl.replay import ReplayBatch, UniformReplay
+from rl.replay import PrioritizedReplay, ReplayBatch, UniformReplay
 from rl.storage import Rollout
+from rl.trainer import linear_schedule
 
 __all__ = [
     "Learner",
@@ -279,6 +280,10 @@ class Learner:
         """The :class:`ReplayActor`'s handle while one runs (``scheme.replay == "actor"``)."""
         self._priorities: Any = None
         """The last priority update sent to the replay actor (its error surfaces before the next)."""
+        self._beta_start = replay.beta if isinstance(replay, PrioritizedReplay) else None
+        """Prioritised replay's importance-sampling exponent at the start (annealed to 1, as in
+        :func:`rl.train_off_policy`)."""
+        self._total_steps = 0
         self.batch_size = batch_size
         self.learning_starts = learning_starts
         """Env steps of uniformly random actions (in every collector) before the first update."""
@@ -432,6 +437,7 @@ class Learner:
         """Train until ``total_steps`` env steps or, with ``stop_when_solved``, until solved."""
         self._started = time.perf_counter()
         start_steps = self.env_steps
+        self._total_steps = total_steps
         s = self.scheme
         if s.replay != "none":
             loop = self._train_off_policy
@@ -637,13 +643,21 @@ class Learner:
         self._updates_due -= owed
         return owed
 
-    def _ingest(self, rollout: Rollout[np.ndarray], owed: int) -> tuple[dict[str, float], int]:
+    def _beta(self) -> float | None:
+        """Prioritised replay's ``beta`` now: linear from its start to 1 at ``total_steps``."""
+        if self._beta_start is None:
+            return None
+        return linear_schedule(self._beta_start, 1.0, 1.0, self.env_steps / max(1, self._total_steps))
+
+    def _ingest(self, rollout: Rollout[np.ndarray], owed: int, beta: float | None) -> tuple[dict[str, float], int]:
         """Store a rollout, then take the updates it is owed (in the learner's thread: the replay
         is only ever touched there)."""
         assert self.replay is not None
         algo = self.agent.algorithm
         assert isinstance(algo, OffPolicyAlgorithm)
         self.replay.add_rollout(rollout)
+        if beta is not None and isinstance(self.replay, PrioritizedReplay):
+            self.replay.beta = beta
         stats: dict[str, float] = {}
         for _ in range(owed):
             batch = self.replay.sample(self.batch_size)
@@ -664,7 +678,7 @@ class Learner:
             td_errors.append(algo.td_errors)
         return stats, np.concatenate(td_errors)
 
-    async def _from_replay_actor(self, owed: int) -> dict[str, float]:
+    async def _from_replay_actor(self, owed: int, beta: float | None) -> dict[str, float]:
         """Take ``owed`` updates on batches sampled from the replay actor (one call for all of
         them), then send the TD errors back for the priorities."""
         if owed == 0:
@@ -672,7 +686,7 @@ class Learner:
         try:
             if self._priorities is not None:
                 await self._priorities  # ordered before the sample anyway; its error must not vanish
-            batches = await self.replay_actor.sample(self.batch_size, owed)
+            batches = await self.replay_actor.sample(self.batch_size, owed, beta)
         except actorrt.ActorDiedError as e:
             raise ReplayLostError(f"the replay actor died: {e}") from None
         stats, td_errors = await self._in_thread(self._learn_batches, batches, owed)
@@ -684,11 +698,11 @@ class Learner:
         updates it is owed, record it, end the warm-up, and broadcast the weights once at least
         ``broadcast_every`` updates were taken since the last broadcast (checked after each
         rollout: a rollout owed many updates gives one broadcast, not one per update)."""
-        owed = self._owed(rollout.num_steps)
+        owed, beta = self._owed(rollout.num_steps), self._beta()
         if isinstance(rollout, Fed):
-            stats, done = await self._from_replay_actor(owed), owed
+            stats, done = await self._from_replay_actor(owed, beta), owed
         else:
-            stats, done = await self._in_thread(self._ingest, rollout, owed)
+            stats, done = await self._in_thread(self._ingest, rollout, owed, beta)
         self.updates += done
         self._record(rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats, lag, done)
         if self._warmup and self.env_steps >= self.learning_starts:

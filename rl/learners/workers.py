@@ -19,7 +19,7 @@ import torch
 import actorrt
 from rl.agent import Agent, to_torch
 from rl.collector import Collector, CollectorConfig
-from rl.replay import ReplayBatch, UniformReplay
+from rl.replay import PrioritizedReplay, ReplayBatch, UniformReplay
 from rl.storage import Rollout
 
 __all__ = [
@@ -63,11 +63,14 @@ class ReplayActor:
         self.replay.add_rollout(rollout)
         return len(self.replay)
 
-    def sample(self, batch_size: int, batches: int) -> ReplayBatch[np.ndarray]:
+    def sample(self, batch_size: int, batches: int, beta: float | None = None) -> ReplayBatch[np.ndarray]:
         """``batches`` batches, each drawn as the replay draws one (prioritised ones with their
-        own weights), end to end: ``batches * batch_size`` rows."""
+        own weights, at importance-sampling exponent ``beta`` when given), end to end:
+        ``batches * batch_size`` rows."""
         if batch_size < 1 or batches < 1:
             raise ValueError(f"batch_size and batches must be >= 1, got {batch_size} and {batches}")
+        if beta is not None and isinstance(self.replay, PrioritizedReplay):
+            self.replay.beta = beta
         parts = [self.replay.sample(batch_size) for _ in range(batches)]
         return ReplayBatch(*(np.concatenate(column) for column in zip(*parts, strict=True)))
 

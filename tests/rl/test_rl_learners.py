@@ -311,37 +311,45 @@ def _per_replay() -> rl.PrioritizedReplay:
     return rl.PrioritizedReplay(50_000, obs.shape, act.shape, seed=0)
 
 
-def test_a_replay_actor_gets_the_priorities_and_outlives_a_killed_collector(rl_cluster: actorrt.Cluster) -> None:
-    """Prioritised replay in its own actor: the TD errors the learner sends back set the
-    priorities there, and a collector SIGKILLed mid-run is replaced by one that feeds it too."""
+@pytest.mark.parametrize("where", ["learner", "actor"])
+def test_prioritised_replay_gets_the_priorities_and_beta_wherever_it_is(
+    rl_cluster: actorrt.Cluster, where: Any
+) -> None:
+    """Prioritised replay in the learner or in its own actor: the TD errors of the updates set the
+    priorities there, beta is annealed towards 1 (as rl.train_off_policy does), and a collector
+    SIGKILLed mid-run is replaced by one that feeds the same replay."""
 
     async def go() -> Any:
+        replay = _per_replay()
         async with Learner(
             make_sac,
             PENDULUM,
-            off_policy_scheme(1, updates_per_step=0.25, replay="actor"),
-            replay=_per_replay(),
+            off_policy_scheme(1, updates_per_step=0.25, replay=where),
+            replay=replay,
             batch_size=32,
             learning_starts=256,
         ) as learner:
-            assert learner._pool is not None and learner.replay_actor is not None
+            assert learner._pool is not None
             pid = await learner._pool.handles[0].pid()
             training = asyncio.ensure_future(learner.train(3000))
             while learner.updates < 10:
                 await asyncio.sleep(0.05)
             os.kill(pid, signal.SIGKILL)
             result = await training
-            stored: rl.PrioritizedReplay = await actorrt.get_attr(learner.replay_actor, "replay")
-            return result, stored
+            if where == "actor":
+                replay = await actorrt.get_attr(learner.replay_actor, "replay")
+            return result, replay
 
     result, stored = on(rl_cluster, go())
     assert result.replaced_workers == 1 and result.env_steps >= 3000
-    # Every counted step reached the actor (and the rollouts the collectors ran ahead with).
-    ahead = (Scheme().rollouts_in_flight + Scheme().max_queued_rollouts + 1) * 32
+    # Every counted step reached the replay (and, for the actor, the rollouts collectors ran ahead with).
+    ahead = (Scheme().rollouts_in_flight + Scheme().max_queued_rollouts + 1) * 32 if where == "actor" else 0
     assert len(stored) == stored.total_added and result.env_steps <= len(stored) <= result.env_steps + ahead
     priorities = stored.tree[np.arange(len(stored))]
     # New transitions enter at the largest priority so far; the ones learned from got |TD error| + eps.
-    assert len(np.unique(priorities)) > result.updates, "the learner's TD errors never reached the replay actor"
+    assert len(np.unique(priorities)) > result.updates, "the learner's TD errors never reached the replay"
+    # Annealed linearly from 0.4 to 1 over the 3000 steps: at the last update's rollout, ~0.98.
+    assert 0.95 <= stored.beta <= 1.0, stored.beta
 
 
 def test_a_dead_replay_actor_ends_training_with_an_error_that_names_it(rl_cluster: actorrt.Cluster) -> None:
