@@ -185,6 +185,8 @@ def main(config: Config) -> rl.TrainResult:
 
 if __name__ == "__main__":
     cfg = rl.parse_config(Config, description=__doc__)
+    if cfg.replay == "actor" and cfg.num_collectors == 0:
+        sys.exit("--replay actor: a replay actor is fed by remote collectors; give --num-collectors N")
     if cfg.num_collectors > 0 or cfg.address is not None:
         fields = main_distributed(cfg)
         print(json.dumps(fields), flush=True)

@@ -294,6 +294,15 @@ class Learner:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> Learner:
+        """Start the remote workers (and the replay actor); if any of them cannot start, stop
+        those that did and raise."""
+        try:
+            return await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> Learner:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="rl-learner")
         # A restored run past learning_starts does not warm up again.
         self._warmup = self.scheme.replay != "none" and self.env_steps < self.learning_starts
@@ -361,6 +370,9 @@ class Learner:
             task.cancel()
         if self._pool is not None:
             await asyncio.gather(*[actorrt.kill(h) for h in self._pool.handles], return_exceptions=True)
+        if self._priorities is not None:  # a failure there is the run's error already, or moot now
+            await asyncio.gather(self._priorities, return_exceptions=True)
+            self._priorities = None
         if self.replay_actor is not None:
             await asyncio.gather(actorrt.kill(self.replay_actor), return_exceptions=True)
             self.replay_actor = None
@@ -683,15 +695,24 @@ class Learner:
         them), then send the TD errors back for the priorities."""
         if owed == 0:
             return {}
+        await self._priorities_sent()  # ordered before the sample anyway; its error must not vanish
         try:
-            if self._priorities is not None:
-                await self._priorities  # ordered before the sample anyway; its error must not vanish
-            batches = await self.replay_actor.sample(self.batch_size, owed, beta)
+            batches, stamps = await self.replay_actor.sample(self.batch_size, owed, beta)
         except actorrt.ActorDiedError as e:
             raise ReplayLostError(f"the replay actor died: {e}") from None
         stats, td_errors = await self._in_thread(self._learn_batches, batches, owed)
-        self._priorities = self.replay_actor.update_priorities(batches.indices, td_errors)
+        self._priorities = self.replay_actor.update_priorities(batches.indices, td_errors, stamps)
         return stats
+
+    async def _priorities_sent(self) -> None:
+        """Wait for the last priority update sent to the replay actor (raise what it failed with)."""
+        pending, self._priorities = self._priorities, None
+        if pending is None:
+            return
+        try:
+            await pending
+        except actorrt.ActorDiedError as e:
+            raise ReplayLostError(f"the replay actor died: {e}") from None
 
     async def _off_policy_step(self, rollout: Rollout[np.ndarray] | Fed, lag: int) -> None:
         """Ingest one rollout (or a collector's report that the replay actor holds it), take the
@@ -729,12 +750,13 @@ class Learner:
             while not self._done(total_steps, stop_at):
                 for rollout, version in await self._call_all("collect"):
                     await self._off_policy_step(rollout, self.version - version)
-            return self._solved(stop_at)
-        queue = self._start_pumps()
-        try:
-            while not self._done(total_steps, stop_at):
-                rollout, version = await self._next_rollout(queue)
-                await self._off_policy_step(rollout, self.version - version)
-        finally:
-            await self._stop_pumps()
+        else:
+            queue = self._start_pumps()
+            try:
+                while not self._done(total_steps, stop_at):
+                    rollout, version = await self._next_rollout(queue)
+                    await self._off_policy_step(rollout, self.version - version)
+            finally:
+                await self._stop_pumps()
+        await self._priorities_sent()
         return self._solved(stop_at)

@@ -51,31 +51,44 @@ class Fed(NamedTuple):
 class ReplayActor:
     """An off-policy replay in its own process, as in Ape-X (Horgan et al. 2018): collectors add
     their rollouts to it directly, the learner samples batches from it and sends back the TD
-    errors that set their priorities. Transitions never pass through the learner, and the
-    replay's memory is not in the learner's process. Calls run one at a time, in order.
+    errors that set their priorities. Collected rollouts never pass through the learner (only
+    the batches it samples do), and the replay's memory is not in the learner's process. Calls
+    run one at a time, in order.
     """
 
     def __init__(self, replay: UniformReplay) -> None:
         self.replay = replay
+        self.written = np.zeros(replay.capacity, np.int64)
+        """Per slot, ``total_added`` after its last write: TD errors computed on a sampled row
+        set its priority only if the slot was not overwritten since (collectors keep adding
+        while the learner learns)."""
 
     def add_rollout(self, rollout: Rollout[np.ndarray]) -> int:
         """Store every step of a rollout; the number of transitions held."""
-        self.replay.add_rollout(rollout)
+        slots = self.replay.add_rollout(rollout)
+        self.written[slots] = self.replay.total_added
         return len(self.replay)
 
-    def sample(self, batch_size: int, batches: int, beta: float | None = None) -> ReplayBatch[np.ndarray]:
+    def sample(
+        self, batch_size: int, batches: int, beta: float | None = None
+    ) -> tuple[ReplayBatch[np.ndarray], np.ndarray]:
         """``batches`` batches, each drawn as the replay draws one (prioritised ones with their
         own weights, at importance-sampling exponent ``beta`` when given), end to end:
-        ``batches * batch_size`` rows."""
+        ``batches * batch_size`` rows; and each row's write stamp, for :meth:`update_priorities`."""
         if batch_size < 1 or batches < 1:
             raise ValueError(f"batch_size and batches must be >= 1, got {batch_size} and {batches}")
         if beta is not None and isinstance(self.replay, PrioritizedReplay):
             self.replay.beta = beta
         parts = [self.replay.sample(batch_size) for _ in range(batches)]
-        return ReplayBatch(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+        batch = ReplayBatch(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+        return batch, self.written[batch.indices]
 
-    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        self.replay.update_priorities(indices, td_errors)
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray, stamps: np.ndarray) -> None:
+        """Priorities from the TD errors of rows :meth:`sample` gave (with their ``stamps``); a
+        slot overwritten since keeps the priority its new transition entered with."""
+        fresh = self.written[indices] == stamps
+        if fresh.any():
+            self.replay.update_priorities(indices[fresh], td_errors[fresh])
 
     def size(self) -> int:
         return len(self.replay)

@@ -171,3 +171,15 @@ def test_example_main_ends_with_json_line(tmp_path: Path, example: str) -> None:
     # 0 when solved; distributed examples exit 1 when not solved, the others 0 regardless.
     assert proc.returncode in ((0,) if line["solved"] else (0, 1)), proc.stderr[-3000:]
     assert (run_dir / "curve.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--replay", "actor"], "a replay actor is fed by remote collectors; give --num-collectors N"),
+        (["--replay", "remote"], "argument --replay: invalid choice: 'remote'"),
+    ],
+)
+def test_sac_pendulum_refuses_a_replay_it_cannot_use(args: list[str], message: str) -> None:
+    proc = _run(["examples/sac_pendulum.py", *args], ROOT)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-1000:]

@@ -379,3 +379,25 @@ def test_a_dead_replay_actor_ends_training_with_an_error_that_names_it(rl_cluste
     assert "ReplayLostError" in type(error).__name__ + str(error)
     status = rl_cluster.status().result()
     assert status.slots_used == 0, status.actors
+
+
+def test_a_replay_actor_keeps_the_priority_of_a_slot_overwritten_since_it_was_sampled() -> None:
+    """The class itself, in this process: TD errors for rows sampled before a collector wrote
+    over their slots must not replace the new transitions' (maximal) priorities."""
+    from rl.learners.workers import ReplayActor
+
+    replay = rl.PrioritizedReplay(8, (3,), (1,), seed=0)
+    server = ReplayActor(replay)
+    step = rl.Collector(rl.CollectorConfig("Pendulum-v1", num_envs=1, num_steps=8, seed=0), make_sac())
+    try:
+        server.add_rollout(step.collect())  # fills all 8 slots
+        batch, stamps = server.sample(8, 1)
+        server.add_rollout(step.collect())  # a collector wraps the ring: every slot is new
+    finally:
+        step.close()
+    server.update_priorities(batch.indices, np.full(len(batch.indices), 0.001), stamps)
+    tree = replay.tree
+    np.testing.assert_array_equal(tree[np.arange(8)], np.ones(8))  # untouched: still the entry priority
+    batch, stamps = server.sample(8, 1)
+    server.update_priorities(batch.indices, np.full(len(batch.indices), 0.001), stamps)
+    assert tree[np.unique(batch.indices)].max() < 0.1  # fresh rows take their TD errors
