@@ -43,8 +43,8 @@ class UniformReplay:
     """Fixed-capacity ring buffer of transitions in preallocated numpy arrays; uniform sampling.
 
     Not thread-safe: add and sample from one thread (the learner's). A pickle of a replay that
-    has not wrapped yet holds only its filled rows (an empty replay of a million slots is a few
-    hundred bytes, not hundreds of MB, on its way to a replay actor); unpickling allocates the
+    has not wrapped yet holds only its filled rows (an empty replay of a million slots is about
+    1 KB, not hundreds of MB, on its way to a replay actor); unpickling allocates the
     rest again.
     """
 

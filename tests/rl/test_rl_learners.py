@@ -280,6 +280,17 @@ def test_off_policy_collectors_warm_up_uniformly_then_follow_the_policy(rl_clust
     assert ks_to_uniform(later) > 0.15, ks_to_uniform(later)
 
 
+async def _train_killing_a_collector(learner: Learner, total_steps: int) -> Any:
+    """``learner.train(total_steps)``, with collector 0 SIGKILLed once 10 updates were taken."""
+    assert learner._pool is not None
+    pid = await learner._pool.handles[0].pid()
+    training = asyncio.ensure_future(learner.train(total_steps))
+    while learner.updates < 10:
+        await asyncio.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    return await training
+
+
 def test_a_killed_off_policy_collector_is_replaced(rl_cluster: actorrt.Cluster) -> None:
     async def go() -> Any:
         async with Learner(
@@ -290,13 +301,7 @@ def test_a_killed_off_policy_collector_is_replaced(rl_cluster: actorrt.Cluster) 
             batch_size=32,
             learning_starts=256,
         ) as learner:
-            assert learner._pool is not None
-            pid = await learner._pool.handles[0].pid()
-            training = asyncio.ensure_future(learner.train(4000))
-            while learner.updates < 10:
-                await asyncio.sleep(0.05)
-            os.kill(pid, signal.SIGKILL)
-            return await training
+            return await _train_killing_a_collector(learner, 4000)
 
     result = on(rl_cluster, go())
     assert result.replaced_workers == 1 and result.env_steps >= 4000
@@ -329,13 +334,7 @@ def test_prioritised_replay_gets_the_priorities_and_beta_wherever_it_is(
             batch_size=32,
             learning_starts=256,
         ) as learner:
-            assert learner._pool is not None
-            pid = await learner._pool.handles[0].pid()
-            training = asyncio.ensure_future(learner.train(3000))
-            while learner.updates < 10:
-                await asyncio.sleep(0.05)
-            os.kill(pid, signal.SIGKILL)
-            result = await training
+            result = await _train_killing_a_collector(learner, 3000)
             if where == "actor":
                 replay = await actorrt.get_attr(learner.replay_actor, "replay")
             return result, replay
