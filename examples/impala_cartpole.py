@@ -37,10 +37,12 @@ class Config(DistributedRun):
     """Learner updates between weight broadcasts (IMPALA's K)."""
     lr: float = 1.5e-3
     """RMSprop learning rate."""
+    rmsprop_eps: float = 0.01
+    """RMSprop's epsilon; the paper's 0.01 (with 1e-5, some runs run off to a deterministic policy)."""
     ent_coef: float = 0.01
     """Entropy bonus coefficient (without it, some seeds collapse to a deterministic policy)."""
-    max_grad_norm: float = 0.5
-    """Gradient norm clip."""
+    max_grad_norm: float = 40.0
+    """Gradient norm clip (the paper's 40)."""
     run_dir: str = "runs/impala_cartpole"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
 
@@ -55,7 +57,11 @@ class MakeAgent:
         c = self.config
         obs_space, action_space = env_spaces(rl.CollectorConfig(c.env_id))
         model = rl.ActorCritic(obs_space, action_space)
-        return rl.Agent(rl.IMPALA(model, lr=c.lr, gamma=c.gamma, ent_coef=c.ent_coef, max_grad_norm=c.max_grad_norm))
+        return rl.Agent(
+            rl.IMPALA(
+                model, lr=c.lr, gamma=c.gamma, ent_coef=c.ent_coef, max_grad_norm=c.max_grad_norm, eps=c.rmsprop_eps
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -13,16 +13,18 @@ from rl.networks import ActorCriticModel
 __all__ = ["ActorCriticAlgorithm", "make_optimizer"]
 
 
-def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """``adam`` (eps 1e-5, as in the PPO reference code) or ``rmsprop`` (alpha .99, eps 1e-5, as A2C).
+def make_optimizer(
+    name: str, params: Iterable[torch.nn.Parameter], lr: float, eps: float = 1e-5
+) -> torch.optim.Optimizer:
+    """``adam`` or ``rmsprop`` (alpha .99); ``eps`` 1e-5 as in the PPO and A2C reference code.
 
     Adam is the fused kernel and RMSprop the ``foreach`` one: one torch call for all parameters
     instead of a Python loop of several calls per parameter.
     """
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
     if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, alpha=0.99, eps=1e-5, foreach=True)
+        return torch.optim.RMSprop(params, lr=lr, alpha=0.99, eps=eps, foreach=True)
     raise ValueError(f"unknown optimizer {name!r}")
 
 

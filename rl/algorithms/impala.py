@@ -24,7 +24,13 @@ __all__ = ["IMPALA"]
 
 
 class IMPALA(ActorCriticAlgorithm):
-    """V-trace policy gradient + value + entropy loss; one gradient step per rollout."""
+    """V-trace policy gradient + value + entropy loss; one gradient step per rollout.
+
+    ``eps`` is the optimizer's epsilon. The paper's RMSprop (Table G.1) has eps 0.01 and clips
+    the gradient norm at 40: an eps that large damps the steps of parameters whose gradients are
+    small (the policy's, beside the value's), which keeps a policy fed lagged rollouts from
+    running off to a deterministic one (``examples/impala_cartpole.py`` uses both).
+    """
 
     def __init__(
         self,
@@ -37,6 +43,7 @@ class IMPALA(ActorCriticAlgorithm):
         clip_pg_rho_threshold: float = 1.0,
         max_grad_norm: float | None = 40.0,
         optimizer: str = "rmsprop",
+        eps: float = 1e-5,
         fused: bool | None = None,
     ) -> None:
         super().__init__(model, fused)
@@ -46,7 +53,7 @@ class IMPALA(ActorCriticAlgorithm):
         self.clip_rho_threshold = clip_rho_threshold
         self.clip_pg_rho_threshold = clip_pg_rho_threshold
         self.max_grad_norm = max_grad_norm
-        self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
+        self.optimizer = make_optimizer(optimizer, model.parameters(), lr, eps)
 
     def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One V-trace update on a rollout of tensors (behaviour ``log_probs`` required)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [
@@ -183,3 +184,14 @@ def test_example_main_ends_with_json_line(tmp_path: Path, example: str) -> None:
 def test_sac_pendulum_refuses_a_replay_it_cannot_use(args: list[str], message: str) -> None:
     proc = _run(["examples/sac_pendulum.py", *args], ROOT)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-1000:]
+
+
+def test_impala_demo_uses_the_papers_rmsprop() -> None:
+    """The demo's agent is what its options say: RMSprop with eps 0.01 (the IMPALA paper's),
+    the gradient clipped at 40; ``--rmsprop-eps`` reaches the optimizer."""
+    module = _load("impala_cartpole.py")
+    algorithm = module.MakeAgent(module.Config())().algorithm
+    assert isinstance(algorithm.optimizer, torch.optim.RMSprop)
+    assert algorithm.optimizer.defaults["eps"] == 0.01 and algorithm.max_grad_norm == 40.0
+    algorithm = module.MakeAgent(module.Config(rmsprop_eps=1e-5, max_grad_norm=0.5))().algorithm
+    assert algorithm.optimizer.defaults["eps"] == 1e-5 and algorithm.max_grad_norm == 0.5
