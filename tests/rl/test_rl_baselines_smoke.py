@@ -4,41 +4,20 @@ timing or return checks: 1.5k env steps learn nothing)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.examples_run import run_python
+
 pytest.importorskip("mujoco", reason="the mujoco extra is not installed (pip install .[mujoco])")
 pytest.importorskip("stable_baselines3", reason="stable-baselines3 is not installed")
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "rl_baselines.py"),
-            "--suite",
-            "mujoco",
-            "--quick",
-            "--algos",
-            "sac,td3,ppo",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
+    args = ["bench/rl_baselines.py", "--suite", "mujoco", "--quick", "--algos", "sac,td3,ppo", "--out", str(out)]
+    proc = run_python(args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert all("error" not in r for r in rows), rows

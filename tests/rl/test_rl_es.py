@@ -4,11 +4,8 @@ and remote workers."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +18,7 @@ import torch
 import actorrt
 import rl
 from rl.learners.es import ESLearner, evaluate_population
+from tests.examples_run import run_example
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,51 +197,14 @@ def test_es_learner_names_an_algorithm_it_cannot_drive() -> None:
 @pytest.mark.slow
 def test_es_cartpole_example_solves(tmp_path: Path) -> None:
     """The example on its own embedded cluster, 2 workers: 9-31 generations on seeds 0-3."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "examples/es_cartpole.py",
-            "--no-progress",
-            "--no-tensorboard",
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--total-steps",
-            "2000000",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    line = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert proc.returncode == 0 and line["solved"] and line["mean_return"] >= 475, (line, proc.stderr[-2000:])
+    rc, line, stderr = run_example("es_cartpole", tmp_path / "run", "--total-steps", "2000000")
+    assert rc == 0 and line["solved"] and line["mean_return"] >= 475, (line, stderr)
 
 
 def test_cmaes_cartpole_example_solves(tmp_path: Path) -> None:
     """``examples/es_cartpole.py --algo cmaes`` on its own embedded cluster, 2 workers: solved in
     73k-142k env steps (~2 s of training) on seeds 0-3."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "examples/es_cartpole.py",
-            "--algo",
-            "cmaes",
-            "--no-progress",
-            "--no-tensorboard",
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--total-steps",
-            "1000000",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    line = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert proc.returncode == 0 and line["algo"] == "CMA-ES", (line, proc.stderr[-2000:])
+    args = ["--algo", "cmaes", "--total-steps", "1000000"]
+    rc, line, stderr = run_example("es_cartpole", tmp_path / "run", *args, timeout=200)
+    assert rc == 0 and line["algo"] == "CMA-ES", (line, stderr)
     assert line["solved"] and line["mean_return"] >= 475, line

@@ -7,18 +7,15 @@ interpreter to its final line, so an example that crashes at the end (after trai
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.examples_run import ROOT, load_example, run_python
+
 EXAMPLES = [
     "quickstart_cartpole.py",
     "dqn_cartpole.py",
@@ -85,8 +82,7 @@ NOT_RL = {"hello_world.py", "parallel_sum.py", "parl_migration.py"}
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return run_python(args, cwd, timeout=120)
 
 
 def test_every_example_has_help() -> None:
@@ -95,16 +91,6 @@ def test_every_example_has_help() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("usage:") == len(EXAMPLES)
     assert proc.stdout.count("--restore RESTORE") >= len(EXAMPLES)
-
-
-def _load(example: str) -> Any:
-    name = example.removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / example)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("example,extra", [("ppo_cartpole.py", []), ("dqn_cartpole.py", ["--learning-starts", "100"])])
@@ -130,7 +116,7 @@ def test_example_writes_outputs_and_json_line(tmp_path: Path, example: str, extr
         assert (run_dir / name).stat().st_size > 0
     assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
     # Restoring goes through the same main(); in-process saves a second interpreter start.
-    module = _load(example)
+    module = load_example(example.removesuffix(".py"))
     overrides = {"learning_starts": 100} if extra else {}
     config = module.Config(
         total_steps=512,
@@ -189,7 +175,7 @@ def test_sac_pendulum_refuses_a_replay_it_cannot_use(args: list[str], message: s
 def test_impala_demo_uses_the_papers_rmsprop() -> None:
     """The demo's agent is what its options say: RMSprop with eps 0.01 (the IMPALA paper's),
     the gradient clipped at 40; ``--rmsprop-eps`` reaches the optimizer."""
-    module = _load("impala_cartpole.py")
+    module = load_example("impala_cartpole")
     algorithm = module.MakeAgent(module.Config())().algorithm
     assert isinstance(algorithm.optimizer, torch.optim.RMSprop)
     assert algorithm.optimizer.defaults["eps"] == 0.01 and algorithm.max_grad_norm == 40.0

@@ -8,11 +8,6 @@ last 10 for the off-policy Pendulum runs, as the issue defines it).
 from __future__ import annotations
 
 import csv
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,42 +16,15 @@ import torch
 
 import rl
 from rl.collector import env_spaces
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _example(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
+from tests.examples_run import load_example, run_example
 
 
-def _run_example(name: str, seed: int, tmp_path: Path, **overrides: Any) -> rl.TrainResult:
-    module = _example(name)
+def _main_in_process(name: str, seed: int, tmp_path: Path, **overrides: Any) -> rl.TrainResult:
+    module = load_example(name)
     config = module.Config(
         seed=seed, run_dir=str(tmp_path / f"{name}_{seed}"), tensorboard=False, progress=False, **overrides
     )
     return module.main(config)
-
-
-def _run_script(name: str, run_dir: Path, *args: str, timeout: float = 280) -> tuple[int, dict[str, Any], str]:
-    """``python examples/<name>.py ARGS`` as a user runs it (its own embedded cluster, no progress
-    bar, no TensorBoard, outputs in ``run_dir``): exit status, final JSON line, stderr's tail."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(
-        [sys.executable, f"examples/{name}.py", *args, "--no-progress", "--no-tensorboard", "--run-dir", str(run_dir)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = proc.stdout.strip().splitlines()
-    assert lines, proc.stderr[-2000:]
-    return proc.returncode, json.loads(lines[-1]), proc.stderr[-2000:]
 
 
 def _train(algo_cls: type, seed: int, cap: int, num_envs: int, num_steps: int, **kwargs: Any) -> rl.TrainResult:
@@ -73,7 +41,7 @@ def _train(algo_cls: type, seed: int, cap: int, num_envs: int, num_steps: int, *
 
 @pytest.mark.slow
 def test_ppo_solves_cartpole(tmp_path: Path) -> None:
-    result = _run_example("ppo_cartpole", 0, tmp_path)
+    result = _main_in_process("ppo_cartpole", 0, tmp_path)
     assert result.solved and result.mean_return >= 475, result
 
 
@@ -83,17 +51,17 @@ def _four_of_five(results: list[rl.TrainResult]) -> None:
 
 @pytest.mark.slow
 def test_ppo_solves_cartpole_4_of_5(tmp_path: Path) -> None:
-    _four_of_five([_run_example("ppo_cartpole", s, tmp_path) for s in range(5)])
+    _four_of_five([_main_in_process("ppo_cartpole", s, tmp_path) for s in range(5)])
 
 
 @pytest.mark.slow
 def test_policy_gradient_solves_cartpole_4_of_5(tmp_path: Path) -> None:
-    _four_of_five([_run_example("quickstart_cartpole", s, tmp_path) for s in range(5)])
+    _four_of_five([_main_in_process("quickstart_cartpole", s, tmp_path) for s in range(5)])
 
 
 @pytest.mark.slow
 def test_dqn_solves_cartpole_4_of_5(tmp_path: Path) -> None:
-    _four_of_five([_run_example("dqn_cartpole", s, tmp_path) for s in range(5)])
+    _four_of_five([_main_in_process("dqn_cartpole", s, tmp_path) for s in range(5)])
 
 
 @pytest.mark.slow
@@ -123,7 +91,7 @@ def test_impala_demo_solves_cartpole_without_collapsing(tmp_path: Path) -> None:
     lines, floors = [], []
     for seed in range(5):
         run_dir = tmp_path / f"seed{seed}"
-        rc, line, stderr = _run_script("impala_cartpole", run_dir, "--seed", str(seed), "--total-steps", "1000000")
+        rc, line, stderr = run_example("impala_cartpole", run_dir, "--seed", str(seed), "--total-steps", "1000000")
         assert rc == (0 if line["solved"] else 1), stderr
         lines.append(line)
         with open(run_dir / "updates.csv") as f:
@@ -134,27 +102,27 @@ def test_impala_demo_solves_cartpole_without_collapsing(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ppo_solves_pendulum(tmp_path: Path) -> None:
-    result = _run_example("ppo_pendulum", 0, tmp_path)
+    result = _main_in_process("ppo_pendulum", 0, tmp_path)
     assert result.solved and result.mean_return >= -200, result
 
 
 @pytest.mark.slow
 def test_sac_solves_pendulum(tmp_path: Path) -> None:
     """Mean of the last 10 returns >= -200; 5-7k env steps (15-20 s) on seeds 0-4."""
-    result = _run_example("sac_pendulum", 0, tmp_path)
+    result = _main_in_process("sac_pendulum", 0, tmp_path)
     assert result.solved and result.mean_return >= -200 and result.env_steps <= 15_000, result
 
 
 @pytest.mark.slow
 def test_sac_with_prioritized_replay_solves_pendulum(tmp_path: Path) -> None:
-    result = _run_example("sac_pendulum", 1, tmp_path, prioritized=True)
+    result = _main_in_process("sac_pendulum", 1, tmp_path, prioritized=True)
     assert result.solved and result.mean_return >= -200, result
 
 
 @pytest.mark.slow
 def test_td3_solves_pendulum(tmp_path: Path) -> None:
     """7-9k env steps (12-17 s) on seeds 0-4."""
-    result = _run_example("sac_pendulum", 0, tmp_path, algo="td3")
+    result = _main_in_process("sac_pendulum", 0, tmp_path, algo="td3")
     assert result.solved and result.mean_return >= -200 and result.env_steps <= 20_000, result
 
 
@@ -165,7 +133,7 @@ def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path, replay: str)
     replay, or a replay actor that the learner samples from. Solved in 5.7-6.8k env steps
     (17-21 s) on seeds 0-2."""
     args = ["--num-collectors", "2", "--num-steps", "16", "--replay", replay]
-    rc, line, stderr = _run_script("sac_pendulum", tmp_path / "run", *args)
+    rc, line, stderr = run_example("sac_pendulum", tmp_path / "run", *args)
     assert rc == 0 and line["solved"] and line["mean_return"] >= -200, (line, stderr)
     assert line["updates"] > 0.8 * (line["env_steps"] - 1000)  # one update per env step after the warm-up
 
@@ -174,6 +142,6 @@ def test_sac_with_remote_collectors_solves_pendulum(tmp_path: Path, replay: str)
 def test_quickstart_main_solves_and_ends_with_its_json_line(tmp_path: Path) -> None:
     """``python examples/quickstart_cartpole.py`` as a user runs it, to a solved result line
     (it used to crash there: a numpy bool is not JSON serialisable)."""
-    rc, line, stderr = _run_script("quickstart_cartpole", tmp_path / "run")
+    rc, line, stderr = run_example("quickstart_cartpole", tmp_path / "run")
     assert rc == 0, stderr
     assert line["solved"] is True and line["mean_return"] >= 475, line
