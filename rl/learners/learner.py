@@ -290,6 +290,8 @@ class Learner:
         self._updates_due = 0.0
         self._updates_at_broadcast = 0
         self._warmup = scheme.replay != "none" and learning_starts > 0
+        self._refill_until = 0
+        """After a restore without the replay: no updates before this many env steps."""
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -357,12 +359,17 @@ class Learner:
             self.logger.note(f"{self._pool.cls.__name__} {i} died ({error}); replaced")
         config = replace(self._pool.configs[i], seed=self._pool.configs[i].seed + 997 * self._pool.generation)
         handle = await self._pool.cls.remote(config, self.make_agent, self.env_fn)
-        await handle.set_weights(self.agent.get_weights(), self.version)
-        if self._warmup:
+        # Read in the learner's thread: an update may be running there (this runs in a pump task).
+        weights = await self._in_thread(self.agent.get_weights)
+        await handle.set_weights(weights, self.version)
+        uniform = self._warmup
+        if uniform:
             await handle.set_uniform_exploration(True)
         if self.replay_actor is not None:
             await handle.feed(self.replay_actor)
         self._pool.handles[i] = handle
+        if uniform and not self._warmup:  # the warm-up ended during the awaits above: its end went to the others
+            await handle.set_uniform_exploration(False)
         return handle
 
     async def close(self) -> None:
@@ -390,22 +397,45 @@ class Learner:
 
     # ---- checkpoints ----------------------------------------------------------------------------
 
-    def save(self, path: str) -> None:
-        """Models, optimizer and counters: :meth:`restore` resumes the run."""
+    async def save(self, path: str, replay: bool = True) -> None:
+        """Models, optimizers, counters and, for an off-policy scheme unless ``replay=False``, the
+        replay (from the replay actor when one holds it): :meth:`restore` resumes the run."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        state = {
+        state: dict[str, Any] = {
             "algorithm": self.agent.algorithm.state_dict(),
             "env_steps": self.env_steps,
             "updates": self.updates,
             "version": self.version,
         }
+        if replay and self.replay is not None:
+            state["replay"] = (
+                await actorrt.get_attr(self.replay_actor, "replay") if self.replay_actor is not None else self.replay
+            )
         torch.save(state, path)
 
     def restore(self, path: str) -> None:
-        """Load what :meth:`save` wrote (before :meth:`start`, or workers get the weights next broadcast)."""
+        """Load what :meth:`save` wrote, before :meth:`start` (or workers get the weights at the
+        next broadcast). A checkpoint without the replay (``save(..., replay=False)``) resumes
+        with an empty one, and the first ``learning_starts`` env steps after it only refill it
+        (acting with the restored policy): no update is taken on a replay of a few rollouts."""
         state = torch.load(path, weights_only=False)
+        saved = state.get("replay")
+        if saved is not None:
+            if self.replay is None:
+                raise ValueError(f"{path} holds a replay, but this learner's scheme has none")
+            if type(saved) is not type(self.replay) or saved.capacity != self.replay.capacity:
+                raise ValueError(
+                    f"{path} holds a {type(saved).__name__} of capacity {saved.capacity}; this learner has a "
+                    f"{type(self.replay).__name__} of capacity {self.replay.capacity}"
+                )
+            if self.replay_actor is not None:
+                raise RuntimeError("restore a checkpoint with a replay before start(): the replay actor is running")
         self.agent.algorithm.load_state_dict(state["algorithm"])
         self.env_steps, self.updates, self.version = state["env_steps"], state["updates"], state["version"]
+        if saved is not None:
+            self.replay = saved
+        elif self.replay is not None:
+            self._refill_until = self.env_steps + self.learning_starts
 
     # ---- training -----------------------------------------------------------------------------
 
@@ -648,7 +678,7 @@ class Learner:
     def _owed(self, num_steps: int) -> int:
         """Updates that ``num_steps`` more env steps are owed at ``updates_per_step`` (none before
         ``learning_starts``); fractions carry over to the next rollout."""
-        if self.env_steps + num_steps < self.learning_starts:
+        if self.env_steps + num_steps < max(self.learning_starts, self._refill_until):
             return 0
         self._updates_due += self.scheme.updates_per_step * num_steps
         owed = int(self._updates_due)
@@ -692,7 +722,7 @@ class Learner:
 
     async def _from_replay_actor(self, owed: int, beta: float | None) -> dict[str, float]:
         """Take ``owed`` updates on batches sampled from the replay actor (one call for all of
-        them), then send the TD errors back for the priorities."""
+        them), then send the TD errors back for the priorities (of a prioritised replay)."""
         if owed == 0:
             return {}
         await self._priorities_sent()  # ordered before the sample anyway; its error must not vanish
@@ -701,7 +731,8 @@ class Learner:
         except actorrt.ActorDiedError as e:
             raise ReplayLostError(f"the replay actor died: {e}") from None
         stats, td_errors = await self._in_thread(self._learn_batches, batches, owed)
-        self._priorities = self.replay_actor.update_priorities(batches.indices, td_errors, stamps)
+        if isinstance(self.replay, PrioritizedReplay):  # the actor holds a replay of the same kind
+            self._priorities = self.replay_actor.update_priorities(batches.indices, td_errors, stamps)
         return stats
 
     async def _priorities_sent(self) -> None:

@@ -100,7 +100,7 @@ async def run(
                 async with learner:
                     result = await learner.train(config.total_steps, config.solved_return, config.stop_when_solved)
                     if config.save:
-                        learner.save(config.save)
+                        await learner.save(config.save)
             finally:
                 if server is not None:
                     server.stop()

@@ -91,6 +91,7 @@ class ReplayActor:
             self.replay.update_priorities(indices[fresh], td_errors[fresh])
 
     def size(self) -> int:
+        """Transitions held."""
         return len(self.replay)
 
 
@@ -102,6 +103,7 @@ class RemoteCollector:
         self, config: CollectorConfig, make_agent: Callable[[], Agent], env_fn: Callable[[], Any] | None = None
     ) -> None:
         torch.set_num_threads(1)
+        torch.manual_seed(config.seed)  # exploration noise and warm-up actions, as reproducible as the envs
         self.collector = Collector(config, make_agent(), env_fn)
         self.version = -1
         self.replay: Any = None
@@ -189,6 +191,7 @@ class GradientWorker:
         self, config: CollectorConfig, make_agent: Callable[[], Agent], env_fn: Callable[[], Any] | None = None
     ) -> None:
         torch.set_num_threads(1)
+        torch.manual_seed(config.seed)
         self.agent = make_agent()
         self.collector = Collector(config, self.agent, env_fn)
         self.capture = _CaptureStep(self.agent.algorithm.optimizer)

@@ -142,7 +142,7 @@ def test_checkpoints_resume_a_run(rl_cluster: actorrt.Cluster, tmp_path: Path) -
     async def first() -> tuple[int, dict[str, np.ndarray]]:
         async with Learner(make_impala, CONFIG, impala_scheme(1)) as learner:
             await learner.train(2000)
-            learner.save(path)
+            await learner.save(path)
             return learner.env_steps, learner.agent.get_weights()
 
     async def second() -> tuple[int, dict[str, np.ndarray], int]:
@@ -412,3 +412,98 @@ def test_a_replay_actor_keeps_the_priority_of_a_slot_overwritten_since_it_was_sa
     batch, stamps = server.sample(8, 1)
     server.update_priorities(batch.indices, np.full(len(batch.indices), 0.001), stamps)
     assert tree[np.unique(batch.indices)].max() < 0.1  # fresh rows take their TD errors
+
+
+# -- off-policy checkpoints --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["learner", "actor"])
+def test_off_policy_checkpoints_keep_the_replay(rl_cluster: actorrt.Cluster, tmp_path: Path, where: Any) -> None:
+    """The replay is part of the run: a restored learner has every transition (taken from the
+    replay actor when one held them) and takes updates again with its first rollout."""
+    path = str(tmp_path / "sac.pt")
+    scheme = off_policy_scheme(1, updates_per_step=0.25, replay=where)
+    options: dict[str, Any] = {"batch_size": 32, "learning_starts": 256}
+
+    async def first() -> tuple[int, np.ndarray]:
+        async with Learner(make_sac, PENDULUM, scheme, replay=_pendulum_replay(), **options) as learner:
+            await learner.train(1000)
+            await learner.save(path)
+            held = await actorrt.get_attr(learner.replay_actor, "replay") if where == "actor" else learner.replay
+            assert held is not None
+            return learner.updates, held.obs[: len(held)].copy()
+
+    async def second() -> tuple[int, np.ndarray, int]:
+        learner = Learner(make_sac, PENDULUM, scheme, replay=_pendulum_replay(), **options)
+        learner.restore(path)
+        assert learner.replay is not None
+        restored = learner.replay.obs[: len(learner.replay)].copy()
+        async with learner:
+            updates_before = learner.updates
+            await learner.train(learner.env_steps + 64)
+            return updates_before, restored, learner.updates
+
+    updates, held = on(rl_cluster, first())
+    updates_before, restored, updates_after = on(rl_cluster, second())
+    assert updates_before == updates
+    np.testing.assert_array_equal(restored, held)  # the actor's copy held more than the learner counted
+    assert updates_after >= updates + 16  # 0.25 per env step from the first rollout on
+
+
+def test_an_off_policy_checkpoint_without_its_replay_refills_it_before_learning(
+    rl_cluster: actorrt.Cluster, tmp_path: Path
+) -> None:
+    """``save(replay=False)``: the restored run acts with its policy (no uniform warm-up) for
+    ``learning_starts`` env steps and takes no update until then, rather than fitting the critics
+    to the first few rollouts."""
+    path = str(tmp_path / "sac.pt")
+    scheme = off_policy_scheme(1, updates_per_step=0.25)
+    options: dict[str, Any] = {"batch_size": 32, "learning_starts": 256}
+
+    async def first() -> int:
+        async with Learner(make_sac, PENDULUM, scheme, replay=_pendulum_replay(), **options) as learner:
+            await learner.train(1000)
+            await learner.save(path, replay=False)
+            return learner.env_steps
+
+    async def second() -> tuple[int, int, int, int, int]:
+        learner = Learner(make_sac, PENDULUM, scheme, replay=_pendulum_replay(), **options)
+        learner.restore(path)
+        restored_updates = learner.updates
+        async with learner:
+            start = learner.env_steps
+            await learner.train(start + 192)
+            refilling = learner.updates
+            await learner.train(start + 512)
+            assert learner.replay is not None
+            return start, restored_updates, refilling, learner.updates, len(learner.replay)
+
+    steps = on(rl_cluster, first())
+    start, restored_updates, refilling, updates_after, held = on(rl_cluster, second())
+    assert start == steps
+    assert held >= 512  # an empty replay, refilled with what the second run collected
+    # No update before the replay held learning_starts transitions again; then 0.25 per step.
+    assert refilling == restored_updates > 0
+    assert updates_after - refilling >= 0.25 * (512 - 256 - 32)
+
+
+def test_restoring_a_replay_into_a_learner_with_another_replay_is_an_error(
+    rl_cluster: actorrt.Cluster, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "sac.pt")
+
+    async def first() -> None:
+        async with Learner(
+            make_sac, PENDULUM, off_policy_scheme(1), replay=_pendulum_replay(), learning_starts=64
+        ) as learner:
+            await learner.train(128)
+            await learner.save(path)
+
+    on(rl_cluster, first())
+    obs, act = env_spaces(PENDULUM)
+    assert obs.shape is not None and act.shape is not None
+    other = Learner(make_sac, PENDULUM, off_policy_scheme(1), replay=rl.UniformReplay(1000, obs.shape, act.shape))
+    with pytest.raises(
+        ValueError, match="UniformReplay of capacity 50000; this learner has a UniformReplay of capacity 1000"
+    ):
+        other.restore(path)
