@@ -10,8 +10,9 @@ Needs the mujoco extra: ``pip install actorrt[mujoco]`` (``gymnasium[mujoco]``, 
 Collectors step their environments with the weights they last received and send rollouts of
 ``--num-envs x --num-steps`` steps; the learner stores them and takes ``--updates-per-step``
 updates per env step received (uniformly random actions for the first ``--learning-starts``
-steps), broadcasting weights every ``--broadcast-every`` updates. The defaults are the paper's
-(256 x 256 networks, batches of 256, Adam 3e-4, 25k random steps, noise 0.1, policy delay 2). On a CPU an update of these
+steps), broadcasting weights every ``--broadcast-every`` updates. The defaults are those of the
+TD3 authors' later code (256 x 256 networks, batches of 256, Adam 3e-4, 25k random steps, noise
+0.1, policy delay 2); the paper had 400 x 300 networks, batches of 100, Adam 1e-3 and 10k random steps. On a CPU an update of these
 networks takes several milliseconds, so the 1M steps of the paper take hours; "solved" is the
 environment's reward threshold (4800) over the last 20 training episodes.
 """

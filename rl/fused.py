@@ -18,6 +18,7 @@ None = None`` argument; ``None`` means :func:`enabled`), never on every call.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Sequence
@@ -30,10 +31,12 @@ from torch import nn
 __all__ = [
     "FusedMLPPair",
     "MLPPair",
+    "OutputLinear",
     "SigmoidTanh",
     "enabled",
     "fused_clip_grad_norm_",
     "fused_soft_update_",
+    "outside_autocast",
     "plain_clip_grad_norm_",
     "plain_soft_update_",
     "resolve_fused",
@@ -54,6 +57,27 @@ def resolve_fused(fused: bool | None) -> bool:
 
 
 # -- tanh ---------------------------------------------------------------------------------------
+
+
+def outside_autocast(x: torch.Tensor) -> tuple[torch.Tensor, contextlib.AbstractContextManager[Any]]:
+    """``(x, context)`` for a network's output layer. Inside ``torch.autocast`` (an off-policy
+    algorithm's mixed-precision update): ``x`` in float32 and a context that turns autocast off,
+    so that outputs keep float32's precision (bfloat16 rounds a Q-value of 800 to a multiple of
+    4, and the TD errors with it). Outside: ``x`` as it is and no context."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        return x.float(), torch.autocast(device, enabled=False)
+    return x, contextlib.nullcontext()
+
+
+class OutputLinear(nn.Linear):
+    """``nn.Linear`` as a network's output layer: in float32 even inside ``torch.autocast``
+    (:func:`outside_autocast`); the same parameters and ``state_dict`` as ``nn.Linear``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x, context = outside_autocast(x)
+        with context:
+            return super().forward(x)
 
 
 class _SigmoidTanhFunction(torch.autograd.Function):
@@ -146,8 +170,8 @@ class FusedMLPPair(nn.Module):
             nn.init.orthogonal_(w[1], gain=hidden_gain)
             self.weights.append(nn.Parameter(w.transpose(1, 2).contiguous()))
             self.biases.append(nn.Parameter(torch.zeros(2, 1, h_out)))
-        self.head_a = nn.Linear(self.hidden[-1], out_a)
-        self.head_b = nn.Linear(self.hidden[-1], out_b)
+        self.head_a = OutputLinear(self.hidden[-1], out_a)
+        self.head_b = OutputLinear(self.hidden[-1], out_b)
         for head, gain in ((self.head_a, gain_a), (self.head_b, gain_b)):
             nn.init.orthogonal_(head.weight, gain=gain)
             nn.init.zeros_(head.bias)
@@ -165,12 +189,14 @@ class FusedMLPPair(nn.Module):
         h = self.activation(torch.baddbmm(self.first_bias.view(2, 1, h0), x.expand(2, *x.shape), first_w))
         for w, b in zip(self.weights, self.biases, strict=True):
             h = self.activation(torch.baddbmm(b, h, w))
-        if self.head_a.out_features == self.head_b.out_features:
-            head_w = torch.stack((self.head_a.weight, self.head_b.weight)).transpose(1, 2)  # [2, h, out]
-            head_b = torch.stack((self.head_a.bias, self.head_b.bias)).unsqueeze(1)  # [2, 1, out]
-            a, b_out = torch.baddbmm(head_b, h, head_w).unbind(0)
-        else:
-            a, b_out = self.head_a(h[0]), self.head_b(h[1])
+        h, context = outside_autocast(h)
+        with context:
+            if self.head_a.out_features == self.head_b.out_features:
+                head_w = torch.stack((self.head_a.weight, self.head_b.weight)).transpose(1, 2)  # [2, h, out]
+                head_b = torch.stack((self.head_a.bias, self.head_b.bias)).unsqueeze(1)  # [2, 1, out]
+                a, b_out = torch.baddbmm(head_b, h, head_w).unbind(0)
+            else:
+                a, b_out = self.head_a(h[0]), self.head_b(h[1])
         return a.reshape(*lead, a.shape[-1]), b_out.reshape(*lead, b_out.shape[-1])
 
     @torch.no_grad()
@@ -191,7 +217,7 @@ class FusedMLPPair(nn.Module):
                 lin.weight.copy_(w[i].T)
                 lin.bias.copy_(b[i, 0])
                 layers += [lin, type(self.activation)()]
-            out = nn.Linear(head.in_features, head.out_features)
+            out = OutputLinear(head.in_features, head.out_features)
             out.weight.copy_(head.weight)
             out.bias.copy_(head.bias)
             layers.append(out)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from rl import distributions, ops
-from rl.fused import FusedMLPPair, MLPPair, SigmoidTanh, resolve_fused
+from rl.fused import FusedMLPPair, MLPPair, OutputLinear, SigmoidTanh, resolve_fused
 from rl.model import Model
 
 __all__ = [
@@ -38,7 +38,8 @@ def mlp(
     activation: type[nn.Module] = nn.Tanh,
     out_gain: float = 1.0,
 ) -> nn.Sequential:
-    """``Linear -> activation`` for each hidden size, then a linear output layer.
+    """``Linear -> activation`` for each hidden size, then a linear output layer (an
+    :class:`rl.fused.OutputLinear`: float32 even inside ``torch.autocast``).
 
     Orthogonal initialisation (gain sqrt(2) in hidden layers, ``out_gain`` at the output) as in
     the PPO implementations that work (Engstrom et al. 2020, "Implementation Matters").
@@ -51,7 +52,7 @@ def mlp(
         nn.init.zeros_(lin.bias)
         layers += [lin, activation()]
         last = h
-    out = nn.Linear(last, out_dim)
+    out = OutputLinear(last, out_dim)  # float32 even in a mixed-precision update
     nn.init.orthogonal_(out.weight, gain=out_gain)
     nn.init.zeros_(out.bias)
     layers.append(out)

@@ -164,6 +164,8 @@ class UniformReplay:
         """``batch_size`` transitions drawn uniformly with replacement; weights are ones."""
         if self._size == 0:
             raise ValueError("sample from an empty replay")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         idx = self.rng.integers(0, self._size, size=batch_size)
         return self._gather(idx, np.ones(batch_size, np.float32))
 
@@ -284,6 +286,8 @@ class PrioritizedReplay(UniformReplay):
         """``batch_size`` transitions with probability ``P(i)``, and their weights ``w_i``."""
         if self._size == 0:
             raise ValueError("sample from an empty replay")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         total = self.tree.total
         bounds = np.linspace(0.0, total, batch_size + 1)
         prefix = self.rng.uniform(bounds[:-1], bounds[1:])

@@ -1,4 +1,5 @@
-"""Rollouts (time-major containers of arrays) and an experience replay buffer.
+"""Rollouts (time-major containers of arrays) and transitions; the replay buffers that store
+them are in ``rl/replay.py``.
 
 Collectors and buffers fill :class:`Rollout` and :class:`Transition` with numpy arrays;
 :func:`rl.agent.to_torch` turns them into the same containers of tensors, which is what

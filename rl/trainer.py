@@ -172,6 +172,10 @@ def train_dqn(
     algo = agent.algorithm
     if not isinstance(algo, DQN):
         raise TypeError("train_dqn needs an agent around a DQN algorithm")
+    if isinstance(buffer, PrioritizedReplay):
+        raise TypeError(
+            "train_dqn samples uniformly (DQN's loss takes no importance weights): pass an rl.UniformReplay"
+        )
     start = time.perf_counter()
     progress = _Progress(window, solved_return)
     ever_solved = False
@@ -215,13 +219,15 @@ def train_off_policy(
 
     Uniformly random actions until ``learning_starts`` env steps, then the policy's. After each
     ``collect`` (``num_steps x num_envs`` transitions into ``replay``), as many updates as keep
-    ``updates / (env steps since learning_starts)`` at ``updates_per_step`` (fractions carry
-    over). With a :class:`rl.replay.PrioritizedReplay`, priorities follow each batch's TD errors
+    ``updates / env steps`` at ``updates_per_step``, counting from the collect that reached
+    ``learning_starts`` (fractions carry over). With a :class:`rl.replay.PrioritizedReplay`, priorities follow each batch's TD errors
     and its importance-sampling exponent ``beta`` is annealed linearly to 1 at ``total_steps``.
     """
     algo = agent.algorithm
     if not isinstance(algo, OffPolicyAlgorithm):
         raise TypeError("train_off_policy needs an agent around DDPG, TD3 or SAC")
+    if updates_per_step <= 0:
+        raise ValueError(f"updates_per_step must be > 0, got {updates_per_step}")
     start = time.perf_counter()
     progress = _Progress(window, solved_return)
     ever_solved = False

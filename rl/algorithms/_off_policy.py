@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 from rl import ops
-from rl.algorithm import Algorithm
+from rl.algorithm import Algorithm, PolicyStep
 from rl.model import Model
-from rl.networks import DeterministicActor, SquashedGaussianActor
+from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, TwinQCritic
 
-__all__ = ["OffPolicyAlgorithm", "frozen_copy", "weighted_mse"]
+__all__ = ["DeterministicOffPolicy", "OffPolicyAlgorithm", "check_tau", "frozen_copy", "weighted_mse"]
 
 
 def frozen_copy(model: Model) -> Model:
@@ -22,6 +22,13 @@ def frozen_copy(model: Model) -> Model:
     target = copy.deepcopy(model)
     target.requires_grad_(False)
     return target
+
+
+def check_tau(tau: float) -> float:
+    """The target networks' Polyak rate, checked when the algorithm is built (not at its first update)."""
+    if not 0.0 <= tau <= 1.0:
+        raise ValueError(f"tau must be in [0, 1], got {tau}")
+    return float(tau)
 
 
 def weighted_mse(pred: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -39,8 +46,9 @@ class OffPolicyAlgorithm(Algorithm):
     :attr:`td_errors` holds the batch's TD errors (numpy) for prioritised replay.
 
     ``autocast`` (default ``None``: off) is a lower-precision dtype, ``torch.bfloat16``, for the
-    forward passes of :meth:`learn` (``torch.autocast``: matmuls and linear layers in that dtype;
-    weights, gradients, optimiser state and the loss arithmetic in float32). On a CPU with AMX
+    forward passes of :meth:`learn` (``torch.autocast``: the hidden layers' matmuls in that dtype;
+    each network's output layer (:class:`rl.fused.OutputLinear`), so Q-values, log-probabilities,
+    targets and TD errors, and weights, gradients and optimiser state in float32). On a CPU with AMX
     (Intel Sapphire Rapids and later) a 256x256 matmul runs ~4x faster in bfloat16, and a SAC
     step at batch 256 takes 15-25% less time (``bench/README_rl.md``); on a CPU without bfloat16
     units it is slower. Acting (:meth:`sample`, :meth:`predict`) stays in float32.
@@ -55,8 +63,9 @@ class OffPolicyAlgorithm(Algorithm):
         autocast: torch.dtype | None = None,
     ) -> None:
         super().__init__(model, fused)
-        if autocast not in (None, torch.bfloat16, torch.float16):
-            raise ValueError(f"autocast must be None, torch.bfloat16 or torch.float16, not {autocast!r}")
+        if autocast not in (None, torch.bfloat16):
+            # float16 would need loss scaling (small gradients underflow); bfloat16 has float32's range.
+            raise ValueError(f"autocast must be None or torch.bfloat16, not {autocast!r}")
         self.autocast = autocast
         """The dtype of :meth:`learn`'s forward passes (``None``: float32 throughout)."""
         self.uniform_exploration = False
@@ -81,3 +90,45 @@ class OffPolicyAlgorithm(Algorithm):
     def _soft_update(self, target: Model, source: Model, tau: float) -> None:
         """Polyak-average the parameters (buffers such as the action bounds are constant)."""
         ops.soft_update_(list(target.parameters()), list(source.parameters()), tau, fused=self.fused)
+
+
+class DeterministicOffPolicy(OffPolicyAlgorithm):
+    """What DDPG and TD3 share: a deterministic actor ``mu(s)`` explored with Gaussian noise, a
+    critic, target copies of both, and an Adam optimiser for each."""
+
+    model: DeterministicActor
+
+    def __init__(
+        self,
+        actor: DeterministicActor,
+        critic: QCritic | TwinQCritic,
+        actor_lr: float,
+        critic_lr: float,
+        gamma: float,
+        tau: float,
+        exploration_noise: float,
+        fused: bool | None,
+        autocast: torch.dtype | None,
+    ) -> None:
+        super().__init__(actor, fused, autocast)
+        self.critic = critic
+        self.target_actor = frozen_copy(actor)
+        self.target_critic = frozen_copy(critic)
+        self.gamma = gamma
+        self.tau = check_tau(tau)
+        self.exploration_noise = exploration_noise
+        """Standard deviation of the acting noise, as a fraction of the half-range of each action."""
+        self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
+        self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
+
+    def sample(self, obs: torch.Tensor) -> PolicyStep:
+        """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""
+        if self.uniform_exploration:
+            return PolicyStep(self._uniform(obs), None, None)
+        mu = self.model(obs)
+        noise = torch.randn_like(mu) * (self.exploration_noise * self.model.scale)
+        return PolicyStep(torch.maximum(torch.minimum(mu + noise, self.model.high), self.model.low), None, None)
+
+    def predict(self, obs: torch.Tensor) -> torch.Tensor:
+        """``mu(s)``."""
+        return self.model(obs)

@@ -15,18 +15,15 @@ from __future__ import annotations
 import torch
 
 from rl import ops
-from rl.algorithm import PolicyStep
-from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
+from rl.algorithms._off_policy import DeterministicOffPolicy, weighted_mse
 from rl.networks import DeterministicActor, QCritic
 from rl.replay import ReplayBatch
 
 __all__ = ["DDPG"]
 
 
-class DDPG(OffPolicyAlgorithm):
+class DDPG(DeterministicOffPolicy):
     """DDPG with target networks and Gaussian exploration noise."""
-
-    model: DeterministicActor
 
     def __init__(
         self,
@@ -40,28 +37,7 @@ class DDPG(OffPolicyAlgorithm):
         fused: bool | None = None,
         autocast: torch.dtype | None = None,
     ) -> None:
-        super().__init__(actor, fused, autocast)
-        self.critic = critic
-        self.target_actor = frozen_copy(actor)
-        self.target_critic = frozen_copy(critic)
-        self.gamma = gamma
-        self.tau = tau
-        self.exploration_noise = exploration_noise
-        """Standard deviation of the acting noise, as a fraction of the half-range of each action."""
-        self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
-        self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
-
-    def sample(self, obs: torch.Tensor) -> PolicyStep:
-        """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""
-        if self.uniform_exploration:
-            return PolicyStep(self._uniform(obs), None, None)
-        mu = self.model(obs)
-        noise = torch.randn_like(mu) * (self.exploration_noise * self.model.scale)
-        return PolicyStep(torch.maximum(torch.minimum(mu + noise, self.model.high), self.model.low), None, None)
-
-    def predict(self, obs: torch.Tensor) -> torch.Tensor:
-        """``mu(s)``."""
-        return self.model(obs)
+        super().__init__(actor, critic, actor_lr, critic_lr, gamma, tau, exploration_noise, fused, autocast)
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""

@@ -23,7 +23,7 @@ from torch import nn
 
 from rl import ops
 from rl.algorithm import PolicyStep
-from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
+from rl.algorithms._off_policy import OffPolicyAlgorithm, check_tau, frozen_copy, weighted_mse
 from rl.networks import SquashedGaussianActor, TwinQCritic
 from rl.replay import ReplayBatch
 
@@ -62,15 +62,23 @@ class SAC(OffPolicyAlgorithm):
         fused: bool | None = None,
         autocast: torch.dtype | None = None,
     ) -> None:
+        if alpha <= 0:
+            raise ValueError(f"alpha (the initial temperature) must be > 0, got {alpha}")
         super().__init__(actor, fused, autocast)
         self.critic = critic
         self.target_critic = frozen_copy(critic)
         self.gamma = gamma
-        self.tau = tau
+        self.tau = check_tau(tau)
         self.temperature = Temperature(alpha)
         self.autotune_alpha = autotune_alpha
-        self.target_entropy = float(-actor.action_dim if target_entropy is None else target_entropy)
-        """``H_target``; the paper's heuristic ``-dim(A)`` by default."""
+        if target_entropy is None:
+            # log pi is a density over the environment's actions (with -sum log scale); the
+            # paper's heuristic is for actions in [-1, 1], as SB3 and RLlib apply it.
+            target_entropy = -actor.action_dim + float(torch.log(actor.scale).sum())
+        self.target_entropy = float(target_entropy)
+        """``H_target`` in nats of the environment's actions; by default the paper's heuristic
+        ``-dim(A)`` for actions normalised to [-1, 1] (``-dim(A) + sum log scale`` here, where
+        ``scale`` is half the width of the action bounds: -0.31 for Pendulum's [-2, 2])."""
         self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
         self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
         self.alpha_optimizer = torch.optim.Adam(self.temperature.parameters(), lr=alpha_lr, fused=True)

@@ -20,18 +20,15 @@ from __future__ import annotations
 import torch
 
 from rl import ops
-from rl.algorithm import PolicyStep
-from rl.algorithms._off_policy import OffPolicyAlgorithm, frozen_copy, weighted_mse
+from rl.algorithms._off_policy import DeterministicOffPolicy, weighted_mse
 from rl.networks import DeterministicActor, TwinQCritic
 from rl.replay import ReplayBatch
 
 __all__ = ["TD3"]
 
 
-class TD3(OffPolicyAlgorithm):
+class TD3(DeterministicOffPolicy):
     """TD3 with the paper's defaults."""
-
-    model: DeterministicActor
 
     def __init__(
         self,
@@ -48,31 +45,15 @@ class TD3(OffPolicyAlgorithm):
         fused: bool | None = None,
         autocast: torch.dtype | None = None,
     ) -> None:
-        super().__init__(actor, fused, autocast)
-        self.critic = critic
-        self.target_actor = frozen_copy(actor)
-        self.target_critic = frozen_copy(critic)
-        self.gamma = gamma
-        self.tau = tau
-        self.exploration_noise = exploration_noise
+        if policy_delay < 1:
+            raise ValueError(
+                f"policy_delay must be >= 1 (1: the actor updates with every critic update), got {policy_delay}"
+            )
+        super().__init__(actor, critic, actor_lr, critic_lr, gamma, tau, exploration_noise, fused, autocast)
         self.policy_noise = policy_noise
         self.noise_clip = noise_clip
         self.policy_delay = policy_delay
-        self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
-        self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
         self._last_actor_loss = float("nan")
-
-    def sample(self, obs: torch.Tensor) -> PolicyStep:
-        """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""
-        if self.uniform_exploration:
-            return PolicyStep(self._uniform(obs), None, None)
-        mu = self.model(obs)
-        noise = torch.randn_like(mu) * (self.exploration_noise * self.model.scale)
-        return PolicyStep(torch.maximum(torch.minimum(mu + noise, self.model.high), self.model.low), None, None)
-
-    def predict(self, obs: torch.Tensor) -> torch.Tensor:
-        """``mu(s)``."""
-        return self.model(obs)
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic step; every ``policy_delay`` steps also an actor step and the target updates."""

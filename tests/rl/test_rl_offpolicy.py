@@ -192,3 +192,83 @@ def test_short_pendulum_run(name: str, prioritized: bool) -> None:
         leaves = replay.tree[np.arange(600)]
         assert len(np.unique(leaves)) > 50  # priorities follow the TD errors, not all the maximum
         assert replay.beta == pytest.approx(0.4 + 0.6 * 592 / 600)  # annealed to 1 (set before the last collect)
+
+
+def _set_q_output_bias(critic: torch.nn.Module, value: float) -> None:
+    """Fill the output layers' biases (the only ones of width 1) with ``value``."""
+    with torch.no_grad():
+        for name, p in critic.named_parameters():
+            if name.endswith("bias") and p.shape[-1] == 1:
+                p.fill_(value)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_network_outputs_stay_float32_inside_a_mixed_precision_update(fused: bool) -> None:
+    """Under bfloat16 autocast the hidden layers run in bfloat16, the output layers in float32:
+    a Q-value of ~800 keeps its fraction (bfloat16 would round it to a multiple of 4)."""
+    torch.manual_seed(0)
+    obs = torch.rand(64, 2) * 2 - 1
+    action = torch.rand(64, 1) * 4 - 2
+    twin = rl.TwinQCritic(OBS, ACT, HIDDEN, fused=fused)
+    single = rl.QCritic(OBS, ACT, HIDDEN)
+    _set_q_output_bias(twin, 800.3)
+    _set_q_output_bias(single, 800.3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        q1, q2 = twin(obs, action)
+        q = single(obs, action)
+        sampled, log_prob = rl.SquashedGaussianActor(OBS, ACT, HIDDEN).sample(obs)
+        mu = rl.DeterministicActor(OBS, ACT, HIDDEN)(obs)
+    for out in (q1, q2, q, sampled, log_prob, mu):
+        assert out.dtype == torch.float32
+    for values in (q1, q2, q):
+        assert np.abs(np.modf(values.detach().numpy() / 4)[0]).max() > 0.01  # not on bfloat16's grid of 4
+
+
+def test_bf16_sac_td_errors_are_not_rounded_to_bfloat16() -> None:
+    torch.manual_seed(0)
+    algo = _sac(autocast=torch.bfloat16)
+    _set_q_output_bias(algo.critic, 800.3)
+    _set_q_output_bias(algo.target_critic, 400.3)
+    batch = _bandit(256, 0)
+    rl.Agent(algo).learn(batch)
+    # Terminal transitions: y = r, so the Q-values learned from are r - TD error (~800): each a
+    # multiple of 4 if the critic's output were bfloat16.
+    q = batch.rewards - algo.td_errors
+    assert q.min() > 700
+    assert np.abs(np.modf(q / 4)[0]).max() > 0.01
+
+
+def test_sac_default_entropy_target_is_the_papers_for_normalised_actions() -> None:
+    """``-dim(A)`` for actions in [-1, 1], as SB3 and RLlib apply it: log pi is a density over
+    the environment's actions here, so on [-2, 2] the target moves by ``log 2`` per dimension."""
+    wide = _sac()  # ACT is [-2, 2]
+    assert wide.target_entropy == pytest.approx(-1 + np.log(2))
+    unit = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
+    assert rl.SAC(rl.SquashedGaussianActor(OBS, unit), rl.TwinQCritic(OBS, unit)).target_entropy == -6
+    assert _sac(target_entropy=-3.0).target_entropy == -3.0
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: _make("TD3", policy_delay=0), "policy_delay must be >= 1"),
+        (lambda: _make("DDPG", tau=1.5), r"tau must be in \[0, 1\], got 1.5"),
+        (lambda: _sac(tau=-0.1), r"tau must be in \[0, 1\], got -0.1"),
+        (lambda: _sac(alpha=0.0), "alpha .* must be > 0, got 0.0"),
+        (lambda: _sac(autocast=torch.float16), "autocast must be None or torch.bfloat16"),
+        (lambda: rl.UniformReplay(8, (2,), (1,)).sample(4), "sample from an empty replay"),
+    ],
+    ids=["policy_delay", "ddpg tau", "sac tau", "alpha", "float16", "empty replay"],
+)
+def test_off_policy_arguments_that_cannot_work_are_refused_when_given(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize("replay_cls", [rl.UniformReplay, rl.PrioritizedReplay])
+def test_a_batch_of_nothing_is_refused(replay_cls: Any) -> None:
+    replay = replay_cls(8, (2,), (1,))
+    batch = _bandit(4, 0)
+    replay.add(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated)
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        replay.sample(0)

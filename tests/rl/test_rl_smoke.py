@@ -73,3 +73,29 @@ def test_dqn_smoke() -> None:
     assert algo.epsilon < 1.0
     after = algo.target_model.get_weights()
     assert any(not np.array_equal(target_before[k], after[k]) for k in after)  # target followed
+
+
+def test_training_loops_refuse_what_would_silently_not_train() -> None:
+    """A prioritised replay under DQN (whose loss takes no importance weights) would be sampled
+    by priority with no correction and never get its priorities; a ratio of 0 updates per step
+    would collect forever without learning."""
+    config = rl.CollectorConfig(env_id="CartPole-v1", num_envs=1, num_steps=8, seed=0)
+    obs_space, act_space = env_spaces(config)
+    assert obs_space.shape is not None
+    dqn = rl.Agent(rl.DQN(rl.QNetwork(obs_space, act_space, hidden=(8,))))
+    collector = rl.Collector(config, dqn)
+    try:
+        with pytest.raises(TypeError, match=r"train_dqn samples uniformly.*pass an rl\.UniformReplay"):
+            rl.train_dqn(dqn, collector, rl.PrioritizedReplay(100, obs_space.shape, action_dtype=np.int64), 100)
+    finally:
+        collector.close()
+    pendulum = rl.CollectorConfig("Pendulum-v1", num_envs=1, num_steps=8, seed=0)
+    obs, act = env_spaces(pendulum)
+    assert obs.shape is not None and act.shape is not None
+    sac = rl.Agent(rl.SAC(rl.SquashedGaussianActor(obs, act, (8,)), rl.TwinQCritic(obs, act, (8,))))
+    collector = rl.Collector(pendulum, sac)
+    try:
+        with pytest.raises(ValueError, match="updates_per_step must be > 0, got 0"):
+            rl.train_off_policy(sac, collector, rl.UniformReplay(100, obs.shape, act.shape), 100, updates_per_step=0)
+    finally:
+        collector.close()
