@@ -18,7 +18,6 @@ None = None`` argument; ``None`` means :func:`enabled`), never on every call.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 from collections.abc import Sequence
@@ -28,15 +27,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from rl.precision import OutputLinear, outside_autocast
+
 __all__ = [
     "FusedMLPPair",
     "MLPPair",
-    "OutputLinear",
     "SigmoidTanh",
     "enabled",
     "fused_clip_grad_norm_",
     "fused_soft_update_",
-    "outside_autocast",
     "plain_clip_grad_norm_",
     "plain_soft_update_",
     "resolve_fused",
@@ -57,27 +56,6 @@ def resolve_fused(fused: bool | None) -> bool:
 
 
 # -- tanh ---------------------------------------------------------------------------------------
-
-
-def outside_autocast(x: torch.Tensor) -> tuple[torch.Tensor, contextlib.AbstractContextManager[Any]]:
-    """``(x, context)`` for a network's output layer. Inside ``torch.autocast`` (an off-policy
-    algorithm's mixed-precision update): ``x`` in float32 and a context that turns autocast off,
-    so that outputs keep float32's precision (bfloat16 rounds a Q-value of 800 to a multiple of
-    4, and the TD errors with it). Outside: ``x`` as it is and no context."""
-    device = x.device.type
-    if torch.is_autocast_enabled(device):
-        return x.float(), torch.autocast(device, enabled=False)
-    return x, contextlib.nullcontext()
-
-
-class OutputLinear(nn.Linear):
-    """``nn.Linear`` as a network's output layer: in float32 even inside ``torch.autocast``
-    (:func:`outside_autocast`); the same parameters and ``state_dict`` as ``nn.Linear``."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x, context = outside_autocast(x)
-        with context:
-            return super().forward(x)
 
 
 class _SigmoidTanhFunction(torch.autograd.Function):

@@ -14,8 +14,9 @@ import torch
 from torch import nn
 
 from rl import distributions, ops
-from rl.fused import FusedMLPPair, MLPPair, OutputLinear, SigmoidTanh, resolve_fused
+from rl.fused import FusedMLPPair, MLPPair, SigmoidTanh, resolve_fused
 from rl.model import Model
+from rl.precision import OutputLinear
 
 __all__ = [
     "ActorCritic",
@@ -39,7 +40,7 @@ def mlp(
     out_gain: float = 1.0,
 ) -> nn.Sequential:
     """``Linear -> activation`` for each hidden size, then a linear output layer (an
-    :class:`rl.fused.OutputLinear`: float32 even inside ``torch.autocast``).
+    :class:`rl.precision.OutputLinear`: float32 even inside ``torch.autocast``).
 
     Orthogonal initialisation (gain sqrt(2) in hidden layers, ``out_gain`` at the output) as in
     the PPO implementations that work (Engstrom et al. 2020, "Implementation Matters").

@@ -47,7 +47,7 @@ class OffPolicyAlgorithm(Algorithm):
 
     ``autocast`` (default ``None``: off) is a lower-precision dtype, ``torch.bfloat16``, for the
     forward passes of :meth:`learn` (``torch.autocast``: the hidden layers' matmuls in that dtype;
-    each network's output layer (:class:`rl.fused.OutputLinear`), so Q-values, log-probabilities,
+    each network's output layer (:class:`rl.precision.OutputLinear`), so Q-values, log-probabilities,
     targets and TD errors, and weights, gradients and optimiser state in float32). On a CPU with AMX
     (Intel Sapphire Rapids and later) a 256x256 matmul runs ~4x faster in bfloat16, and a SAC
     step at batch 256 takes 15-25% less time (``bench/README_rl.md``); on a CPU without bfloat16
