@@ -290,8 +290,9 @@ class Learner:
         self._updates_due = 0.0
         self._updates_at_broadcast = 0
         self._warmup = scheme.replay != "none" and learning_starts > 0
-        self._refill_until = 0
-        """After a restore without the replay: no updates before this many env steps."""
+        self._first_update_at = learning_starts
+        """No update before this many env steps: ``learning_starts``, or after a restore without
+        the replay, ``learning_starts`` more."""
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -435,7 +436,7 @@ class Learner:
         if saved is not None:
             self.replay = saved
         elif self.replay is not None:
-            self._refill_until = self.env_steps + self.learning_starts
+            self._first_update_at = self.env_steps + self.learning_starts
 
     # ---- training -----------------------------------------------------------------------------
 
@@ -678,7 +679,7 @@ class Learner:
     def _owed(self, num_steps: int) -> int:
         """Updates that ``num_steps`` more env steps are owed at ``updates_per_step`` (none before
         ``learning_starts``); fractions carry over to the next rollout."""
-        if self.env_steps + num_steps < max(self.learning_starts, self._refill_until):
+        if self.env_steps + num_steps < self._first_update_at:
             return 0
         self._updates_due += self.scheme.updates_per_step * num_steps
         owed = int(self._updates_due)
