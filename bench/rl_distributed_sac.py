@@ -74,19 +74,23 @@ def run_once(collectors: int, ratio: float, args: argparse.Namespace) -> dict:
     ]
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as run_dir:
-        proc = subprocess.run(
-            [*cmd, "--run-dir", run_dir], capture_output=True, text=True, env=ENV, timeout=args.timeout, check=False
-        )
     row: dict = {
         "collectors": collectors,
         "updates_per_step": ratio,
         "replay": args.replay if collectors else "learner",
         "bf16": args.bf16,
         "total_steps": total,
-        "process_s": round(time.perf_counter() - t0, 1),
         "loadavg_start": load,
     }
+    try:
+        with tempfile.TemporaryDirectory() as run_dir:
+            proc = subprocess.run(
+                [*cmd, "--run-dir", run_dir], capture_output=True, text=True, env=ENV, timeout=args.timeout, check=False
+            )
+    except subprocess.TimeoutExpired:  # subprocess.run has killed it
+        row["error"] = f"timed out after --timeout {args.timeout:g} s"
+        return row
+    row["process_s"] = round(time.perf_counter() - t0, 1)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     # The example exits 0 when solved and 1 when not (these budgets never solve HalfCheetah): a
     # run failed when it printed no final line or exited with anything else.
@@ -141,6 +145,8 @@ def main() -> None:
     for r in ratios:
         if r <= 0:
             parser.error(f"--ratios: every ratio must be > 0, got {r}")
+    if args.timeout <= 0:
+        parser.error(f"--timeout must be > 0 seconds, got {args.timeout:g}")
     if args.collectors < 1:
         parser.error(f"--collectors must be >= 1, got {args.collectors}")
     commit = _commit()
