@@ -31,13 +31,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-EXAMPLE = os.path.join(ROOT, "examples", "sac_halfcheetah.py")
-ENV = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+from rl_throughput import ROOT, run_example
 
 
 def _commit() -> str | None:
@@ -53,52 +49,33 @@ def _commit() -> str | None:
 def run_once(collectors: int, ratio: float, args: argparse.Namespace) -> dict:
     """One training run of the example; its final JSON line, with what was asked and the load."""
     total = args.learning_starts + round(args.updates / ratio)
-    cmd = [
-        sys.executable,
-        EXAMPLE,
-        "--no-progress",
-        "--no-tensorboard",
-        "--no-stop-when-solved",
-        "--seed",
-        str(args.seed),
-        "--num-collectors",
-        str(collectors),
-        "--total-steps",
-        str(total),
-        "--learning-starts",
-        str(args.learning_starts),
-        "--updates-per-step",
-        str(ratio),
-        "--replay",
-        args.replay,
-        "--bf16" if args.bf16 else "--no-bf16",
-    ]
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    t0 = time.perf_counter()
     row: dict = {
         "collectors": collectors,
         "updates_per_step": ratio,
         "replay": args.replay if collectors else "learner",
         "bf16": args.bf16,
         "total_steps": total,
-        "loadavg_start": load,
+        "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
+    t0 = time.perf_counter()
     try:
-        with tempfile.TemporaryDirectory() as run_dir:
-            proc = subprocess.run(
-                [*cmd, "--run-dir", run_dir], capture_output=True, text=True, env=ENV, timeout=args.timeout, check=False
-            )
+        returncode, final, stderr = run_example(
+            "sac_halfcheetah",
+            "--no-stop-when-solved",
+            *("--seed", str(args.seed), "--num-collectors", str(collectors), "--total-steps", str(total)),
+            *("--learning-starts", str(args.learning_starts), "--updates-per-step", str(ratio)),
+            *("--replay", args.replay, "--bf16" if args.bf16 else "--no-bf16"),
+            timeout=args.timeout,
+        )
     except subprocess.TimeoutExpired:  # subprocess.run has killed it
         row["error"] = f"timed out after --timeout {args.timeout:g} s"
         return row
     row["process_s"] = round(time.perf_counter() - t0, 1)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     # The example exits 0 when solved and 1 when not (these budgets never solve HalfCheetah): a
     # run failed when it printed no final line or exited with anything else.
-    if proc.returncode not in (0, 1) or not lines:
-        row["error"] = f"exit {proc.returncode}: {proc.stderr[-1500:]}"
+    if returncode not in (0, 1) or final is None:
+        row["error"] = f"exit {returncode}: {stderr[-1500:]}"
         return row
-    final = json.loads(lines[-1])
     row.update({k: final[k] for k in ("env_steps", "updates", "wall_s", "frames_per_s", "mean_return") if k in final})
     return row
 

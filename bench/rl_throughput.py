@@ -32,7 +32,10 @@ ROOT = os.path.dirname(HERE)
 ENV = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
-def _example(name: str, *args: str, timeout: float = 900) -> dict:
+def run_example(name: str, *args: str, timeout: float = 900) -> tuple[int, dict | None, str]:
+    """``examples/<name>.py ARGS`` in a fresh interpreter with one torch thread, no progress bar or
+    TensorBoard, outputs in a temporary run dir: ``(exit status, final JSON line or None, stderr)``.
+    Raises ``subprocess.TimeoutExpired`` (the process killed) past ``timeout`` seconds."""
     with tempfile.TemporaryDirectory() as run_dir:
         proc = subprocess.run(
             [
@@ -51,9 +54,12 @@ def _example(name: str, *args: str, timeout: float = 900) -> dict:
             check=False,
         )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"error": proc.stderr[-1500:]}
-    return json.loads(lines[-1])
+    return proc.returncode, json.loads(lines[-1]) if lines else None, proc.stderr
+
+
+def _example(name: str, *args: str, timeout: float = 900) -> dict:
+    _, final, stderr = run_example(name, *args, timeout=timeout)
+    return final if final is not None else {"error": stderr[-1500:]}
 
 
 def _sb3(algo: str, seed: int, cap: int) -> dict:
