@@ -32,8 +32,9 @@ gradient step (replay sample + update, batch 256, the env's dims) on each side i
     python bench/rl_baselines.py --suite mujoco --algos sac --sides oursbf16,sb3,ours --steps 100000
 
 ``--sides``: which of ``ours``, ``oursbf16`` (our SAC/TD3 with ``autocast=torch.bfloat16``, the
-updates' forward passes in bfloat16) and ``sb3`` run, in that order for each seed; with
-``oursbf16`` the micro-benchmark times our bfloat16 step too.
+updates' forward passes in bfloat16), ``oursbf16compile`` (our SAC with bfloat16 and
+``compile=True``: the losses through ``torch.compile``) and ``sb3`` run, in that order for each
+seed; the micro-benchmark times each of our sides named.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -214,8 +215,15 @@ def main_cartpole(args: argparse.Namespace) -> None:
 TARGET = 3000.0
 """The HalfCheetah return whose wall-clock the issue asks for."""
 MUJOCO_WINDOW = 10
-SIDES = ("ours", "oursbf16", "sb3")
-"""``oursbf16``: our SAC/TD3 with ``autocast=torch.bfloat16`` (the updates' forward passes in bfloat16)."""
+OURS_SIDES: dict[str, tuple[str | None, bool]] = {
+    "ours": (None, False),
+    "oursbf16": ("bf16", False),
+    "oursbf16compile": ("bf16", True),
+}
+"""Our sides, as ``(autocast, compile)``: ``oursbf16`` our SAC/TD3 with ``autocast=torch.bfloat16``
+(the updates' forward passes in bfloat16); ``oursbf16compile`` our SAC with that and
+``compile=True`` (its losses through ``torch.compile``; SAC only)."""
+SIDES = (*OURS_SIDES, "sb3")
 CHECKPOINTS = (50_000, 100_000, 300_000)
 MUJOCO_HPARAMS: dict[str, dict] = {
     # rl-zoo (hyperparams/sac.yml, td3.yml) for HalfCheetah: learning_starts 10000 on top of the
@@ -328,7 +336,14 @@ def _checkpoints(steps: int, quick: bool) -> list[int]:
 
 
 def run_ours_offpolicy(
-    algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool, autocast: str | None = None
+    algo: str,
+    env_id: str,
+    seed: int,
+    steps: int,
+    learning_starts: int,
+    quick: bool,
+    autocast: str | None = None,
+    compile: bool = False,
 ) -> dict:
     import numpy as np
     import torch
@@ -344,7 +359,7 @@ def run_ours_offpolicy(
     config = rl.CollectorConfig(env_id, num_envs=1, num_steps=1, seed=seed)
     obs_space, act_space = env_spaces(config)
     assert obs_space.shape is not None and act_space.shape is not None
-    algorithm = _ours_algorithm(algo, obs_space, act_space, autocast)
+    algorithm = _ours_algorithm(algo, obs_space, act_space, autocast, compile)
     agent = rl.Agent(algorithm)
     collector = rl.Collector(config, agent)
     replay = rl.UniformReplay(hp["buffer_size"], obs_space.shape, act_space.shape, seed=seed)
@@ -443,9 +458,12 @@ def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
     return tracker.result(int(model.num_timesteps), int(model._n_updates) // hp["n_epochs"])
 
 
-def _ours_algorithm(algo: str, obs_space: Any, act_space: Any, autocast: str | None = None) -> rl.SAC | rl.TD3:
+def _ours_algorithm(
+    algo: str, obs_space: Any, act_space: Any, autocast: str | None = None, compile: bool = False
+) -> rl.SAC | rl.TD3:
     """Our SAC or TD3 with ``MUJOCO_HPARAMS[algo]`` (the same the SB3 side gets); ``autocast``
-    ``"bf16"``: the updates' forward passes in bfloat16 (``rl.SAC(autocast=torch.bfloat16)``)."""
+    ``"bf16"``: the updates' forward passes in bfloat16 (``rl.SAC(autocast=torch.bfloat16)``);
+    ``compile``: SAC's losses through ``torch.compile`` (``rl.SAC(compile=True)``)."""
     import torch
 
     import rl
@@ -461,7 +479,10 @@ def _ours_algorithm(algo: str, obs_space: Any, act_space: Any, autocast: str | N
     }
     critic = rl.TwinQCritic(obs_space, act_space, h)
     if algo == "sac":
-        return rl.SAC(rl.SquashedGaussianActor(obs_space, act_space, h), critic, alpha_lr=hp["lr"], **common)
+        actor = rl.SquashedGaussianActor(obs_space, act_space, h)
+        return rl.SAC(actor, critic, alpha_lr=hp["lr"], compile=compile, **common)
+    if compile:
+        raise ValueError("compile=True is implemented for SAC only")
     return rl.TD3(
         rl.DeterministicActor(obs_space, act_space, h),
         critic,
@@ -541,10 +562,11 @@ def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_st
     return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
 
 
-def run_micro(env_id: str, rounds: int, per_round: int, autocast: str | None = None) -> dict:
+def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("ours",)) -> dict:
     """Median wall time of ONE SAC gradient step (replay sample of 256 + critic, actor and
-    temperature updates + target update), ours and SB3's, in this one process, interleaved in
-    blocks of ``per_round`` steps so that drifts of the machine hit both alike."""
+    temperature updates + target update), on each of our sides ``ours`` (names in
+    :data:`OURS_SIDES`) and SB3's, in this one process, interleaved in blocks of ``per_round``
+    steps so that drifts of the machine hit all alike. A compiled side is compiled in its warm-up."""
     import numpy as np
     import torch
 
@@ -565,22 +587,19 @@ def run_micro(env_id: str, rounds: int, per_round: int, autocast: str | None = N
         rng.standard_normal(fill).astype(np.float32),
         rng.standard_normal((fill, n_obs)).astype(np.float32),
     )
-    agent = rl.Agent(_ours_algorithm("sac", obs_space, act_space))
-    mixed = rl.Agent(_ours_algorithm("sac", obs_space, act_space, autocast)) if autocast else None
     replay = rl.UniformReplay(hp["buffer_size"], (n_obs,), (n_act,), seed=0)
     replay.add(data[0], data[1], data[2], data[3], np.zeros(fill, bool))
 
-    def ours_step() -> None:
-        agent.learn(replay.sample(hp["batch_size"]))
+    def learner(agent: rl.Agent) -> Callable[[], None]:
+        def step() -> None:
+            agent.learn(replay.sample(hp["batch_size"]))
 
-    sides: dict[str, Callable[[], None]] = {"ours": ours_step}
-    if mixed is not None:
+        return step
 
-        def mixed_step() -> None:
-            assert mixed is not None
-            mixed.learn(replay.sample(hp["batch_size"]))
-
-        sides[f"ours{autocast}"] = mixed_step
+    sides: dict[str, Callable[[], None]] = {}
+    for name in ours:
+        autocast, compile = OURS_SIDES[name]
+        sides[name] = learner(rl.Agent(_ours_algorithm("sac", obs_space, act_space, autocast, compile)))
     if _sb3_available():
         from stable_baselines3.common.env_util import make_vec_env
 
@@ -625,7 +644,7 @@ def run_micro(env_id: str, rounds: int, per_round: int, autocast: str | None = N
 
 def _mujoco_child(spec: dict) -> None:
     if spec["runner"] == "micro":
-        out = run_micro(spec["env"], spec["rounds"], spec["per_round"], spec.get("autocast"))
+        out = run_micro(spec["env"], spec["rounds"], spec["per_round"], spec.get("ours", ("ours",)))
     else:
         side, algo = spec["runner"].split("_")
         if algo == "ppo":
@@ -634,7 +653,8 @@ def _mujoco_child(spec: dict) -> None:
         else:
             args = (algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
             if side.startswith("ours"):
-                out = run_ours_offpolicy(*args, autocast="bf16" if side == "oursbf16" else None)
+                autocast, compile = OURS_SIDES[side]
+                out = run_ours_offpolicy(*args, autocast=autocast, compile=compile)
             else:
                 out = run_sb3_offpolicy(*args)
     print(json.dumps({**spec, **out}), flush=True)
@@ -686,14 +706,16 @@ def main_mujoco(args: argparse.Namespace) -> None:
     micro = None
     if not args.no_micro and "sac" in algos:
         rounds, per_round = (2, 10) if args.quick else (10, 50)
-        spec = {"runner": "micro", "env": args.env, "rounds": rounds, "per_round": per_round}
-        micro = spawn({**spec, "autocast": "bf16"} if "oursbf16" in sides else spec)
+        ours = [x for x in sides if x in OURS_SIDES] or ["ours"]
+        micro = spawn({"runner": "micro", "env": args.env, "rounds": rounds, "per_round": per_round, "ours": ours})
     results: dict[str, list[dict]] = {}
     for seed in seeds:
         for algo in algos:
             for side in sides:
-                if (side == "sb3" and not have_sb3) or (side == "oursbf16" and algo == "ppo"):
+                if side == "sb3" and not have_sb3:
                     continue
+                if (side != "ours" and algo == "ppo") or (OURS_SIDES.get(side, (None, False))[1] and algo != "sac"):
+                    continue  # bfloat16 is for the off-policy updates; compile for SAC's
                 runner = f"{side}_{algo}"
                 spec = {
                     "runner": runner,
@@ -711,9 +733,8 @@ def main_mujoco(args: argparse.Namespace) -> None:
 
     print()
     if micro is not None:
-        print(f"one SAC gradient step (batch 256), median ms: ours {micro['ours_median_ms']}", end="")
-        if "oursbf16_median_ms" in micro:
-            print(f", ours bf16 {micro['oursbf16_median_ms']}", end="")
+        times = ", ".join(f"{k} {micro[f'{k}_median_ms']}" for k in OURS_SIDES if f"{k}_median_ms" in micro)
+        print(f"one SAC gradient step (batch 256), median ms: {times}", end="")
         if "sb3_median_ms" in micro:
             ratios = ", ".join(f"{k[: -len('_over_sb3')]}/SB3 {v}" for k, v in micro.items() if k.endswith("_over_sb3"))
             print(f", SB3 {micro['sb3_median_ms']} ({ratios})", end="")

@@ -7,6 +7,7 @@ Needs the mujoco extra: ``pip install actorrt[mujoco]`` (``gymnasium[mujoco]``, 
     python examples/sac_halfcheetah.py --address HOST:PORT     # a running cluster
     python examples/sac_halfcheetah.py --total-steps 5000      # a smoke run
     python examples/sac_halfcheetah.py --bf16                  # updates in bfloat16 (CPUs with AMX)
+    python examples/sac_halfcheetah.py --bf16 --compile        # and the losses through torch.compile
 
 Collectors step their environments with the weights they last received and send rollouts of
 ``--num-envs x --num-steps`` steps; the learner stores them and takes ``--updates-per-step``
@@ -63,6 +64,9 @@ class Config(DistributedRun):
     """Target-network Polyak rate."""
     bf16: bool = False
     """The updates' forward passes in bfloat16 (``autocast=torch.bfloat16``): faster on CPUs with AMX."""
+    compile: bool = False
+    """The updates' losses through ``torch.compile`` (``rl.SAC(compile=True)``): a few seconds to
+    build at the first update, then a faster step (with ``--bf16``, ~0.7x the eager step's time)."""
     solved_return: float = 4800.0
     """Mean return over the last 20 training episodes that counts as solved (the env's threshold)."""
     run_dir: str = "runs/sac_halfcheetah"
@@ -89,6 +93,7 @@ class MakeAgent:
                 gamma=c.gamma,
                 tau=c.tau,
                 autocast=torch.bfloat16 if c.bf16 else None,
+                compile=c.compile,
             )
         )
 

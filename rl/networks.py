@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from rl import distributions, ops
-from rl.fused import FusedMLPPair, MLPPair, SigmoidTanh, resolve_fused
+from rl.fused import FusedMLPPair, MLPPair, ReLU, SigmoidTanh, resolve_fused
 from rl.model import Model
 from rl.precision import OutputLinear
 
@@ -187,7 +187,7 @@ class QNetwork(Model):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden: Sequence[int] = (256, 256),
-        activation: type[nn.Module] = nn.ReLU,
+        activation: type[nn.Module] = ReLU,
     ) -> None:
         super().__init__()
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -238,7 +238,7 @@ class DeterministicActor(_BoundedActor):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden: Sequence[int] = (256, 256),
-        activation: type[nn.Module] = nn.ReLU,
+        activation: type[nn.Module] = ReLU,
     ) -> None:
         super().__init__(action_space, "DeterministicActor")
         self.net = mlp(_flat_dim(observation_space), hidden, self.action_dim, activation)
@@ -261,7 +261,7 @@ class SquashedGaussianActor(_BoundedActor):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden: Sequence[int] = (256, 256),
-        activation: type[nn.Module] = nn.ReLU,
+        activation: type[nn.Module] = ReLU,
         log_std_min: float = -5.0,
         log_std_max: float = 2.0,
     ) -> None:
@@ -277,10 +277,15 @@ class SquashedGaussianActor(_BoundedActor):
         log_std = lo + 0.5 * (hi - lo) * (torch.tanh(raw) + 1.0)
         return mean, log_std
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised sample ``(a, log pi(a|s))``: differentiable in the actor's weights."""
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample ``(a, log pi(a|s))``: differentiable in the actor's weights.
+
+        ``noise``: the standard normal draw ``eps`` of ``u = mean + std eps``, ``[B, act]``
+        (default: drawn here, ``torch.randn_like(mean)``)."""
         mean, log_std = self(obs)
-        u = mean + torch.randn_like(mean) * log_std.exp()
+        if noise is None:
+            noise = torch.randn_like(mean)
+        u = mean + noise * log_std.exp()
         log_prob = ops.tanh_gaussian_log_prob(u, mean, log_std) - torch.log(self.scale).sum()
         return self.bias + self.scale * torch.tanh(u), log_prob
 
@@ -298,7 +303,7 @@ class QCritic(Model):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden: Sequence[int] = (256, 256),
-        activation: type[nn.Module] = nn.ReLU,
+        activation: type[nn.Module] = ReLU,
     ) -> None:
         super().__init__()
         self.net = mlp(_flat_dim(observation_space) + _flat_dim(action_space), hidden, 1, activation)
@@ -320,7 +325,7 @@ class TwinQCritic(Model):
         observation_space: gym.Space,
         action_space: gym.Space,
         hidden: Sequence[int] = (256, 256),
-        activation: type[nn.Module] = nn.ReLU,
+        activation: type[nn.Module] = ReLU,
         fused: bool | None = None,
     ) -> None:
         super().__init__()

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from rl import ops
 from rl.algorithm import Algorithm, PolicyStep
+from rl.fused import fused_adam_step_
 from rl.model import Model
 from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, TwinQCritic
 
@@ -52,6 +55,13 @@ class OffPolicyAlgorithm(Algorithm):
     (Intel Sapphire Rapids and later) a 256x256 matmul runs ~4x faster in bfloat16, and a SAC
     step at batch 256 takes 15-25% less time (``bench/README_rl.md``); on a CPU without bfloat16
     units it is slower. Acting (:meth:`sample`, :meth:`predict`) stays in float32.
+
+    ``compile`` (default ``False``): the loss computations of :meth:`learn` (forward passes, and
+    with them the backward passes) run through ``torch.compile``, built at the first update (a
+    few seconds; again for each new batch size). The optimiser steps stay eager. It computes the
+    same maths (``tests/rl/test_rl_compile.py``). With ``autocast=torch.bfloat16`` a SAC step on
+    one core takes about half of SB3's (``bench/README_rl.md``). Only the algorithms that
+    implement it accept it (:class:`rl.SAC`).
     """
 
     model: DeterministicActor | SquashedGaussianActor
@@ -61,6 +71,7 @@ class OffPolicyAlgorithm(Algorithm):
         model: DeterministicActor | SquashedGaussianActor,
         fused: bool | None = None,
         autocast: torch.dtype | None = None,
+        compile: bool = False,
     ) -> None:
         super().__init__(model, fused)
         if autocast not in (None, torch.bfloat16):
@@ -68,12 +79,38 @@ class OffPolicyAlgorithm(Algorithm):
             raise ValueError(f"autocast must be None or torch.bfloat16, not {autocast!r}")
         self.autocast = autocast
         """The dtype of :meth:`learn`'s forward passes (``None``: float32 throughout)."""
+        self.compile = bool(compile)
+        """Whether :meth:`learn`'s losses run through ``torch.compile``."""
+        self._compiled: dict[str, Callable[..., Any]] = {}
         self.uniform_exploration = False
         """Act uniformly at random in the bounds (warm-up)."""
         self.td_errors: np.ndarray = np.zeros(0, np.float32)
         """``y - Q(s, a)`` of the last batch learned from (first critic where there are two)."""
         self.updates = 0
         """Gradient steps taken (of the critic)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Compiled functions do not pickle; a copy compiles its own at its first update.
+        state = self.__dict__.copy()
+        state["_compiled"] = {}
+        return state
+
+    def _maybe_compiled(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` (a bound method computing losses), or its ``torch.compile`` (built once) when
+        :attr:`compile` is set. Static shapes: the batch size is fixed in a training run."""
+        if not self.compile:
+            return fn
+        compiled = self._compiled.get(fn.__name__)
+        if compiled is None:
+            compiled = self._compiled[fn.__name__] = torch.compile(fn, dynamic=False)
+        return compiled
+
+    def _step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``optimizer.step()``, as :func:`rl.fused.fused_adam_step_` when :attr:`fused`."""
+        if self.fused:
+            fused_adam_step_(optimizer)
+        else:
+            optimizer.step()
 
     def _mixed(self) -> contextlib.AbstractContextManager[object]:
         """The context of a forward pass in :meth:`learn`: ``torch.autocast`` to :attr:`autocast`

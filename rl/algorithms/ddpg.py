@@ -50,7 +50,7 @@ class DDPG(DeterministicOffPolicy):
             critic_loss = weighted_mse(q, y, batch.weights)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self.critic_optimizer.step()
+        self._step(self.critic_optimizer)
 
         # Actor: follow the critic's gradient in action space.
         self.critic.requires_grad_(False)
@@ -58,7 +58,7 @@ class DDPG(DeterministicOffPolicy):
             actor_loss = -self.critic(batch.obs, self.model(batch.obs)).float().mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
-        self.actor_optimizer.step()
+        self._step(self.actor_optimizer)
         self.critic.requires_grad_(True)
 
         self._soft_update(self.target_critic, self.critic, self.tau)

@@ -61,10 +61,11 @@ class SAC(OffPolicyAlgorithm):
         target_entropy: float | None = None,
         fused: bool | None = None,
         autocast: torch.dtype | None = None,
+        compile: bool = False,
     ) -> None:
         if alpha <= 0:
             raise ValueError(f"alpha (the initial temperature) must be > 0, got {alpha}")
-        super().__init__(actor, fused, autocast)
+        super().__init__(actor, fused, autocast, compile)
         self.critic = critic
         self.target_critic = frozen_copy(critic)
         self.gamma = gamma
@@ -102,48 +103,78 @@ class SAC(OffPolicyAlgorithm):
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One step of each of critics, actor and temperature; then the soft target update."""
         alpha = self.temperature().detach()
+        b = batch
 
         # Soft policy evaluation: the critics regress onto the soft one-step target.
-        with torch.no_grad(), self._mixed():
-            next_action, next_log_prob = self.model.sample(batch.next_obs)
-            next_q1, next_q2 = self.target_critic(batch.next_obs, next_action)
-            y = ops.clipped_double_q_target(
-                batch.rewards, batch.terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha
-            ).float()
-        with self._mixed():
-            q1, q2 = self.critic(batch.obs, batch.actions)
-            critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
+        critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(
+            b.obs, b.actions, b.rewards, b.terminated, b.next_obs, b.weights, alpha, self._noise(b.obs)
+        )
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self.critic_optimizer.step()
+        self._step(self.critic_optimizer)
 
         # Soft policy improvement, through the reparameterised sample.
         self.critic.requires_grad_(False)
-        with self._mixed():
-            action, log_prob = self.model.sample(batch.obs)
-            q1_pi, q2_pi = self.critic(batch.obs, action)
-            actor_loss = (alpha * log_prob - torch.minimum(q1_pi, q2_pi)).float().mean()
+        actor_loss, log_prob = self._maybe_compiled(self._actor_loss)(b.obs, alpha, self._noise(b.obs))
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
-        self.actor_optimizer.step()
+        self._step(self.actor_optimizer)
         self.critic.requires_grad_(True)
 
         # Temperature: raise alpha when the entropy is below the target, lower it above.
         alpha_loss = torch.zeros(())
         if self.autotune_alpha:
-            alpha_loss = -(self.temperature.log_alpha * (log_prob.detach().float() + self.target_entropy)).mean()
+            alpha_loss = -(self.temperature.log_alpha * (log_prob + self.target_entropy)).mean()
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss.backward()
-            self.alpha_optimizer.step()
+            self._step(self.alpha_optimizer)
 
         self._soft_update(self.target_critic, self.critic, self.tau)
         self.updates += 1
-        self.td_errors = (y - q1.detach().float()).numpy()
+        self.td_errors = (y - q1).numpy()
         return {
             "critic_loss": critic_loss.item(),
             "actor_loss": actor_loss.item(),
             "alpha": float(alpha),
             "alpha_loss": alpha_loss.item(),
-            "entropy": float(-log_prob.detach().mean()),
-            "q_mean": float(q1.detach().float().mean()),
+            "entropy": float(-log_prob.mean()),
+            "q_mean": float(q1.mean()),
         }
+
+    def _noise(self, obs: torch.Tensor) -> torch.Tensor:
+        """The standard normal draw of a reparameterised sample for each row of ``obs`` (drawn
+        outside the compiled losses: inductor's CPU ``randn`` costs ~0.2 ms for ``[256, 6]``)."""
+        return torch.randn(obs.shape[0], self.model.action_dim)
+
+    def _critic_loss(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        weights: torch.Tensor,
+        alpha: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(J_Q, Q_1(s, a), y)`` (the last two detached, float32)."""
+        with torch.no_grad(), self._mixed():
+            next_action, next_log_prob = self.model.sample(next_obs, noise)
+            next_q1, next_q2 = self.target_critic(next_obs, next_action)
+            y = ops.clipped_double_q_target(
+                rewards, terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha
+            ).float()
+        with self._mixed():
+            q1, q2 = self.critic(obs, actions)
+            loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
+        return loss, q1.detach().float(), y
+
+    def _actor_loss(
+        self, obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(J_pi, log pi(a~|s))`` (the log-probability detached, float32)."""
+        with self._mixed():
+            action, log_prob = self.model.sample(obs, noise)
+            q1_pi, q2_pi = self.critic(obs, action)
+            loss = (alpha * log_prob - torch.minimum(q1_pi, q2_pi)).float().mean()
+        return loss, log_prob.detach().float()

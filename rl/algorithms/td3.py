@@ -70,7 +70,7 @@ class TD3(DeterministicOffPolicy):
             critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self.critic_optimizer.step()
+        self._step(self.critic_optimizer)
         self.updates += 1
 
         if self.updates % self.policy_delay == 0:
@@ -80,7 +80,7 @@ class TD3(DeterministicOffPolicy):
                 actor_loss = -q1_pi.float().mean()
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
-            self.actor_optimizer.step()
+            self._step(self.actor_optimizer)
             self.critic.requires_grad_(True)
             self._last_actor_loss = actor_loss.item()
             self._soft_update(self.target_critic, self.critic, self.tau)
