@@ -61,7 +61,8 @@ class OffPolicyAlgorithm(Algorithm):
     few seconds; again for each new batch size). The optimiser steps stay eager. It computes the
     same maths (``tests/rl/test_rl_compile.py``). With ``autocast=torch.bfloat16`` a SAC step on
     one core takes about half of SB3's (``bench/README_rl.md``). Only the algorithms that
-    implement it accept it (:class:`rl.SAC`).
+    implement it accept it (:class:`rl.SAC`). Inductor builds C++ kernels on a CPU: it needs a C++
+    compiler (``g++``) at the first update.
     """
 
     model: DeterministicActor | SquashedGaussianActor

@@ -113,21 +113,17 @@ class SAC(OffPolicyAlgorithm):
         critic_loss.backward()
         self._step(self.critic_optimizer)
 
-        # Soft policy improvement, through the reparameterised sample.
+        # Soft policy improvement, through the reparameterised sample, and the temperature's step:
+        # one backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no actor weight).
         self.critic.requires_grad_(False)
-        actor_loss, log_prob = self._maybe_compiled(self._actor_loss)(b.obs, alpha, self._noise(b.obs))
+        actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(b.obs, alpha, self._noise(b.obs))
         self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        (actor_loss + alpha_loss).backward()
         self._step(self.actor_optimizer)
-        self.critic.requires_grad_(True)
-
-        # Temperature: raise alpha when the entropy is below the target, lower it above.
-        alpha_loss = torch.zeros(())
         if self.autotune_alpha:
-            alpha_loss = -(self.temperature.log_alpha * (log_prob + self.target_entropy)).mean()
-            self.alpha_optimizer.zero_grad(set_to_none=True)
-            alpha_loss.backward()
             self._step(self.alpha_optimizer)
+        self.critic.requires_grad_(True)
 
         self._soft_update(self.target_critic, self.critic, self.tau)
         self.updates += 1
@@ -171,10 +167,16 @@ class SAC(OffPolicyAlgorithm):
 
     def _actor_loss(
         self, obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(J_pi, log pi(a~|s))`` (the log-probability detached, float32)."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(J_pi, J(alpha), log pi(a~|s))``; ``J(alpha)`` is 0 without :attr:`autotune_alpha`
+        (the log-probability detached, float32). Raising alpha when the entropy is below the
+        target and lowering it above, ``J(alpha)`` takes the log-probability without its gradient."""
         with self._mixed():
             action, log_prob = self.model.sample(obs, noise)
             q1_pi, q2_pi = self.critic(obs, action)
             loss = (alpha * log_prob - torch.minimum(q1_pi, q2_pi)).float().mean()
-        return loss, log_prob.detach().float()
+        log_prob = log_prob.detach().float()
+        alpha_loss = torch.zeros(())
+        if self.autotune_alpha:
+            alpha_loss = -(self.temperature.log_alpha * (log_prob + self.target_entropy)).mean()
+        return loss, alpha_loss, log_prob

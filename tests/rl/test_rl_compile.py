@@ -1,0 +1,175 @@
+"""``rl.SAC(compile=True)``: its compiled losses compute what the eager ones compute, it pickles,
+and the pieces it relies on (:class:`rl.fused.ReLU` under ``torch.compile``, and
+:func:`rl.fused.fused_adam_step_`) equal their plain versions."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import rl
+from rl.agent import to_torch
+from rl.fused import ReLU, fused_adam_step_
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compile_in_this_thread() -> Iterator[None]:
+    """No thread that outlives a test, so that the suite's thread-leak check holds: inductor
+    builds kernels on a process-wide pool of threads (with one compile thread, in the caller's),
+    and its (disabled) progress bar starts tqdm's process-wide monitor thread (not with
+    ``monitor_interval = 0``)."""
+    bar = torch.hub.tqdm
+    interval = getattr(bar, "monitor_interval", None)
+    if interval is not None:
+        bar.monitor_interval = 0
+    try:
+        with torch._inductor.config.patch(compile_threads=1):
+            yield
+    finally:
+        if interval is not None:
+            bar.monitor_interval = interval
+
+
+OBS = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+ACT = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+
+
+def _sac(compile: bool, autocast: torch.dtype | None = None) -> rl.SAC:
+    torch.manual_seed(0)
+    return rl.SAC(
+        rl.SquashedGaussianActor(OBS, ACT, (32, 32)),
+        rl.TwinQCritic(OBS, ACT, (32, 32)),
+        compile=compile,
+        autocast=autocast,
+    )
+
+
+def _batches(n: int, size: int = 64) -> list[rl.ReplayBatch[torch.Tensor]]:
+    rng = np.random.default_rng(0)
+    replay = rl.UniformReplay(1000, (5,), (2,), seed=0)
+    m = 500
+    replay.add(
+        rng.standard_normal((m, 5)).astype(np.float32),
+        rng.uniform(-2, 2, (m, 2)).astype(np.float32),
+        rng.standard_normal(m).astype(np.float32),
+        rng.standard_normal((m, 5)).astype(np.float32),
+        rng.random(m) < 0.1,
+    )
+    return [to_torch(replay.sample(size)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("autocast", [None, torch.bfloat16], ids=["float32", "bf16"])
+def test_compiled_sac_learns_what_eager_sac_learns(autocast: torch.dtype | None) -> None:
+    """The same updates from the same weights, batches and noise: the same metrics, TD errors and
+    weights (to float tolerance), and the compiled functions really are used."""
+    eager, compiled = _sac(False, autocast), _sac(True, autocast)
+    for i, batch in enumerate(_batches(4)):
+        torch.manual_seed(100 + i)
+        m_eager = eager.learn(batch)
+        torch.manual_seed(100 + i)
+        m_compiled = compiled.learn(batch)
+        for key, value in m_eager.items():
+            assert m_compiled[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
+        np.testing.assert_allclose(compiled.td_errors, eager.td_errors, rtol=0, atol=2e-3)
+    assert set(compiled._compiled) == {"_critic_loss", "_actor_loss"}
+    assert not eager._compiled
+    for a, b in [
+        (eager.critic, compiled.critic),
+        (eager.model, compiled.model),
+        (eager.target_critic, compiled.target_critic),
+    ]:
+        for p, q in zip(a.parameters(), b.parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=0, atol=1e-4)
+
+
+def test_a_compiled_sac_pickles_and_its_copy_compiles_its_own() -> None:
+    sac = _sac(True)
+    batches = _batches(2)
+    sac.learn(batches[0])
+    assert sac._compiled
+    for clone in (pickle.loads(pickle.dumps(sac)), copy.deepcopy(sac)):
+        assert clone.compile and not clone._compiled
+        metrics = clone.learn(batches[1])
+        assert np.isfinite(metrics["critic_loss"]) and set(clone._compiled) == {"_critic_loss", "_actor_loss"}
+
+
+def test_relu_is_nn_relu_eager_and_compiled() -> None:
+    """Values and gradients of :class:`rl.fused.ReLU` equal ``nn.ReLU``'s, zeros included, in eager
+    mode and under ``torch.compile`` (where its backward is ``grad * sign(y)``)."""
+    x = torch.tensor([-2.0, -0.0, 0.0, 1e-30, 3.0]).repeat(40)
+    grad_out = torch.linspace(-1, 1, x.numel())
+
+    def value_and_grad(act: nn.Module, compiled: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        xr = x.clone().requires_grad_()
+        fn = torch.compile(act, dynamic=False) if compiled else act
+        y = fn(xr)
+        y.backward(grad_out)
+        assert xr.grad is not None
+        return y.detach(), xr.grad
+
+    assert isinstance(ReLU(), nn.ReLU)
+    y_ref, g_ref = value_and_grad(nn.ReLU(), False)
+    for compiled in (False, True):
+        y, g = value_and_grad(ReLU(), compiled)
+        torch.testing.assert_close(y, y_ref, rtol=0, atol=0)
+        torch.testing.assert_close(g, g_ref, rtol=0, atol=0)
+
+
+def _adam_pair(
+    amsgrad: bool = False, maximize: bool = False
+) -> tuple[nn.Sequential, torch.optim.Adam, nn.Sequential, torch.optim.Adam]:
+    """Two copies of a small network, each with a fused Adam of two parameter groups."""
+    torch.manual_seed(0)
+    a = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    b = copy.deepcopy(a)
+
+    def adam(m: nn.Sequential) -> torch.optim.Adam:
+        groups: list[dict[str, Any]] = [
+            {"params": list(m[0].parameters())},
+            {"params": list(m[2].parameters()), "lr": 1e-2, "weight_decay": 0.1},
+        ]
+        return torch.optim.Adam(groups, lr=3e-4, fused=True, amsgrad=amsgrad, maximize=maximize)
+
+    return a, adam(a), b, adam(b)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"amsgrad": True}, {"maximize": True}], ids=["adam", "amsgrad", "maximize"])
+def test_fused_adam_step_equals_adam_step_to_the_bit(kwargs: dict) -> None:
+    """Several steps (the first creates the state through ``step()``; amsgrad and maximize always
+    take ``step()``): the same weights and the same ``state_dict``."""
+    a, opt_a, b, opt_b = _adam_pair(**kwargs)
+    x = torch.randn(16, 4)
+    for _ in range(4):
+        for model, opt, step in ((a, opt_a, lambda o: o.step()), (b, opt_b, fused_adam_step_)):
+            opt.zero_grad(set_to_none=True)
+            model(x).pow(2).mean().backward()
+            step(opt)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q)
+    sa, sb = opt_a.state_dict(), opt_b.state_dict()
+    assert sa["param_groups"] == sb["param_groups"]
+    for k, st in sa["state"].items():
+        for name, value in st.items():
+            assert torch.equal(value, sb["state"][k][name]), name
+
+
+def test_fused_adam_step_takes_step_when_a_gradient_is_missing() -> None:
+    a, opt_a, b, opt_b = _adam_pair()
+    x, h = torch.randn(16, 4), torch.randn(3, 8)
+    for model, opt in ((a, opt_a), (b, opt_b)):
+        model(x).pow(2).mean().backward()
+        opt.step()  # state for every parameter
+        opt.zero_grad(set_to_none=True)
+        model[2](h).sum().backward()  # only the second layer gets gradients
+    opt_a.step()
+    fused_adam_step_(opt_b)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q)
