@@ -54,6 +54,7 @@ def run_once(collectors: int, ratio: float, args: argparse.Namespace) -> dict:
         "updates_per_step": ratio,
         "replay": args.replay if collectors else "learner",
         "bf16": args.bf16,
+        "compile": args.compile,
         "total_steps": total,
         "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
@@ -65,6 +66,7 @@ def run_once(collectors: int, ratio: float, args: argparse.Namespace) -> dict:
             *("--seed", str(args.seed), "--num-collectors", str(collectors), "--total-steps", str(total)),
             *("--learning-starts", str(args.learning_starts), "--updates-per-step", str(ratio)),
             *("--replay", args.replay, "--bf16" if args.bf16 else "--no-bf16"),
+            "--compile" if args.compile else "--no-compile",
             timeout=args.timeout,
         )
     except subprocess.TimeoutExpired:  # subprocess.run has killed it
@@ -112,6 +114,7 @@ def main() -> None:
     parser.add_argument("--learning-starts", type=int, default=2_000, help="env steps of uniform actions first")
     parser.add_argument("--replay", choices=("learner", "actor"), default="learner", help="distributed side's replay")
     parser.add_argument("--bf16", action="store_true", help="updates in bfloat16 on both sides")
+    parser.add_argument("--compile", action="store_true", help="SAC's losses through torch.compile on both sides")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run at most")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 round, 200 updates after 300 steps")

@@ -299,8 +299,8 @@ def fused_adam_step_(optimizer: torch.optim.Optimizer) -> None:
     collecting and grouping tensors) around ~100 us of kernels for a 256x256 twin critic: three
     calls per SAC update. Anything else (another optimiser, ``amsgrad``, ``maximize``, a tensor
     learning rate, state not yet created, a parameter without a gradient, a group of mixed devices
-    or dtypes) takes
-    ``optimizer.step()``; the results are equal to the bit (``tests/rl/test_rl_fused.py``).
+    or dtypes) takes ``optimizer.step()``; the results are equal to the bit
+    (``tests/rl/test_rl_compile.py``).
     """
     if type(optimizer) is not torch.optim.Adam or not optimizer.defaults.get("fused"):
         optimizer.step()
@@ -310,7 +310,7 @@ def fused_adam_step_(optimizer: torch.optim.Optimizer) -> None:
         if (
             group["amsgrad"]
             or group["maximize"]
-            or group["decoupled_weight_decay"]
+            or group.get("decoupled_weight_decay")
             or isinstance(group["lr"], torch.Tensor)
         ):
             optimizer.step()
