@@ -120,7 +120,7 @@ class ReLU(nn.ReLU):
     inductor on this machine's CPU (AVX-512) a vectorised store of a bool mask runs at ~11 ns per
     element: ~1.4 ms for a ``[2, 256, 256]`` twin-critic activation, against ~0.05 ms for the
     relu itself. Written as ``grad * sign(y)``, the backward keeps no bool tensor, and a compiled
-    SAC update (:attr:`rl.algorithms._off_policy.OffPolicyAlgorithm.compile`) is ~1.9x faster
+    SAC update (:attr:`rl.algorithms._off_policy.OffPolicyAlgorithm.compile`) is ~1.8x faster
     (``bench/README_rl.md``). In eager mode (not compiling) this is plain ``nn.ReLU``.
     """
 
