@@ -714,7 +714,8 @@ def main_mujoco(args: argparse.Namespace) -> None:
             for side in sides:
                 if side == "sb3" and not have_sb3:
                     continue
-                if (side != "ours" and algo == "ppo") or (OURS_SIDES.get(side, (None, False))[1] and algo != "sac"):
+                autocast, compile = OURS_SIDES.get(side, (None, False))
+                if (autocast and algo == "ppo") or (compile and algo != "sac"):
                     continue  # bfloat16 is for the off-policy updates; compile for SAC's
                 runner = f"{side}_{algo}"
                 spec = {

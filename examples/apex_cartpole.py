@@ -215,8 +215,12 @@ def train(config: Config) -> rl.TrainResult:
         solved = False
         while env_steps < config.total_steps and not (solved and config.stop_when_solved):
             due = (env_steps - config.learning_starts) * config.update_ratio
+            # A collector returns its task before its push to the replay has landed, so the replay
+            # can still be empty when the steps counted say learning is due: then wait for a task.
+            batch = None
             if updates < due:  # learn before handing out more work: the ratio holds
                 batch = replay.sample(config.batch_size * config.updates_per_sample).result()
+            if batch is not None:
                 for k in range(config.updates_per_sample):
                     part = rl.ReplayBatch(*(x[k * config.batch_size : (k + 1) * config.batch_size] for x in batch))
                     stats = agent.learn(part)

@@ -16,16 +16,21 @@ pytest.importorskip("stable_baselines3", reason="stable-baselines3 is not instal
 
 def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
-    args = ["bench/rl_baselines.py", "--suite", "mujoco", "--quick", "--algos", "sac,td3,ppo", "--out", str(out)]
+    sides = "ours,oursbf16compile,sb3"  # the compiled side runs SAC only; sb3 runs every algorithm
+    args = ["bench/rl_baselines.py", "--suite", "mujoco", "--quick", "--algos", "sac,td3,ppo", "--sides", sides]
+    args += ["--out", str(out)]
     proc = run_python(args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert all("error" not in r for r in rows), rows
     by_runner = {r["runner"]: r for r in rows}
-    assert set(by_runner) == {"micro", "ours_sac", "sb3_sac", "ours_td3", "sb3_td3", "ours_ppo", "sb3_ppo"}
+    assert set(by_runner) == {
+        *("micro", "ours_sac", "oursbf16compile_sac", "sb3_sac"),
+        *("ours_td3", "sb3_td3", "ours_ppo", "sb3_ppo"),
+    }
     micro = by_runner["micro"]
-    assert micro["ours_median_ms"] > 0 and micro["sb3_median_ms"] > 0
-    for name in ("ours_sac", "sb3_sac", "ours_td3", "sb3_td3"):
+    assert micro["ours_median_ms"] > 0 and micro["oursbf16compile_median_ms"] > 0 and micro["sb3_median_ms"] > 0
+    for name in ("ours_sac", "oursbf16compile_sac", "sb3_sac", "ours_td3", "sb3_td3"):
         r = by_runner[name]
         assert r["env_steps"] == 1500, r
         assert r["updates"] == 500, r  # one per env step after learning_starts (1000)
