@@ -181,3 +181,44 @@ def test_impala_demo_uses_the_papers_rmsprop() -> None:
     assert algorithm.optimizer.defaults["eps"] == 0.01 and algorithm.max_grad_norm == 40.0
     algorithm = module.MakeAgent(module.Config(rmsprop_eps=1e-5, max_grad_norm=0.5))().algorithm
     assert algorithm.optimizer.defaults["eps"] == 1e-5 and algorithm.max_grad_norm == 0.5
+
+
+APEX_LATE_REPLAY = """
+import json, runpy, sys
+import actorrt
+example = runpy.run_path(sys.argv[1], run_name="apex_under_test")
+train = example["train"]
+
+
+@actorrt.remote_class
+class LateReplay(example["Replay"]):
+    '''The example's replay actor, empty for its first three samples (as when the collectors'
+    first pushes are still on their way).'''
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.refused = 0
+
+    def sample(self, n):
+        if self.refused < 3:
+            self.refused += 1
+            return None
+        return super().sample(n)
+
+
+train.__globals__["Replay"] = LateReplay
+config = example["Config"](
+    total_steps=3000, learning_starts=0, run_dir=sys.argv[2], tensorboard=False, progress=False
+)
+result = train(config)
+print(json.dumps({"env_steps": result.env_steps}))
+"""
+
+
+def test_apex_learner_waits_while_the_replay_is_empty(tmp_path: Path) -> None:
+    """The Ape-X learner samples a replay actor that collectors push to without waiting; one
+    that answers ``None`` (nothing arrived yet) makes the learner wait for more collection, not
+    crash, and the run ends at its budget."""
+    proc = _run(["-c", APEX_LATE_REPLAY, str(ROOT / "examples" / "apex_cartpole.py"), str(tmp_path / "run")], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["env_steps"] >= 3000
