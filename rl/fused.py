@@ -13,7 +13,8 @@ At the sizes of classic control a gradient step is made of per-op overhead, so t
 - :func:`fused_adam_step_`: a ``torch.optim.Adam(fused=True)`` step as its two kernels, without
   ``Optimizer.step``'s per-call bookkeeping; plain: ``optimizer.step()``.
 - :class:`ReLU`: ``nn.ReLU`` whose backward, under ``torch.compile``, multiplies by ``sign(y)``
-  instead of a saved boolean mask; in eager mode it is ``nn.ReLU``.
+  instead of a saved boolean mask; in eager mode it is ``nn.ReLU``, so the switch below does not
+  choose it (it is the off-policy networks' default activation either way).
 
 The switch: :func:`enabled` is true unless the environment variable ``RL_FUSED`` is ``0`` (or
 ``false``/``no``/``off``). It is read where a model or an algorithm is built (their ``fused: bool |

@@ -103,11 +103,17 @@ class SAC(OffPolicyAlgorithm):
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One step of each of critics, actor and temperature; then the soft target update."""
         alpha = self.temperature().detach()
-        b = batch
 
         # Soft policy evaluation: the critics regress onto the soft one-step target.
         critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(
-            b.obs, b.actions, b.rewards, b.terminated, b.next_obs, b.weights, alpha, self._noise(b.obs)
+            batch.obs,
+            batch.actions,
+            batch.rewards,
+            batch.terminated,
+            batch.next_obs,
+            batch.weights,
+            alpha,
+            self._noise(batch.obs),
         )
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
@@ -116,7 +122,9 @@ class SAC(OffPolicyAlgorithm):
         # Soft policy improvement, through the reparameterised sample, and the temperature's step:
         # one backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no actor weight).
         self.critic.requires_grad_(False)
-        actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(b.obs, alpha, self._noise(b.obs))
+        actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(
+            batch.obs, alpha, self._noise(batch.obs)
+        )
         self.actor_optimizer.zero_grad(set_to_none=True)
         self.alpha_optimizer.zero_grad(set_to_none=True)
         (actor_loss + alpha_loss).backward()
