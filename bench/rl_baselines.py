@@ -23,8 +23,9 @@ step per env step; PPO: SB3's defaults with observation and reward normalisation
 alternating seed by seed) records the mean of the last 10 finished training episodes at each
 checkpoint it reaches (50k / 100k / 300k env steps, or half-way and the end in ``--quick``), the
 wall-clock from the first env step, env steps/s, and the wall-clock and env steps at which that
-mean first reaches 3,000 (``null`` if never). A micro-benchmark child first times ONE SAC
-gradient step (replay sample + update, batch 256, the env's dims) on each side in one process.
+mean first reaches 3,000 (``null`` if never). A micro-benchmark child first times ONE SAC (and
+TD3, when named) gradient step (replay sample + update, batch 256, the env's dims) on each side
+in one process.
 
     python bench/rl_baselines.py --suite mujoco --algos sac --steps 100000 --seeds 1
     python bench/rl_baselines.py --suite mujoco --algos sac,td3 --steps 50000 --seeds 2 --first-seed 1
@@ -32,9 +33,9 @@ gradient step (replay sample + update, batch 256, the env's dims) on each side i
     python bench/rl_baselines.py --suite mujoco --algos sac --sides oursbf16,sb3,ours --steps 100000
 
 ``--sides``: which of ``ours``, ``oursbf16`` (our SAC/TD3 with ``autocast=torch.bfloat16``, the
-updates' forward passes in bfloat16), ``oursbf16compile`` (our SAC with bfloat16 and
+updates' forward passes in bfloat16), ``oursbf16compile`` (our SAC/TD3 with bfloat16 and
 ``compile=True``: the losses through ``torch.compile``) and ``sb3`` run, in that order for each
-seed; the micro-benchmark times each of our sides named.
+seed; the micro-benchmarks (one per off-policy algorithm named) time each of our sides named.
 """
 
 from __future__ import annotations
@@ -221,8 +222,8 @@ OURS_SIDES: dict[str, tuple[str | None, bool]] = {
     "oursbf16compile": ("bf16", True),
 }
 """Our sides, as ``(autocast, compile)``: ``oursbf16`` our SAC/TD3 with ``autocast=torch.bfloat16``
-(the updates' forward passes in bfloat16); ``oursbf16compile`` our SAC with that and
-``compile=True`` (its losses through ``torch.compile``; SAC only)."""
+(the updates' forward passes in bfloat16); ``oursbf16compile`` our SAC/TD3 with that and
+``compile=True`` (their losses through ``torch.compile``)."""
 SIDES = (*OURS_SIDES, "sb3")
 CHECKPOINTS = (50_000, 100_000, 300_000)
 MUJOCO_HPARAMS: dict[str, dict] = {
@@ -463,7 +464,7 @@ def _ours_algorithm(
 ) -> rl.SAC | rl.TD3:
     """Our SAC or TD3 with ``MUJOCO_HPARAMS[algo]`` (the same the SB3 side gets); ``autocast``
     ``"bf16"``: the updates' forward passes in bfloat16 (``rl.SAC(autocast=torch.bfloat16)``);
-    ``compile``: SAC's losses through ``torch.compile`` (``rl.SAC(compile=True)``)."""
+    ``compile``: the losses through ``torch.compile`` (``rl.SAC(compile=True)``, ``rl.TD3(compile=True)``)."""
     import torch
 
     import rl
@@ -481,8 +482,6 @@ def _ours_algorithm(
     if algo == "sac":
         actor = rl.SquashedGaussianActor(obs_space, act_space, h)
         return rl.SAC(actor, critic, alpha_lr=hp["lr"], compile=compile, **common)
-    if compile:
-        raise ValueError("compile=True is implemented for SAC only")
     return rl.TD3(
         rl.DeterministicActor(obs_space, act_space, h),
         critic,
@@ -490,6 +489,7 @@ def _ours_algorithm(
         policy_noise=hp["target_policy_noise"],
         noise_clip=hp["target_noise_clip"],
         policy_delay=hp["policy_delay"],
+        compile=compile,
         **common,
     )
 
@@ -562,11 +562,13 @@ def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_st
     return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
 
 
-def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("ours",)) -> dict:
-    """Median wall time of ONE SAC gradient step (replay sample of 256 + critic, actor and
-    temperature updates + target update), on each of our sides ``ours`` (names in
-    :data:`OURS_SIDES`) and SB3's, in this one process, interleaved in blocks of ``per_round``
-    steps so that drifts of the machine hit all alike. A compiled side is compiled in its warm-up."""
+def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("ours",), algo: str = "sac") -> dict:
+    """Median wall time of ONE gradient step of ``algo`` (SAC: replay sample of 256 + critic,
+    actor and temperature updates + target update; TD3: a timed call is ``policy_delay`` steps,
+    the critic's in each and the actor's and targets' in the last, reported per step), on each of
+    our sides ``ours`` (names in :data:`OURS_SIDES`) and SB3's, in this one process, interleaved
+    in blocks of ``per_round`` calls so that drifts of the machine hit all alike. A compiled side
+    is compiled in its warm-up."""
     import numpy as np
     import torch
 
@@ -575,7 +577,8 @@ def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    hp = MUJOCO_HPARAMS["sac"]
+    hp = MUJOCO_HPARAMS[algo]
+    per_call = int(hp.get("policy_delay", 1))
     obs_space, act_space = env_spaces(rl.CollectorConfig(env_id))
     assert obs_space.shape is not None and act_space.shape is not None
     n_obs, n_act = obs_space.shape[0], act_space.shape[0]
@@ -592,25 +595,26 @@ def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("
 
     def learner(agent: rl.Agent) -> Callable[[], None]:
         def step() -> None:
-            agent.learn(replay.sample(hp["batch_size"]))
+            for _ in range(per_call):
+                agent.learn(replay.sample(hp["batch_size"]))
 
         return step
 
     sides: dict[str, Callable[[], None]] = {}
     for name in ours:
         autocast, compile = OURS_SIDES[name]
-        sides[name] = learner(rl.Agent(_ours_algorithm("sac", obs_space, act_space, autocast, compile)))
+        sides[name] = learner(rl.Agent(_ours_algorithm(algo, obs_space, act_space, autocast, compile)))
     if _sb3_available():
         from stable_baselines3.common.env_util import make_vec_env
 
-        model = _sb3_offpolicy_model("sac", make_vec_env(env_id, n_envs=1, seed=0), 0, 0)
+        model = _sb3_offpolicy_model(algo, make_vec_env(env_id, n_envs=1, seed=0), 0, 0)
         model._setup_learn(total_timesteps=1)  # type: ignore[attr-defined]  # logger, progress
         buf = model.replay_buffer  # type: ignore[attr-defined]
         for i in range(fill):
             buf.add(data[0][i : i + 1], data[3][i : i + 1], data[1][i : i + 1], data[2][i : i + 1], np.zeros(1), [{}])
 
         def sb3_step() -> None:
-            model.train(gradient_steps=1, batch_size=hp["batch_size"])  # type: ignore[attr-defined]
+            model.train(gradient_steps=per_call, batch_size=hp["batch_size"])  # type: ignore[attr-defined]
 
         sides["sb3"] = sb3_step
     times: dict[str, list[float]] = {k: [] for k in sides}
@@ -622,8 +626,9 @@ def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("
             for _ in range(per_round):
                 t0 = time.perf_counter()
                 fn()
-                times[name].append(time.perf_counter() - t0)
+                times[name].append((time.perf_counter() - t0) / per_call)
     out: dict = {
+        "algo": algo,
         "env": env_id,
         "obs_dim": n_obs,
         "act_dim": n_act,
@@ -644,7 +649,8 @@ def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("
 
 def _mujoco_child(spec: dict) -> None:
     if spec["runner"] == "micro":
-        out = run_micro(spec["env"], spec["rounds"], spec["per_round"], spec.get("ours", ("ours",)))
+        ours = spec.get("ours", ("ours",))
+        out = run_micro(spec["env"], spec["rounds"], spec["per_round"], ours, spec.get("algo", "sac"))
     else:
         side, algo = spec["runner"].split("_")
         if algo == "ppo":
@@ -703,20 +709,22 @@ def main_mujoco(args: argparse.Namespace) -> None:
             out.flush()
         return None if "error" in row else row
 
-    micro = None
-    if not args.no_micro and "sac" in algos:
+    micros: dict[str, dict] = {}
+    for algo in [] if args.no_micro else [a for a in algos if a in ("sac", "td3")]:
         rounds, per_round = (2, 10) if args.quick else (10, 50)
         ours = [x for x in sides if x in OURS_SIDES] or ["ours"]
-        micro = spawn({"runner": "micro", "env": args.env, "rounds": rounds, "per_round": per_round, "ours": ours})
+        spec = {"runner": "micro", "algo": algo, "env": args.env, "rounds": rounds, "per_round": per_round}
+        micro = spawn({**spec, "ours": ours})
+        if micro is not None:
+            micros[algo] = micro
     results: dict[str, list[dict]] = {}
     for seed in seeds:
         for algo in algos:
             for side in sides:
                 if side == "sb3" and not have_sb3:
                     continue
-                autocast, compile = OURS_SIDES.get(side, (None, False))
-                if (autocast and algo == "ppo") or (compile and algo != "sac"):
-                    continue  # bfloat16 is for the off-policy updates; compile for SAC's
+                if algo == "ppo" and OURS_SIDES.get(side, (None, False)) != (None, False):
+                    continue  # bfloat16 and compile are options of the off-policy updates
                 runner = f"{side}_{algo}"
                 spec = {
                     "runner": runner,
@@ -733,9 +741,9 @@ def main_mujoco(args: argparse.Namespace) -> None:
         out.close()
 
     print()
-    if micro is not None:
+    for algo, micro in micros.items():
         times = ", ".join(f"{k} {micro[f'{k}_median_ms']}" for k in OURS_SIDES if f"{k}_median_ms" in micro)
-        print(f"one SAC gradient step (batch 256), median ms: {times}", end="")
+        print(f"one {algo.upper()} gradient step (batch 256), median ms: {times}", end="")
         if "sb3_median_ms" in micro:
             ratios = ", ".join(f"{k[: -len('_over_sb3')]}/SB3 {v}" for k, v in micro.items() if k.endswith("_over_sb3"))
             print(f", SB3 {micro['sb3_median_ms']} ({ratios})", end="")

@@ -60,9 +60,8 @@ class OffPolicyAlgorithm(Algorithm):
     with them the backward passes) run through ``torch.compile``, built at the first update (a
     few seconds; again for each new batch size). The optimiser steps stay eager. It computes the
     same maths (``tests/rl/test_rl_compile.py``). With ``autocast=torch.bfloat16`` a SAC step on
-    one core takes about half of SB3's (``bench/README_rl.md``). Only the algorithms that
-    implement it accept it (:class:`rl.SAC`). Inductor builds C++ kernels on a CPU: it needs a C++
-    compiler (``g++``) at the first update.
+    one core takes about half of SB3's (``bench/README_rl.md``). SAC, TD3 and DDPG accept it.
+    Inductor builds C++ kernels on a CPU: it needs a C++ compiler (``g++``) at the first update.
     """
 
     model: DeterministicActor | SquashedGaussianActor
@@ -147,8 +146,9 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         exploration_noise: float,
         fused: bool | None,
         autocast: torch.dtype | None,
+        compile: bool,
     ) -> None:
-        super().__init__(actor, fused, autocast)
+        super().__init__(actor, fused, autocast, compile)
         self.critic = critic
         self.target_actor = frozen_copy(actor)
         self.target_critic = frozen_copy(critic)
@@ -170,3 +170,21 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
     def predict(self, obs: torch.Tensor) -> torch.Tensor:
         """``mu(s)``."""
         return self.model(obs)
+
+    def _actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
+        """``-mean Q_1(s, mu(s))``: the actor follows the (first) critic's gradient in action space."""
+        with self._mixed():
+            q = self.critic(obs, self.model(obs))
+            if isinstance(q, tuple):
+                q = q[0]
+            return -q.float().mean()
+
+    def _actor_step(self, obs: torch.Tensor) -> float:
+        """One actor step on ``obs``, the critic frozen; returns the loss."""
+        self.critic.requires_grad_(False)
+        loss = self._maybe_compiled(self._actor_loss)(obs)
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._step(self.actor_optimizer)
+        self.critic.requires_grad_(True)
+        return loss.item()

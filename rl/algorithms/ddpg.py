@@ -36,37 +36,41 @@ class DDPG(DeterministicOffPolicy):
         exploration_noise: float = 0.1,
         fused: bool | None = None,
         autocast: torch.dtype | None = None,
+        compile: bool = False,
     ) -> None:
-        super().__init__(actor, critic, actor_lr, critic_lr, gamma, tau, exploration_noise, fused, autocast)
+        super().__init__(actor, critic, actor_lr, critic_lr, gamma, tau, exploration_noise, fused, autocast, compile)
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""
-        # Critic: regress Q(s, a) onto the target network's one-step bootstrap.
-        with torch.no_grad(), self._mixed():
-            next_q = self.target_critic(batch.next_obs, self.target_actor(batch.next_obs))
-            y = ops.td_target(batch.rewards, batch.terminated, next_q, self.gamma).float()
-        with self._mixed():
-            q = self.critic(batch.obs, batch.actions)
-            critic_loss = weighted_mse(q, y, batch.weights)
+        critic_loss, q, y = self._maybe_compiled(self._critic_loss)(
+            batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights
+        )
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self._step(self.critic_optimizer)
-
-        # Actor: follow the critic's gradient in action space.
-        self.critic.requires_grad_(False)
-        with self._mixed():
-            actor_loss = -self.critic(batch.obs, self.model(batch.obs)).float().mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self._step(self.actor_optimizer)
-        self.critic.requires_grad_(True)
+        actor_loss = self._actor_step(batch.obs)
 
         self._soft_update(self.target_critic, self.critic, self.tau)
         self._soft_update(self.target_actor, self.model, self.tau)
         self.updates += 1
-        self.td_errors = (y - q.detach().float()).numpy()
-        return {
-            "critic_loss": critic_loss.item(),
-            "actor_loss": actor_loss.item(),
-            "q_mean": float(q.detach().float().mean()),
-        }
+        self.td_errors = (y - q).numpy()
+        return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss, "q_mean": float(q.mean())}
+
+    def _critic_loss(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L, Q(s, a), y)`` (the last two detached, float32): ``Q(s, a)`` regressed onto the
+        target networks' one-step bootstrap."""
+        with torch.no_grad(), self._mixed():
+            next_q = self.target_critic(next_obs, self.target_actor(next_obs))
+            y = ops.td_target(rewards, terminated, next_q, self.gamma).float()
+        with self._mixed():
+            q = self.critic(obs, actions)
+            loss = weighted_mse(q, y, weights)
+        return loss, q.detach().float(), y

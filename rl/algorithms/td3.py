@@ -44,12 +44,13 @@ class TD3(DeterministicOffPolicy):
         policy_delay: int = 2,
         fused: bool | None = None,
         autocast: torch.dtype | None = None,
+        compile: bool = False,
     ) -> None:
         if policy_delay < 1:
             raise ValueError(
                 f"policy_delay must be >= 1 (1: the actor updates with every critic update), got {policy_delay}"
             )
-        super().__init__(actor, critic, actor_lr, critic_lr, gamma, tau, exploration_noise, fused, autocast)
+        super().__init__(actor, critic, actor_lr, critic_lr, gamma, tau, exploration_noise, fused, autocast, compile)
         self.policy_noise = policy_noise
         self.noise_clip = noise_clip
         self.policy_delay = policy_delay
@@ -57,38 +58,56 @@ class TD3(DeterministicOffPolicy):
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic step; every ``policy_delay`` steps also an actor step and the target updates."""
-        actor = self.model
-        with torch.no_grad(), self._mixed():
-            noise = torch.randn_like(batch.actions) * (self.policy_noise * actor.scale)
-            next_action = ops.smoothed_target_action(
-                self.target_actor(batch.next_obs), noise, self.noise_clip * actor.scale, actor.low, actor.high
-            )
-            next_q1, next_q2 = self.target_critic(batch.next_obs, next_action)
-            y = ops.clipped_double_q_target(batch.rewards, batch.terminated, next_q1, next_q2, self.gamma).float()
-        with self._mixed():
-            q1, q2 = self.critic(batch.obs, batch.actions)
-            critic_loss = weighted_mse(q1, y, batch.weights) + weighted_mse(q2, y, batch.weights)
+        critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(
+            batch.obs,
+            batch.actions,
+            batch.rewards,
+            batch.terminated,
+            batch.next_obs,
+            batch.weights,
+            torch.randn_like(batch.actions),
+        )
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self._step(self.critic_optimizer)
         self.updates += 1
 
         if self.updates % self.policy_delay == 0:
-            self.critic.requires_grad_(False)
-            with self._mixed():
-                q1_pi, _ = self.critic(batch.obs, actor(batch.obs))
-                actor_loss = -q1_pi.float().mean()
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self._step(self.actor_optimizer)
-            self.critic.requires_grad_(True)
-            self._last_actor_loss = actor_loss.item()
+            self._last_actor_loss = self._actor_step(batch.obs)
             self._soft_update(self.target_critic, self.critic, self.tau)
-            self._soft_update(self.target_actor, actor, self.tau)
+            self._soft_update(self.target_actor, self.model, self.tau)
 
-        self.td_errors = (y - q1.detach().float()).numpy()
+        self.td_errors = (y - q1).numpy()
         return {
             "critic_loss": critic_loss.item(),
             "actor_loss": self._last_actor_loss,
-            "q_mean": float(q1.detach().float().mean()),
+            "q_mean": float(q1.mean()),
         }
+
+    def _critic_loss(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        weights: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L, Q_1(s, a), y)`` (the last two detached, float32); ``noise`` is the standard normal
+        draw of the target policy smoothing (drawn outside, so a compiled loss does not draw it)."""
+        actor = self.model
+        with torch.no_grad(), self._mixed():
+            next_action = ops.smoothed_target_action(
+                self.target_actor(next_obs),
+                noise * (self.policy_noise * actor.scale),
+                self.noise_clip * actor.scale,
+                actor.low,
+                actor.high,
+            )
+            next_q1, next_q2 = self.target_critic(next_obs, next_action)
+            y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma).float()
+        with self._mixed():
+            q1, q2 = self.critic(obs, actions)
+            loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
+        return loss, q1.detach().float(), y

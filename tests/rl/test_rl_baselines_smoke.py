@@ -16,21 +16,24 @@ pytest.importorskip("stable_baselines3", reason="stable-baselines3 is not instal
 
 def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
-    sides = "ours,oursbf16compile,sb3"  # the compiled side runs SAC only; sb3 runs every algorithm
+    sides = "ours,oursbf16compile,sb3"  # the compiled side runs SAC and TD3; sb3 runs every algorithm
     args = ["bench/rl_baselines.py", "--suite", "mujoco", "--quick", "--algos", "sac,td3,ppo", "--sides", sides]
     args += ["--out", str(out)]
     proc = run_python(args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert all("error" not in r for r in rows), rows
-    by_runner = {r["runner"]: r for r in rows}
+    by_runner = {r["runner"] + ("_" + r["algo"] if r["runner"] == "micro" else ""): r for r in rows}
     assert set(by_runner) == {
-        *("micro", "ours_sac", "oursbf16compile_sac", "sb3_sac"),
-        *("ours_td3", "sb3_td3", "ours_ppo", "sb3_ppo"),
+        *("micro_sac", "micro_td3", "ours_sac", "oursbf16compile_sac", "sb3_sac"),
+        *("ours_td3", "oursbf16compile_td3", "sb3_td3", "ours_ppo", "sb3_ppo"),
     }
-    micro = by_runner["micro"]
-    assert micro["ours_median_ms"] > 0 and micro["oursbf16compile_median_ms"] > 0 and micro["sb3_median_ms"] > 0
-    for name in ("ours_sac", "oursbf16compile_sac", "sb3_sac", "ours_td3", "sb3_td3"):
+    for algo, hidden in (("sac", [256, 256]), ("td3", [400, 300])):
+        micro = by_runner[f"micro_{algo}"]
+        assert micro["algo"] == algo and micro["hidden"] == hidden, micro
+        for side in ("ours", "oursbf16compile", "sb3"):
+            assert micro[f"{side}_median_ms"] > 0 and micro[f"{side}_steps_timed"] == 20, micro
+    for name in ("ours_sac", "oursbf16compile_sac", "sb3_sac", "ours_td3", "oursbf16compile_td3", "sb3_td3"):
         r = by_runner[name]
         assert r["env_steps"] == 1500, r
         assert r["updates"] == 500, r  # one per env step after learning_starts (1000)
@@ -43,3 +46,4 @@ def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
         assert set(r["checkpoints"]) == {"750", "1500"} and r["episodes"] == 2, r
         assert r["checkpoints"]["1500"]["mean_return"] is not None, r
     assert "ours_sac" in proc.stdout and "sb3_td3" in proc.stdout  # the summary table
+    assert "one SAC gradient step" in proc.stdout and "one TD3 gradient step" in proc.stdout
