@@ -1,0 +1,223 @@
+"""Where our MuJoCo runs stand against SB3's: the table of issue #17's item 5, computed from the rows
+that ``bench/rl_baselines.py --suite mujoco --out FILE`` appends (``bench/rl_mujoco_runs.jsonl``).
+
+    python bench/rl_summary.py                               # the committed rows: tables
+    python bench/rl_summary.py --json                        # one JSON line per cell instead
+    python bench/rl_summary.py --runs a.jsonl --runs b.jsonl # rows of several files together
+
+**Returns.** A cell is (env, algorithm, checkpoint, our side). It compares that side with SB3 on
+the seeds that both ran to the checkpoint. It gives, for each side, the mean and the median of
+the return there (the mean of the last 10 training episodes). It also gives how many seeds ours
+is above on, and the difference of the means with its standard error, ``sqrt(s_ours^2/n +
+s_sb3^2/n)``. The runs of the two sides share a seed number but nothing random, so the error is
+not paired. A cell with fewer than 3 seeds is marked: item 5 asks for at least 3.
+
+**Wall-clock to 3,000.** On HalfCheetah, for each of our SAC sides against SB3's SAC and each
+seed that ours reached 3,000 on: the env steps and the seconds each side took, and the ratio.
+Where SB3's run never reached it, the ratio is a bound (ours against SB3's whole run). Then the
+total ratio and the median ratio over the seeds both reached, and on how many seeds ours took at
+most half of SB3's time. Wall-clocks are only comparable within one round, so the rows
+name the commit and the UTC end time of the run they come from.
+
+A run is deterministic per seed: the same code gives the same returns whatever the load. So where
+a (runner, env, seed) has several rows, each checkpoint is read from the latest row that has it.
+Micro-benchmark rows and ``--quick`` runs are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+DEFAULT_RUNS = Path(__file__).with_name("rl_mujoco_runs.jsonl")
+SB3 = "sb3"
+TARGET_KEY = "reached_3000"
+MIN_SEEDS = 3
+"""Item 5: returns over at least 3 seeds."""
+
+Run = dict[str, Any]
+
+
+def load(paths: Iterable[Path]) -> list[Run]:
+    """The training runs of ``paths`` (``runner`` ``<side>_<algo>``), in file order."""
+    runs = []
+    for path in paths:
+        for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{path}:{n}: not a JSON line ({e.msg})") from None
+            runner = row.get("runner", "")
+            if runner == "micro" or row.get("quick") or "_" not in runner or "checkpoints" not in row:
+                continue
+            runs.append(row)
+    return runs
+
+
+def latest(runs: list[Run]) -> dict[tuple[str, str, str, int], Run]:
+    """The latest run (by ``utc_end``, then file order) of each ``(side, algo, env, seed)``."""
+    out: dict[tuple[str, str, str, int], Run] = {}
+    for row in sorted(runs, key=lambda r: r.get("utc_end", "")):  # stable: file order breaks ties
+        side, algo = row["runner"].rsplit("_", 1)
+        out[(side, algo, row["env"], int(row["seed"]))] = row
+    return out
+
+
+def returns(runs: list[Run]) -> dict[tuple[str, str, str, int], dict[int, float]]:
+    """``(side, algo, env, checkpoint) -> {seed: return}``, each from the latest run that has it."""
+    table: dict[tuple[str, str, str, int], dict[int, float]] = defaultdict(dict)
+    for row in sorted(runs, key=lambda r: r.get("utc_end", "")):
+        side, algo = row["runner"].rsplit("_", 1)
+        for checkpoint, at in row["checkpoints"].items():
+            if at.get("mean_return") is not None:
+                table[(side, algo, row["env"], int(checkpoint))][int(row["seed"])] = float(at["mean_return"])
+    return table
+
+
+def compare(ours: dict[int, float], sb3: dict[int, float]) -> dict[str, Any] | None:
+    """Our side against SB3's on the seeds both have (``None`` if there are none)."""
+    seeds = sorted(set(ours) & set(sb3))
+    if not seeds:
+        return None
+    a, b = [ours[s] for s in seeds], [sb3[s] for s in seeds]
+    n = len(seeds)
+    se = math.sqrt(statistics.variance(a) / n + statistics.variance(b) / n) if n > 1 else None
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    return {
+        "seeds": seeds,
+        "n": n,
+        "enough_seeds": n >= MIN_SEEDS,
+        "ours_mean": round(statistics.fmean(a), 1),
+        "sb3_mean": round(statistics.fmean(b), 1),
+        "ours_median": round(statistics.median(a), 1),
+        "sb3_median": round(statistics.median(b), 1),
+        "ours_above": sum(x > y for x, y in zip(a, b, strict=True)),
+        "ties": sum(x == y for x, y in zip(a, b, strict=True)),
+        "mean_diff": round(diff, 1),
+        "se_diff": None if se is None else round(se, 1),
+        "diff_in_se": None if not se else round(diff / se, 2),
+    }
+
+
+def return_cells(runs: list[Run]) -> list[dict[str, Any]]:
+    """Every (env, algo, checkpoint, our side) that SB3 also ran, sorted."""
+    table = returns(runs)
+    cells = []
+    for (side, algo, env, checkpoint), ours in sorted(table.items()):
+        if side == SB3:
+            continue
+        c = compare(ours, table.get((SB3, algo, env, checkpoint), {}))
+        if c is not None:
+            cells.append({"env": env, "algo": algo, "checkpoint": checkpoint, "side": side, **c})
+    return cells
+
+
+def reach_cells(runs: list[Run], env: str = "HalfCheetah-v5", algo: str = "sac") -> list[dict[str, Any]]:
+    """Wall-clock to 3,000 of each of our ``algo`` sides against SB3's, seed by seed."""
+    last = latest(runs)
+    cells = []
+    for side in sorted({s for (s, a, e, _) in last if a == algo and e == env and s != SB3}):
+        per_seed = []
+        for (s, a, e, seed), row in sorted(last.items()):
+            other = last.get((SB3, algo, env, seed))
+            if (s, a, e) != (side, algo, env) or other is None:
+                continue
+            mine, theirs = row.get(TARGET_KEY), other.get(TARGET_KEY)
+            if mine is None:
+                continue  # ours did not reach 3,000 in its run: nothing to time
+            # SB3 not reaching 3,000 in its run bounds the ratio from above by its whole run.
+            sb3_wall = theirs["wall_s"] if theirs is not None else other["wall_s"]
+            per_seed.append(
+                {
+                    "seed": seed,
+                    "ours_env_steps": mine["env_steps"],
+                    "ours_wall_s": mine["wall_s"],
+                    "sb3_env_steps": theirs["env_steps"] if theirs is not None else None,
+                    "sb3_wall_s": sb3_wall,
+                    "sb3_reached": theirs is not None,
+                    "ratio": round(mine["wall_s"] / sb3_wall, 3),
+                    "ours_run": f"{row.get('code', '?')} {row.get('utc_end', '?')}",
+                    "sb3_run": f"{other.get('code', '?')} {other.get('utc_end', '?')}",
+                }
+            )
+        both = [p for p in per_seed if p["sb3_reached"]]
+        if both:
+            cells.append(
+                {
+                    "env": env,
+                    "algo": algo,
+                    "side": side,
+                    "n": len(both),
+                    "total_ratio": round(sum(p["ours_wall_s"] for p in both) / sum(p["sb3_wall_s"] for p in both), 3),
+                    "median_ratio": round(statistics.median(p["ratio"] for p in both), 3),
+                    "at_most_half": sum(p["ratio"] <= 0.5 for p in per_seed),
+                    "seeds": per_seed,
+                }
+            )
+    return cells
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def print_tables(returns_: list[dict[str, Any]], reach: list[dict[str, Any]]) -> None:
+    print("Returns at each checkpoint: our side against SB3 on the seeds both ran (* fewer than 3 seeds)")
+    head = f"{'env':<15} {'algo':<4} {'step':>7} {'side':<16} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
+    print(head + f"  {'ours med':>9} {'sb3 med':>9}  {'above':>5}  {'diff':>7} {'se':>6}")
+    for c in returns_:
+        n = f"{c['n']}{'' if c['enough_seeds'] else '*'}"
+        print(
+            f"{c['env']:<15} {c['algo']:<4} {c['checkpoint']:>7} {c['side']:<16} {n:>3}  "
+            f"{c['ours_mean']:>9.1f} {c['sb3_mean']:>9.1f}  {c['ours_median']:>9.1f} {c['sb3_median']:>9.1f}  "
+            f"{c['ours_above']:>2}/{c['n']:<2}  {c['mean_diff']:>7.1f} {_fmt(c['se_diff']):>6}"
+        )
+    for r in reach:
+        print(f"\nWall-clock to 3,000, {r['env']} {r['algo']}: {r['side']} against SB3")
+        print(
+            f"{'seed':>4}  {'ours steps':>10} {'ours s':>8}  {'sb3 steps':>9} {'sb3 s':>8}  {'ratio':>6}  runs (ours; sb3)"
+        )
+        for p in r["seeds"]:
+            sb3_steps, bound = (p["sb3_env_steps"], " ") if p["sb3_reached"] else ("never", "<")
+            print(
+                f"{p['seed']:>4}  {p['ours_env_steps']:>10} {p['ours_wall_s']:>8.1f}  {sb3_steps:>9} "
+                f"{p['sb3_wall_s']:>8.1f} {bound}{p['ratio']:>6.3f}  {p['ours_run']}; {p['sb3_run']}"
+            )
+        print(
+            f"total {r['total_ratio']:.3f} and median {r['median_ratio']:.3f} over the {r['n']} seeds both reached; "
+            f"at most half on {r['at_most_half']} of {len(r['seeds'])} seeds (< : SB3 never reached it in its run)"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", action="append", type=Path, help=f"JSON-lines file (default {DEFAULT_RUNS.name})")
+    parser.add_argument("--json", action="store_true", help="one JSON line per cell instead of tables")
+    args = parser.parse_args(argv)
+    paths = args.runs or [DEFAULT_RUNS]
+    for p in paths:
+        if not p.is_file():
+            parser.error(f"--runs {p}: no such file")
+    runs = load(paths)
+    cells, reach = return_cells(runs), reach_cells(runs)
+    if args.json:
+        for c in cells:
+            print(json.dumps({"kind": "returns", **c}))
+        for r in reach:
+            print(json.dumps({"kind": "reach_3000", **r}))
+    else:
+        print_tables(cells, reach)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

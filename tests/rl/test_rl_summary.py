@@ -1,0 +1,111 @@
+"""bench/rl_summary.py: item 5's table from benchmark rows, run as a user runs it (a subprocess),
+on rows written here with answers worked out by hand, and on the committed rows."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.examples_run import ROOT, run_python
+
+
+def _run(
+    runner: str, seed: int, returns: dict[int, float], utc: str, reached: tuple[int, float] | None, **kw: Any
+) -> dict[str, Any]:
+    return {
+        "runner": runner,
+        "env": kw.pop("env", "HalfCheetah-v5"),
+        "seed": seed,
+        "steps": max(returns),
+        "quick": kw.pop("quick", False),
+        "checkpoints": {str(k): {"mean_return": v, "wall_s": 1.0} for k, v in returns.items()},
+        "reached_3000": None if reached is None else {"env_steps": reached[0], "wall_s": reached[1]},
+        "wall_s": kw.pop("wall_s", 500.0),
+        "utc_end": utc,
+        "code": kw.pop("code", "abc1234"),
+    }
+
+
+def _summary(tmp_path: Path, rows: list[dict[str, Any]], *args: str) -> tuple[int, str, str]:
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_python(["bench/rl_summary.py", "--runs", str(path), *args], timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: Path) -> None:
+    rows = [
+        # An older run of ours on seed 0, superseded at 50k by the later one (another commit).
+        _run("oursbf16compile_sac", 0, {50_000: 100.0}, "2026-01-01T00:00Z", (49_000, 999.0), code="old0001"),
+        _run("oursbf16compile_sac", 0, {50_000: 3000.0}, "2026-01-02T00:00Z", (45_000, 200.0)),
+        _run("oursbf16compile_sac", 1, {50_000: 2000.0}, "2026-01-02T00:10Z", (50_000, 250.0)),
+        _run("oursbf16compile_sac", 2, {50_000: 2600.0}, "2026-01-02T00:20Z", (48_000, 300.0)),
+        _run("oursbf16compile_sac", 3, {50_000: 9999.0}, "2026-01-02T00:30Z", None),  # no SB3 seed 3
+        _run("sb3_sac", 0, {50_000: 2500.0, 100_000: 4000.0}, "2026-01-01T12:00Z", (60_000, 600.0)),
+        _run("sb3_sac", 1, {50_000: 2200.0}, "2026-01-01T12:10Z", (55_000, 400.0)),
+        _run("sb3_sac", 2, {50_000: 2400.0}, "2026-01-01T12:20Z", None, wall_s=750.0),
+        # Left out: a --quick run, a micro-benchmark row, another env's runs.
+        _run("sb3_sac", 1, {50_000: -5.0}, "2026-02-01T00:00Z", (1, 1.0), quick=True),
+        {"runner": "micro", "algo": "sac", "env": "HalfCheetah-v5", "utc_end": "2026-02-01T00:00Z"},
+        _run("ours_td3", 0, {50_000: 300.0}, "2026-01-03T00:00Z", None, env="Hopper-v5"),
+        _run("sb3_td3", 0, {50_000: 400.0}, "2026-01-03T00:00Z", None, env="Hopper-v5"),
+    ]
+    rc, out, err = _summary(tmp_path, rows, "--json")
+    assert rc == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    cells = {(c["env"], c["algo"], c["checkpoint"], c["side"]): c for c in lines if c["kind"] == "returns"}
+    # 100k: SB3 only, so no cell; Hopper TD3: one seed, flagged as too few.
+    assert set(cells) == {("HalfCheetah-v5", "sac", 50_000, "oursbf16compile"), ("Hopper-v5", "td3", 50_000, "ours")}
+    c = cells[("HalfCheetah-v5", "sac", 50_000, "oursbf16compile")]
+    assert c["seeds"] == [0, 1, 2] and c["n"] == 3 and c["enough_seeds"]
+    assert (c["ours_mean"], c["sb3_mean"]) == (2533.3, 2366.7)
+    assert (c["ours_median"], c["sb3_median"]) == (2600.0, 2400.0)
+    assert c["ours_above"] == 2 and c["ties"] == 0 and c["mean_diff"] == 166.7
+    # Sample variances 253333.3 and 23333.3 (n - 1 = 2): sqrt((253333.3 + 23333.3) / 3) = 303.7.
+    assert c["se_diff"] == 303.7 and c["diff_in_se"] == 0.55
+    hop = cells[("Hopper-v5", "td3", 50_000, "ours")]
+    assert hop["n"] == 1 and not hop["enough_seeds"] and hop["se_diff"] is None and hop["mean_diff"] == -100.0
+
+    (reach,) = [c for c in lines if c["kind"] == "reach_3000"]
+    assert reach["side"] == "oursbf16compile"
+    by_seed = {p["seed"]: p for p in reach["seeds"]}
+    assert sorted(by_seed) == [0, 1, 2]  # seed 3: ours never reached 3,000 (and SB3 has no run)
+    assert by_seed[0]["ratio"] == round(200 / 600, 3) and by_seed[0]["ours_run"].startswith("abc1234")
+    assert by_seed[1]["ratio"] == 0.625
+    assert not by_seed[2]["sb3_reached"] and by_seed[2]["ratio"] == 0.4  # bound: 300 s against a 750 s run
+    # Totals over the seeds both reached (0, 1): 450 / 1000 s; at most half on seeds 0 and 2.
+    assert reach["n"] == 2 and reach["total_ratio"] == 0.45 and reach["median_ratio"] == round((1 / 3 + 0.625) / 2, 3)
+    assert reach["at_most_half"] == 2
+
+    rc, text, err = _summary(tmp_path, rows)
+    assert rc == 0, err
+    assert re.search(r"^Hopper-v5 +td3 +50000 +ours +1\* ", text, re.M), text
+    assert "at most half on 2 of 3 seeds" in text
+
+
+def test_bad_input_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    proc = run_python(["bench/rl_summary.py", "--runs", str(missing)], timeout=60)
+    assert proc.returncode == 2 and f"--runs {missing}: no such file" in proc.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_run("sb3_sac", 0, {50_000: 1.0}, "t", None)) + "\n{not json\n")
+    proc = run_python(["bench/rl_summary.py", "--runs", str(bad)], timeout=60)
+    assert proc.returncode == 1 and f"{bad}:2: not a JSON line" in proc.stderr
+
+
+def test_the_committed_rows_summarise() -> None:
+    """The committed rows cover what bench/README_rl.md reports: SAC, TD3 and PPO on HalfCheetah
+    and Hopper, at least three seeds at 50k for each, and the wall-clock to 3,000."""
+    proc = run_python(["bench/rl_summary.py", "--json"], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    cells = [c for c in lines if c["kind"] == "returns"]
+    for env in ("HalfCheetah-v5", "Hopper-v5"):
+        for algo in ("sac", "td3", "ppo"):
+            at_50k = [c for c in cells if (c["env"], c["algo"], c["checkpoint"]) == (env, algo, 50_000)]
+            assert max(c["n"] for c in at_50k) >= 3, (env, algo)
+    (compiled,) = [c for c in lines if c["kind"] == "reach_3000" and c["side"] == "oursbf16compile"]
+    assert compiled["n"] >= 3
+    assert (ROOT / "bench" / "rl_mujoco_runs.jsonl").is_file()
