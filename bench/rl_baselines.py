@@ -32,10 +32,11 @@ in one process.
     python bench/rl_baselines.py --suite mujoco --quick      # smoke test: 1.5k steps, learning_starts 1000
     python bench/rl_baselines.py --suite mujoco --algos sac --sides oursbf16,sb3,ours --steps 100000
 
-``--sides``: which of ``ours``, ``oursbf16`` (our SAC/TD3 with ``autocast=torch.bfloat16``, the
-updates' forward passes in bfloat16), ``oursbf16compile`` (our SAC/TD3 with bfloat16 and
-``compile=True``: the losses through ``torch.compile``) and ``sb3`` run, in that order for each
-seed; the micro-benchmarks (one per off-policy algorithm named) time each of our sides named.
+``--sides``: which of ``ours``, ``ourscompile`` (our SAC/TD3 with ``compile=True``: the losses
+through ``torch.compile``), ``oursbf16`` (with ``autocast=torch.bfloat16``, the updates' forward
+passes in bfloat16: fast only where bfloat16 matmuls are native, such as AMX), ``oursbf16compile``
+(both) and ``sb3`` run, in that order for each seed; the micro-benchmarks (one per off-policy
+algorithm named) time each of our sides named. Every row records the CPU it ran on (``cpu``).
 """
 
 from __future__ import annotations
@@ -218,12 +219,14 @@ TARGET = 3000.0
 MUJOCO_WINDOW = 10
 OURS_SIDES: dict[str, tuple[str | None, bool]] = {
     "ours": (None, False),
+    "ourscompile": (None, True),
     "oursbf16": ("bf16", False),
     "oursbf16compile": ("bf16", True),
 }
-"""Our sides, as ``(autocast, compile)``: ``oursbf16`` our SAC/TD3 with ``autocast=torch.bfloat16``
-(the updates' forward passes in bfloat16); ``oursbf16compile`` our SAC/TD3 with that and
-``compile=True`` (their losses through ``torch.compile``)."""
+"""Our sides, as ``(autocast, compile)``: ``ourscompile`` our SAC/TD3 with ``compile=True`` (their
+losses through ``torch.compile``, float32); ``oursbf16`` with ``autocast=torch.bfloat16`` (the
+updates' forward passes in bfloat16: fast only on CPUs with native bfloat16 matmuls, such as
+AMX); ``oursbf16compile`` with both."""
 SIDES = (*OURS_SIDES, "sb3")
 CHECKPOINTS = (50_000, 100_000, 300_000)
 MUJOCO_HPARAMS: dict[str, dict] = {
@@ -670,6 +673,24 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def _cpu() -> str:
+    """This machine's CPU as each row records it: the model, torch's vector capability, and whether
+    bfloat16 matmuls are native (:func:`rl.precision.native_bfloat16_matmul`). Wall-clocks compare
+    only between rows of one CPU, and our bfloat16 sides are fast only where that says native."""
+    import torch
+
+    from rl.precision import native_bfloat16_matmul
+
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
+    except OSError:
+        pass
+    bf16 = "native" if native_bfloat16_matmul() else "not native"
+    return f"{model}, {torch.backends.cpu.get_cpu_capability()}, bfloat16 matmuls {bf16}"
+
+
 def main_mujoco(args: argparse.Namespace) -> None:
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     for a in algos:
@@ -683,6 +704,9 @@ def main_mujoco(args: argparse.Namespace) -> None:
     learning_starts = 1000 if args.quick else args.learning_starts
     seeds = list(range(args.first_seed, args.first_seed + (1 if args.quick else (args.seeds or 1))))
     have_sb3 = _sb3_available()
+    cpu = _cpu()
+    if "bfloat16 matmuls not native" in cpu and any(OURS_SIDES.get(x, (None, False))[0] for x in sides):
+        print(f"note: {cpu}: the bfloat16 sides will run many times slower than float32", file=sys.stderr)
     env = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     out = open(args.out, "a") if args.out else None
 
@@ -702,6 +726,7 @@ def main_mujoco(args: argparse.Namespace) -> None:
             row = json.loads(lines[-1])
         row["loadavg_start"], row["loadavg_end"] = load0, _load()
         row["utc_end"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        row["cpu"] = cpu
         text = json.dumps(row)
         print(text, flush=True)
         if out is not None:
@@ -776,7 +801,7 @@ def main() -> None:
     parser.add_argument(
         "--sides",
         default="ours,sb3",
-        help="mujoco: comma-separated, of ours,oursbf16,sb3 (oursbf16: SAC/TD3 with autocast=torch.bfloat16)",
+        help="mujoco: comma-separated, of " + ",".join(SIDES) + " (see the module's docstring)",
     )
     parser.add_argument("--no-micro", action="store_true", help="mujoco: skip the gradient-step micro-benchmark")
     parser.add_argument("--out", help="mujoco: append the JSON lines to this file too")

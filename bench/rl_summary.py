@@ -16,11 +16,14 @@ not paired. A cell with fewer than 3 seeds is marked: item 5 asks for at least 3
 seed that ours reached 3,000 on: the env steps and the seconds each side took, and the ratio.
 Where SB3's run never reached it, the ratio is a bound (ours against SB3's whole run). Then the
 total ratio and the median ratio over the seeds both reached, and on how many seeds ours took at
-most half of SB3's time. Wall-clocks are only comparable within one round, so the rows
-name the commit and the UTC end time of the run they come from.
+most half of SB3's time. Runs pair only with runs on the same CPU (the row's ``cpu``), and even
+then wall-clocks compare best within one round, so the table names the commit and the UTC end
+time of each run it reads.
 
-A run is deterministic per seed: the same code gives the same returns whatever the load. So where
-a (runner, env, seed) has several rows, each checkpoint is read from the latest row that has it.
+A run is deterministic per seed on one kind of CPU: the same code gives the same returns whatever
+the load (another CPU's kernels round differently, and so give another, equally valid, sample). So
+where a (runner, env, seed) has several rows, each checkpoint is read from the latest row that has
+it, whichever CPU it ran on.
 Micro-benchmark rows and ``--quick`` runs are left out.
 """
 
@@ -39,6 +42,7 @@ from typing import Any
 DEFAULT_RUNS = Path(__file__).with_name("rl_mujoco_runs.jsonl")
 SB3 = "sb3"
 TARGET_KEY = "reached_3000"
+UNRECORDED = "CPU not recorded"
 MIN_SEEDS = 3
 """Item 5: returns over at least 3 seeds."""
 
@@ -63,12 +67,17 @@ def load(paths: Iterable[Path]) -> list[Run]:
     return runs
 
 
-def latest(runs: list[Run]) -> dict[tuple[str, str, str, int], Run]:
-    """The latest run (by ``utc_end``, then file order) of each ``(side, algo, env, seed)``."""
-    out: dict[tuple[str, str, str, int], Run] = {}
+def cpu(row: Run) -> str:
+    """The CPU a row ran on (rows from before ``bench/rl_baselines.py`` recorded it: ``UNRECORDED``)."""
+    return str(row.get("cpu") or UNRECORDED)
+
+
+def latest(runs: list[Run]) -> dict[tuple[str, str, str, str, int], Run]:
+    """The latest run (by ``utc_end``, then file order) of each ``(cpu, side, algo, env, seed)``."""
+    out: dict[tuple[str, str, str, str, int], Run] = {}
     for row in sorted(runs, key=lambda r: r.get("utc_end", "")):  # stable: file order breaks ties
         side, algo = row["runner"].rsplit("_", 1)
-        out[(side, algo, row["env"], int(row["seed"]))] = row
+        out[(cpu(row), side, algo, row["env"], int(row["seed"]))] = row
     return out
 
 
@@ -125,11 +134,11 @@ def reach_cells(runs: list[Run], env: str = "HalfCheetah-v5", algo: str = "sac")
     """Wall-clock to 3,000 of each of our ``algo`` sides against SB3's, seed by seed."""
     last = latest(runs)
     cells = []
-    for side in sorted({s for (s, a, e, _) in last if a == algo and e == env and s != SB3}):
+    for machine, side in sorted({(c, s) for (c, s, a, e, _) in last if a == algo and e == env and s != SB3}):
         per_seed = []
-        for (s, a, e, seed), row in sorted(last.items()):
-            other = last.get((SB3, algo, env, seed))
-            if (s, a, e) != (side, algo, env) or other is None:
+        for (c, s, a, e, seed), row in sorted(last.items()):
+            other = last.get((machine, SB3, algo, env, seed))
+            if (c, s, a, e) != (machine, side, algo, env) or other is None:
                 continue
             mine, theirs = row.get(TARGET_KEY), other.get(TARGET_KEY)
             if mine is None:
@@ -156,6 +165,7 @@ def reach_cells(runs: list[Run], env: str = "HalfCheetah-v5", algo: str = "sac")
                     "env": env,
                     "algo": algo,
                     "side": side,
+                    "cpu": machine,
                     "n": len(both),
                     "total_ratio": round(sum(p["ours_wall_s"] for p in both) / sum(p["sb3_wall_s"] for p in both), 3),
                     "median_ratio": round(statistics.median(p["ratio"] for p in both), 3),
@@ -182,7 +192,7 @@ def print_tables(returns_: list[dict[str, Any]], reach: list[dict[str, Any]]) ->
             f"{c['ours_above']:>2}/{c['n']:<2}  {c['mean_diff']:>7.1f} {_fmt(c['se_diff']):>6}"
         )
     for r in reach:
-        print(f"\nWall-clock to 3,000, {r['env']} {r['algo']}: {r['side']} against SB3")
+        print(f"\nWall-clock to 3,000, {r['env']} {r['algo']}: {r['side']} against SB3, on {r['cpu']}")
         print(
             f"{'seed':>4}  {'ours steps':>10} {'ours s':>8}  {'sb3 steps':>9} {'sb3 s':>8}  {'ratio':>6}  runs (ours; sb3)"
         )

@@ -16,6 +16,7 @@ from rl.algorithm import Algorithm, PolicyStep
 from rl.fused import fused_adam_step_
 from rl.model import Model
 from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, TwinQCritic
+from rl.precision import warn_if_slow_bfloat16
 
 __all__ = ["DeterministicOffPolicy", "OffPolicyAlgorithm", "check_tau", "frozen_copy", "weighted_mse"]
 
@@ -53,8 +54,10 @@ class OffPolicyAlgorithm(Algorithm):
     each network's output layer (:class:`rl.precision.OutputLinear`), so Q-values, log-probabilities,
     targets and TD errors, and weights, gradients and optimiser state in float32). On a CPU with AMX
     (Intel Sapphire Rapids and later) a 256x256 matmul runs ~4x faster in bfloat16, and a SAC
-    step at batch 256 takes 15-25% less time (``bench/README_rl.md``); on a CPU without bfloat16
-    units it is slower. Acting (:meth:`sample`, :meth:`predict`) stays in float32.
+    step at batch 256 takes 15-25% less time (``bench/README_rl.md``). On a CPU without bfloat16
+    units (:func:`rl.precision.native_bfloat16_matmul`) it is many times slower (a SAC step ~15x
+    on an AVX2-only AMD EPYC), and constructing the algorithm warns. Acting (:meth:`sample`,
+    :meth:`predict`) stays in float32.
 
     ``compile`` (default ``False``): the loss computations of :meth:`learn` (forward passes, and
     with them the backward passes) run through ``torch.compile``, built at the first update (a
@@ -77,6 +80,7 @@ class OffPolicyAlgorithm(Algorithm):
         if autocast not in (None, torch.bfloat16):
             # float16 would need loss scaling (small gradients underflow); bfloat16 has float32's range.
             raise ValueError(f"autocast must be None or torch.bfloat16, not {autocast!r}")
+        warn_if_slow_bfloat16(autocast, model.low.device)
         self.autocast = autocast
         """The dtype of :meth:`learn`'s forward passes (``None``: float32 throughout)."""
         self.compile = bool(compile)

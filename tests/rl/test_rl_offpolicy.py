@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import rl
+import rl.precision
 from rl.replay import ReplayBatch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -103,6 +105,33 @@ def test_bf16_autocast_is_used_in_the_update_and_stays_close_to_float32(name: st
 def test_autocast_names_a_dtype_it_cannot_use() -> None:
     with pytest.raises(ValueError, match=r"autocast must be .*torch\.int8"):
         _sac(autocast=torch.int8)
+
+
+def _slow_bf16_warnings(make: Any) -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make()
+    return [w for w in caught if "without native bfloat16 matmuls" in str(w.message)]
+
+
+@pytest.mark.parametrize("name", ["SAC", "TD3", "DDPG"])
+def test_bf16_autocast_warns_on_a_machine_without_bfloat16_matmuls(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bfloat16 without AVX512-BF16/AMX runs many times slower than float32 (scalar fallback): the
+    algorithm warns where it is built, once. This machine answers one way for real; the other
+    answer is the hardware query's, replaced."""
+    native = rl.precision.native_bfloat16_matmul()
+    assert native == torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    (got,) = _slow_bf16_warnings(lambda: _make(name, autocast=torch.bfloat16)) or [None]
+    assert (got is None) == native
+    assert not _slow_bf16_warnings(lambda: _make(name))  # float32: nothing to say
+
+    for answer in (True, False):
+        monkeypatch.setattr(rl.precision, "native_bfloat16_matmul", lambda device="cpu", a=answer: a)
+        caught = _slow_bf16_warnings(lambda: _make(name, autocast=torch.bfloat16))
+        assert len(caught) == (0 if answer else 1)
+    (w,) = caught
+    assert w.category is RuntimeWarning and w.filename == __file__  # the line that built it
+    assert "Use autocast=None" in str(w.message)
 
 
 def test_td3_delays_the_actor_and_targets() -> None:

@@ -25,6 +25,7 @@ def _run(
         "wall_s": kw.pop("wall_s", 500.0),
         "utc_end": utc,
         "code": kw.pop("code", "abc1234"),
+        **kw,
     }
 
 
@@ -46,6 +47,8 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
         _run("sb3_sac", 0, {50_000: 2500.0, 100_000: 4000.0}, "2026-01-01T12:00Z", (60_000, 600.0)),
         _run("sb3_sac", 1, {50_000: 2200.0}, "2026-01-01T12:10Z", (55_000, 400.0)),
         _run("sb3_sac", 2, {50_000: 2400.0}, "2026-01-01T12:20Z", None, wall_s=750.0),
+        # The latest SB3 seed 0, on another CPU: its return counts, its wall-clock pairs with nothing.
+        _run("sb3_sac", 0, {50_000: 2500.0}, "2026-01-05T00:00Z", (60_000, 60.0), cpu="Other CPU, AVX2"),
         # Left out: a --quick run, a micro-benchmark row, another env's runs.
         _run("sb3_sac", 1, {50_000: -5.0}, "2026-02-01T00:00Z", (1, 1.0), quick=True),
         {"runner": "micro", "algo": "sac", "env": "HalfCheetah-v5", "utc_end": "2026-02-01T00:00Z"},
@@ -69,7 +72,7 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     assert hop["n"] == 1 and not hop["enough_seeds"] and hop["se_diff"] is None and hop["mean_diff"] == -100.0
 
     (reach,) = [c for c in lines if c["kind"] == "reach_3000"]
-    assert reach["side"] == "oursbf16compile"
+    assert reach["side"] == "oursbf16compile" and reach["cpu"] == "CPU not recorded"
     by_seed = {p["seed"]: p for p in reach["seeds"]}
     assert sorted(by_seed) == [0, 1, 2]  # seed 3: ours never reached 3,000 (and SB3 has no run)
     assert by_seed[0]["ratio"] == round(200 / 600, 3) and by_seed[0]["ours_run"].startswith("abc1234")
