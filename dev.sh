@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for the project; each command sets up what it needs first.
 #   ./dev.sh demo            the main job: IMPALA on CartPole with remote collectors (embedded cluster)
-#   ./dev.sh test [ARGS]     lint, then the test suite (what CI runs); ARGS go to pytest
+#   ./dev.sh test [ARGS]     lint, then the test suite on 2 workers (what CI runs); ARGS go to pytest
 #   ./dev.sh lint            ruff check, ruff format --check and mypy over the project
 #   ./dev.sh bench [ARGS]    bench/actor_calls.py
 #   ./dev.sh setup           only create .venv and install (torch 2.13.0 CPU first)
@@ -51,7 +51,10 @@ case "$cmd" in
     test)
         setup
         "$0" lint  # style and types first: CI fails on either, as on a failing test
-        exec "$PY" -m pytest "$@"
+        # Two pytest-xdist workers, each taking a whole test file at a time (a module's cluster
+        # fixture starts once): the runtime's tests mostly wait on processes and sockets, the rl
+        # tests mostly compute, so the two overlap. PYTEST_WORKERS=0 runs in this one process.
+        exec "$PY" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
         ;;
     lint)
         setup

@@ -43,8 +43,9 @@ os.environ.setdefault("ACTORRT_VALIDATE", "1")
 # hosts only, never those of another program running on the machine.
 SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"
 os.environ["ACTORRT_TEST_SESSION"] = SESSION_TAG.split("=", 1)[1]
-# Embedded clusters keep actor log files under ACTORRT_HOME (default ~/.actorrt): not in ~.
-if not os.environ.get("ACTORRT_HOME"):
+# Embedded clusters keep actor log files under ACTORRT_HOME (default ~/.actorrt): not in ~. Each
+# pytest-xdist worker gets its own (a worker inherits its controller's environment).
+if not os.environ.get("ACTORRT_HOME") or os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["ACTORRT_HOME"] = tempfile.mkdtemp(prefix="actorrt-test-home-")
 
 
