@@ -127,7 +127,7 @@ def return_cells(runs: list[Run]) -> list[dict[str, Any]]:
         c = compare(ours, table.get((SB3, algo, env, checkpoint), {}))
         if c is not None:
             cells.append({"env": env, "algo": algo, "checkpoint": checkpoint, "side": side, **c})
-    return cells
+    return sorted(cells, key=lambda c: (c["env"], c["algo"], c["checkpoint"], c["side"]))
 
 
 def reach_cells(runs: list[Run], env: str = "HalfCheetah-v5", algo: str = "sac") -> list[dict[str, Any]]:
