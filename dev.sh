@@ -52,9 +52,10 @@ case "$cmd" in
         setup
         "$0" lint  # style and types first: CI fails on either, as on a failing test
         # Two pytest-xdist workers, each taking a whole test file at a time (a module's cluster
-        # fixture starts once): the runtime's tests mostly wait on processes and sockets, the rl
-        # tests mostly compute, so the two overlap. PYTEST_WORKERS=0 runs in this one process.
-        exec "$PY" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
+        # fixture starts once), in collection order (tests/conftest.py puts the longest first):
+        # the runtime's tests mostly wait on processes and sockets, the rl tests mostly compute,
+        # so the two overlap. PYTEST_WORKERS=0 runs in this one process.
+        exec "$PY" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
         ;;
     lint)
         setup
