@@ -118,6 +118,39 @@ def shared_embedded_cluster(**kwargs: Any) -> Iterator[actorrt.Cluster]:
             _live_daemons.discard(os.getpid())
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_our_host(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return b"actorrt._host" in cmd and SESSION_TAG.encode() in env.split(b"\0")
+
+
+def shm_files_left(since: set[str]) -> list[str]:
+    """actorrt's /dev/shm files made since ``since`` by this process, its actor hosts, or processes
+    now dead. A live process of anything else (another pytest-xdist worker's cluster, another
+    program) may have files in flight: those are not ours to count."""
+    out = []
+    for name in os.listdir("/dev/shm"):
+        if not name.startswith("actorrt-") or name in since:
+            continue
+        pid = int(name.split("-")[1])
+        if pid == os.getpid() or not _alive(pid) or _is_our_host(pid):
+            out.append(name)
+    return out
+
+
 def leaked_hosts(before: dict[int, int]) -> set[int]:
     return {pid for pid, ppid in host_pids().items() if pid not in before and ppid not in _live_daemons}
 

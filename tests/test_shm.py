@@ -13,49 +13,17 @@ import pytest
 
 import actorrt
 from actorrt import _shm
-from tests.conftest import ProcCluster, wait_until
+from tests.conftest import ProcCluster, shm_files_left, wait_until
 
 pytestmark = pytest.mark.skipif(not _shm.available(), reason="no writable /dev/shm")
 MIB = 2**20
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _files(since: set[str]) -> list[str]:
-    """actorrt shared-memory files made since ``since`` by us, our hosts, or dead processes
-    (a live process of another program on this machine may have files in flight)."""
-    out = []
-    for name in os.listdir(_shm.SHM_DIR):
-        if not name.startswith(_shm.PREFIX) or name in since:
-            continue
-        pid = int(name.split("-")[1])
-        if pid == os.getpid() or not _alive(pid) or _is_our_host(pid):
-            out.append(name)
-    return out
-
-
-def _is_our_host(pid: int) -> bool:
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        env = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return b"actorrt._host" in cmd and os.environ["ACTORRT_TEST_SESSION"].encode() in env
 
 
 @pytest.fixture
 def no_shm_leak() -> Iterator[None]:
     before = set(os.listdir(_shm.SHM_DIR))
     yield
-    assert wait_until(lambda: not _files(before), 10), f"leaked shared-memory files: {_files(before)}"
+    assert wait_until(lambda: not shm_files_left(before), 10), f"leaked shared-memory files: {shm_files_left(before)}"
 
 
 @actorrt.remote_class
