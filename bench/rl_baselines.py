@@ -679,16 +679,20 @@ def _cpu() -> str:
     only between rows of one CPU, and our bfloat16 sides are fast only where that says native."""
     import torch
 
-    from rl.precision import native_bfloat16_matmul
-
     model = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
             model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
     except OSError:
         pass
-    bf16 = "native" if native_bfloat16_matmul() else "not native"
+    bf16 = "native" if _native_bfloat16() else "not native"
     return f"{model}, {torch.backends.cpu.get_cpu_capability()}, bfloat16 matmuls {bf16}"
+
+
+def _native_bfloat16() -> bool:
+    from rl.precision import native_bfloat16_matmul
+
+    return native_bfloat16_matmul()
 
 
 def main_mujoco(args: argparse.Namespace) -> None:
@@ -705,7 +709,7 @@ def main_mujoco(args: argparse.Namespace) -> None:
     seeds = list(range(args.first_seed, args.first_seed + (1 if args.quick else (args.seeds or 1))))
     have_sb3 = _sb3_available()
     cpu = _cpu()
-    if "bfloat16 matmuls not native" in cpu and any(OURS_SIDES.get(x, (None, False))[0] for x in sides):
+    if not _native_bfloat16() and any(OURS_SIDES.get(x, (None, False))[0] for x in sides):
         print(f"note: {cpu}: the bfloat16 sides will run many times slower than float32", file=sys.stderr)
     env = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     out = open(args.out, "a") if args.out else None

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 import actorrt
+from actorrt import _shm
 
 ASYNC_TEST_TIMEOUT_S = 120
 
@@ -130,25 +131,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _is_our_host(pid: int) -> bool:
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        env = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return b"actorrt._host" in cmd and SESSION_TAG.encode() in env.split(b"\0")
-
-
 def shm_files_left(since: set[str]) -> list[str]:
     """actorrt's /dev/shm files made since ``since`` by this process, its actor hosts, or processes
     now dead. A live process of anything else (another pytest-xdist worker's cluster, another
     program) may have files in flight: those are not ours to count."""
-    out = []
-    for name in os.listdir("/dev/shm"):
-        if not name.startswith("actorrt-") or name in since:
+    out, hosts = [], host_pids()
+    for name in os.listdir(_shm.SHM_DIR):
+        if not name.startswith(_shm.PREFIX) or name in since:
             continue
         pid = int(name.split("-")[1])
-        if pid == os.getpid() or not _alive(pid) or _is_our_host(pid):
+        if pid == os.getpid() or not _alive(pid) or pid in hosts:
             out.append(name)
     return out
 
