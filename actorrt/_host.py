@@ -33,6 +33,7 @@ import grpc
 from actorrt import _bulk, _current, _rpc, _shm, _wire
 from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
 from actorrt._errors import ClusterConnectionError, SerializationError
+from actorrt._forked import HOST_NAME, set_process_name
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
 from actorrt._outbox import Outbox
 from actorrt._serialization import EMPTY, NO_ARGS, dumps
@@ -707,11 +708,12 @@ async def _report_stats(servicer: ActorHostServicer, fd: int, period_s: float = 
 DEFAULT_PRELOAD = ("numpy",)
 
 
-def preload(names: str) -> None:
+def preload(names: str, report: bool = True) -> None:
     """Import ``DEFAULT_PRELOAD`` and the comma-separated module ``names`` now, while the host
     waits in the warm pool, not when an actor is placed on it. A named module that fails to
-    import is reported on stderr and the host starts without it (it is the actor's problem, not
-    ours); a default one that is not installed is skipped without a word."""
+    import is reported on stderr (unless not ``report``) and the host starts without it (it is
+    the actor's problem, not ours); a default one that is not installed is skipped without a
+    word."""
     named = [name.strip() for name in names.split(",") if name.strip()]
     for module in DEFAULT_PRELOAD:
         if module in named:
@@ -721,18 +723,22 @@ def preload(names: str) -> None:
         except ImportError:
             pass
         except Exception as e:  # noqa: BLE001 - installed but broken: say so, start without it
-            print(f"actorrt: preloading {module!r} (a default) failed: {e}", file=sys.stderr, flush=True)
+            if report:
+                print(f"actorrt: preloading {module!r} (a default) failed: {e}", file=sys.stderr, flush=True)
     for module in named:
         try:
             importlib.import_module(module)
         except Exception as e:  # noqa: BLE001 - reported; the host starts without it
-            print(f"actorrt: preloading {module!r} failed: {e}", file=sys.stderr, flush=True)
+            if report:
+                print(f"actorrt: preloading {module!r} failed: {e}", file=sys.stderr, flush=True)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m actorrt._host``, or a host a fork server forked (``actorrt._forkserver``)."""
     parser = argparse.ArgumentParser(prog="python -m actorrt._host")
     parser.add_argument("--bind", default="127.0.0.1")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    set_process_name(HOST_NAME)
     threading.Thread(target=_exit_when_parent_dies, name="parent-watch", daemon=True).start()
     preload(os.environ.get("ACTORRT_PRELOAD", ""))
     token = os.environ.pop("ACTORRT_TOKEN", None)

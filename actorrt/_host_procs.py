@@ -7,7 +7,6 @@ Plain synchronous functions, called from the daemon's event loop.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -15,8 +14,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
+    "HostProcess",
     "kill_group",
     "kill_pid",
     "make_workdirs",
@@ -81,7 +85,28 @@ def memory_bytes() -> int:
         return 0
 
 
-def signal_proc(proc: asyncio.subprocess.Process, sig: int) -> None:
+class HostProcess(Protocol):
+    """An actor host's process as the daemon sees it: an ``asyncio.subprocess.Process``, or a
+    ``_forked.ForkedHost``."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    async def wait(self) -> int: ...
+
+
+def signal_proc(proc: HostProcess, sig: int) -> None:
     """Signal a child process unless it was already reaped (its pid may be another's now)."""
     if proc.returncode is None:
         try:

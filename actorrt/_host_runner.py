@@ -1,7 +1,8 @@
 """The processes of a worker daemon's actor host pool: the I/O around ``HostPool``.
 
-One task per host (``_keep_host``) starts its process with ``subprocess`` (never fork after
-gRPC exists), waits for its exit, cleans up after it (its process group, shared memory, working
+One task per host (``_keep_host``) starts its process (forked by the daemon's fork server,
+``_forkserver``, or as a new interpreter where that is not available; never forked here, where
+gRPC's threads run), waits for its exit, cleans up after it (its process group, shared memory, working
 folder), reports, and starts a fresh one. Every host's output is drained whatever its shape, so
 no actor blocks in a print. ``measure`` enforces memory limits over each actor's whole process
 tree. Whatever the pool's transitions return (``Effects``) is sent here: events through the
@@ -19,9 +20,17 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actorrt import _logs, _metrics, _rpc, _shm
+from actorrt import _forked, _logs, _metrics, _rpc, _shm
 from actorrt._host_pool import Effects, HostPool, HostState, Signal, describe_exit
-from actorrt._host_procs import kill_group, kill_pid, process_table, process_tree, remove_dir, signal_proc
+from actorrt._host_procs import (
+    HostProcess,
+    kill_group,
+    kill_pid,
+    process_table,
+    process_tree,
+    remove_dir,
+    signal_proc,
+)
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = ["OUTPUT_CHUNK", "HostRunner"]
@@ -35,7 +44,7 @@ class _HostIO:
     """The daemon-loop side of one pool host: its process and the tasks that serve it."""
 
     keeper: asyncio.Task[None] | None = None  # _keep_host: start it, wait, report, start again
-    proc: asyncio.subprocess.Process | None = None
+    proc: HostProcess | None = None
     stats: asyncio.Task[None] | None = None  # its call statistics (read_host_stats)
     stderr: asyncio.Task[None] | None = None  # _pump of its stderr, from its start
     stdout: asyncio.Task[None] | None = None  # _pump of its stdout, once it said it is ready
@@ -79,10 +88,13 @@ class HostRunner:
         self.master_address = master_address  # actors reach their cluster there (handles, children)
         self.worker_id = ""  # for log records, once the daemon registered
         self._workdirs = ""
+        self._forks: _forked.ForkServer | None = None
 
     def start(self, workdirs: str) -> None:
         """Daemon loop: start every host, each working in a folder under ``workdirs``."""
         self._workdirs = workdirs
+        if _forked.available():
+            self._forks = _forked.ForkServer(workdirs)
         for index, io in enumerate(self._io):
             io.keeper = asyncio.create_task(self._keep_host(index))
 
@@ -110,6 +122,8 @@ class HostRunner:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             remove_dir(host.workdir)
+        if self._forks is not None:
+            await self._forks.close()
 
     # ---- one host ---------------------------------------------------------------------------
 
@@ -160,22 +174,8 @@ class HostRunner:
         workdir = tempfile.mkdtemp(prefix=f"slot{index}-", dir=self._workdirs)
         env = self._host_env()
         stats_r, stats_w = _metrics.stats_pipe()  # call statistics; never mixed with user output
-        env[_metrics.METRICS_FD_ENV] = str(stats_w)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "actorrt._host",
-                "--bind",
-                self.node_ip,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=workdir,
-                env=env,
-                pass_fds=(stats_w,),
-                start_new_session=True,  # its own process group: the daemon can end all it started
-            )
+            proc = await self._start_process(workdir, env, stats_w)
         except BaseException:
             os.close(stats_r)
             remove_dir(workdir)
@@ -193,6 +193,32 @@ class HostRunner:
         port = int(line.split()[1])
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
         self.apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
+
+    async def _start_process(self, workdir: str, env: dict[str, str], stats_w: int) -> HostProcess:
+        """Daemon loop: a new host's process, forked by the fork server; started as a new
+        interpreter if there is none, or if it cannot start (then never tried again: a preload
+        that crashes it would crash every try; each host then reports its own failure)."""
+        argv = ("--bind", self.node_ip)
+        if self._forks is not None:
+            try:
+                return await self._forks.spawn(argv, workdir, env, stats_w)
+            except _forked.ForkServerStartError as e:
+                log.warning("%s; actor hosts start as new processes from now on", e)
+                self._forks = None
+        env[_metrics.METRICS_FD_ENV] = str(stats_w)
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "actorrt._host",
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=workdir,
+            env=env,
+            pass_fds=(stats_w,),
+            start_new_session=True,  # its own process group: the daemon can end all it started
+        )
 
     async def _clean_up(self, index: int) -> str:
         """Daemon loop: after host ``index``'s process ended (or failed to start; it is killed

@@ -678,15 +678,10 @@ def _cpu() -> str:
     bfloat16 matmuls are native (:func:`rl.precision.native_bfloat16_matmul`). Wall-clocks compare
     only between rows of one CPU, and our bfloat16 sides are fast only where that says native."""
     import torch
+    from machine import cpu_model
 
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
-    except OSError:
-        pass
     bf16 = "native" if _native_bfloat16() else "not native"
-    return f"{model}, {torch.backends.cpu.get_cpu_capability()}, bfloat16 matmuls {bf16}"
+    return f"{cpu_model()}, {torch.backends.cpu.get_cpu_capability()}, bfloat16 matmuls {bf16}"
 
 
 def _native_bfloat16() -> bool:

@@ -33,6 +33,7 @@ import pytest
 
 import actorrt
 from actorrt import _shm
+from actorrt._forked import HOST_NAME, SERVER_NAME
 
 ASYNC_TEST_TIMEOUT_S = 120
 
@@ -88,23 +89,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def host_pids() -> dict[int, int]:
-    """Live actor host processes that this test session started: pid -> parent pid."""
-    pids = {}
+def _session_processes() -> dict[int, tuple[str, int]]:
+    """Live actor hosts and fork servers that this test session started: pid -> (name, parent)."""
+    procs = {}
     tag = SESSION_TAG.encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            cmd = (proc / "cmdline").read_bytes()
-            if b"actorrt._host" not in cmd or tag not in (proc / "environ").read_bytes().split(b"\0"):
+            name, rest = (proc / "stat").read_text()[:-1].split("(", 1)[1].rsplit(")", 1)
+            if name not in (HOST_NAME, SERVER_NAME) or tag not in (proc / "environ").read_bytes().split(b"\0"):
                 continue
-            stat = (proc / "stat").read_text().split(")")[-1].split()
-        except OSError:
+        except (OSError, ValueError):
             continue
-        if stat[0] != "Z":
-            pids[int(proc.name)] = int(stat[1])
-    return pids
+        state, ppid = rest.split()[:2]
+        if state != "Z":
+            procs[int(proc.name)] = (name, int(ppid))
+    return procs
+
+
+def host_pids() -> dict[int, int]:
+    """Live actor host processes that this test session started: pid -> the worker daemon that
+    owns it (its parent, or the parent of the fork server that forked it)."""
+    procs = _session_processes()
+    return {pid: procs[ppid][1] if ppid in procs else ppid for pid, (name, ppid) in procs.items() if name == HOST_NAME}
+
+
+def fork_server_pids() -> dict[int, int]:
+    """Live fork servers (``actorrt._forkserver``) that this test session's daemons started: pid
+    -> its daemon."""
+    return {pid: ppid for pid, (name, ppid) in _session_processes().items() if name == SERVER_NAME}
 
 
 _live_daemons: set[int] = set()  # PIDs of fixture daemons whose warm hosts are not leaks
@@ -146,7 +160,10 @@ def shm_files_left(since: set[str]) -> list[str]:
 
 
 def leaked_hosts(before: dict[int, int]) -> set[int]:
-    return {pid for pid, ppid in host_pids().items() if pid not in before and ppid not in _live_daemons}
+    """Actor hosts and fork servers that were not there at ``before`` and whose daemon is not
+    a live shared cluster's."""
+    now = {**host_pids(), **fork_server_pids()}
+    return {pid for pid, daemon in now.items() if pid not in before and daemon not in _live_daemons}
 
 
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> bool:
@@ -278,7 +295,7 @@ def _no_slot_leak(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _no_process_or_thread_leak() -> Iterator[None]:
-    hosts_before = host_pids()
+    hosts_before = {**host_pids(), **fork_server_pids()}
     threads_before = set(threading.enumerate())
     yield
     assert wait_until(lambda: not leaked_hosts(hosts_before), 10), f"leaked actor hosts: {leaked_hosts(hosts_before)}"

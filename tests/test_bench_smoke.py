@@ -64,3 +64,22 @@ def test_payload_floor_bench_prints_json_lines() -> None:
     for row in rows:
         assert row["gib_s"] > 0 and row["sender"]["cpu_ms_per_mib"] >= 0, row
         assert row["peer"] == "tcp" or row["of_tcp_floor"] > 0, row
+
+
+def test_host_turnover_bench_runs_both_modes_and_reports_their_ratio(tmp_path: Path) -> None:
+    out = tmp_path / "turnover.jsonl"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "host_turnover.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert rows == [json.loads(line) for line in out.read_text().splitlines()]
+    *runs, summary = rows
+    assert sorted(r["mode"] for r in runs) == ["fork", "spawn"]
+    assert all(r["cycles"] == 6 and r["wall_s"] > 0 for r in runs)
+    by_mode = {r["mode"]: r["ms_per_cycle"] for r in runs}
+    assert summary["spawn_over_fork"] == round(by_mode["spawn"] / by_mode["fork"], 2)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from tests.conftest import ProcCluster, host_pids, wait_until
+from tests.conftest import ProcCluster, fork_server_pids, host_pids, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -119,6 +119,8 @@ async def test_worker_daemon_killed(two_workers: ProcCluster) -> None:
         print(f"\nworker daemon SIGKILL: owner's call failed after {detected:.3f}s")
         assert detected < 3.0 + 1.0  # the fixture's worker timeout, plus a margin
         assert wait_until(lambda: a_host not in host_pids(), 5), "the dead daemon's actor host lived on"
+        dead = a_node["pid"]  # its fork server leaves once its last host did
+        assert wait_until(lambda: dead not in fork_server_pids().values(), 5), "the dead daemon's fork server lived on"
 
         async def dropped() -> bool:
             s = await c.status()

@@ -502,6 +502,9 @@ def test_a_worker_whose_hosts_start_slowly_serves_with_those_that_started(tmp_pa
         (tmp_path / "slow_preload.py").write_text(SLOW_PRELOAD)
         cluster.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), cluster.env.get("PYTHONPATH")]))
         cluster.env["SLOW_PRELOAD_LOCK"] = str(tmp_path / "lock")
+        # Hosts started each as a new interpreter, each importing the preload: a fork server
+        # would import it once, and its hosts would all start at once.
+        cluster.env["ACTORRT_FORK_SERVER"] = "0"
         timeout_s = 2
         worker = cluster.spawn(
             "connect",

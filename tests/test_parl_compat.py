@@ -73,7 +73,11 @@ class Actor:
         return os.getpid()
 
     def daemon_pid(self) -> int:
-        return os.getppid()
+        """The worker daemon: the parent, or the parent of the fork server that forked us."""
+        parent = os.getppid()
+        if Path(f"/proc/{parent}/comm").read_text().strip() == "actorrt-forksrv":
+            return int(Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return parent
 
     def tree(self) -> dict[str, str]:
         """The working folder, as path -> file text (or '<dir>')."""

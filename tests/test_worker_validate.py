@@ -89,6 +89,7 @@ async def test_a_host_that_fails_to_start_is_killed_and_its_folder_removed_befor
     (tmp_path / "bad_first_line.py").write_text(BAD_FIRST_LINE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("BAD_FIRST_LINE_LOCK", str(tmp_path / "lock"))
+    monkeypatch.setenv("ACTORRT_FORK_SERVER", "0")  # each host imports the preload, so the first can fail alone
     master = await Master("127.0.0.1", 0, token="t").start()
     daemon = WorkerDaemon(
         master.address,

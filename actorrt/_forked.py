@@ -1,0 +1,286 @@
+"""The worker daemon's side of its fork server (``actorrt._forkserver``, whose docstring says
+why hosts are forked): ``ForkServer`` starts the server and asks it for hosts, ``ForkedHost`` is
+one host it forked, as the daemon sees it. Also what both sides share: the protocol's constants
+and the processes' names."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "HOST_NAME",
+    "MAX_REQUEST",
+    "PID",
+    "READY",
+    "SERVER_NAME",
+    "ForkServer",
+    "ForkServerStartError",
+    "ForkedHost",
+    "available",
+    "set_process_name",
+]
+
+HOST_NAME = "actorrt-host"  # /proc/<pid>/comm of every actor host, as ps and top show it
+SERVER_NAME = "actorrt-forksrv"  # and of a fork server (15 characters at most)
+READY = b"ready"
+PID = struct.Struct("!i")  # a host's pid, then its exit status (-N: killed by signal N)
+MAX_REQUEST = 1 << 20  # bytes of one request: the host's argv, folder and environment
+# How long a new fork server may take to import its preloads (torch: seconds, more on a cold disk).
+START_TIMEOUT_S = 300.0
+SPAWN_TIMEOUT_S = 30.0  # from a request to the forked host's pid
+
+
+def available() -> bool:
+    """Whether hosts can be forked here: Linux with pidfds (5.3+), and not turned off with
+    ``ACTORRT_FORK_SERVER=0`` (for preloaded modules that are not safe to fork, such as one that
+    initialises CUDA when imported)."""
+    if os.environ.get("ACTORRT_FORK_SERVER", "1") == "0" or not sys.platform.startswith("linux"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return hasattr(socket, "send_fds") and hasattr(signal, "pidfd_send_signal")
+
+
+def set_process_name(name: str) -> None:
+    """Name this process in /proc/<pid>/comm (what ps, top and the tests see); best effort."""
+    try:
+        Path("/proc/self/comm").write_text(name[:15])
+    except OSError:
+        pass
+
+
+# ---- daemon side -----------------------------------------------------------------------------
+
+
+class ForkServerStartError(OSError):
+    """A fork server exited or said nothing before it was ready (a preload that crashes it)."""
+
+
+def _readable(sock_or_fd: socket.socket | int, *, write: bool = False) -> asyncio.Future[None]:
+    """Daemon loop: a future done once ``sock_or_fd`` is readable (data, EOF or a hang-up), or
+    writable with ``write``."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    fd = sock_or_fd if isinstance(sock_or_fd, int) else sock_or_fd.fileno()
+    add, remove = (loop.add_writer, loop.remove_writer) if write else (loop.add_reader, loop.remove_reader)
+
+    def ready() -> None:
+        remove(fd)
+        if not fut.done():
+            fut.set_result(None)
+
+    add(fd, ready)
+    fut.add_done_callback(lambda _: remove(fd))
+    return fut
+
+
+async def _send_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
+    """Daemon loop: send ``data`` with ``fds`` on the non-blocking ``sock``, waiting while its
+    buffer is full (many hosts asked for at once)."""
+    while True:
+        try:
+            socket.send_fds(sock, [data], fds)
+            return
+        except BlockingIOError:
+            await _readable(sock, write=True)
+
+
+class _PipeProtocol(asyncio.StreamReaderProtocol):
+    def eof_received(self) -> bool:
+        super().eof_received()
+        return False  # close the pipe at its EOF: uvloop would keep it open (asyncio closes it)
+
+
+async def _stream(fd: int) -> asyncio.StreamReader:
+    """Daemon loop: an asyncio reader of the pipe's read end ``fd`` (which it then owns and
+    closes at EOF)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**16)
+    await loop.connect_read_pipe(lambda: _PipeProtocol(reader), os.fdopen(fd, "rb", 0))
+    return reader
+
+
+class ForkedHost:
+    """One host a fork server started: the part of ``asyncio.subprocess.Process`` the daemon uses
+    (``pid``, ``returncode``, ``wait``, ``send_signal``, ``stdout``, ``stderr``). Its stdin's write
+    end stays open here until it exited: the host leaves when it sees that pipe's EOF."""
+
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        status: socket.socket,
+        stdin_w: int,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+    ) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdout = stdout
+        self.stderr = stderr
+        self._pidfd = pidfd
+        self._status = status
+        self._stdin_w = stdin_w
+        self._exited = asyncio.ensure_future(self._watch())
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the host; through its pidfd, so never another process that took its pid."""
+        if self.returncode is None:
+            signal.pidfd_send_signal(self._pidfd, sig)
+
+    async def _watch(self) -> int:
+        """Its exit status, from the fork server once it reaped the host; SIGKILL's if the server
+        died first (the host dies with it: its pidfd turns readable once it is gone)."""
+        try:
+            while True:
+                await _readable(self._status)
+                try:
+                    data = self._status.recv(PID.size)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                break
+            if len(data) == PID.size:
+                code: int = PID.unpack(data)[0]
+            else:
+                await _readable(self._pidfd)
+                code = -signal.SIGKILL
+            self.returncode = code
+            return code
+        finally:
+            self.returncode = -signal.SIGKILL if self.returncode is None else self.returncode
+            self._status.close()
+            os.close(self._stdin_w)
+            os.close(self._pidfd)
+
+
+class ForkServer:
+    """The daemon's side of its fork server: started on the first ``spawn``, started again when
+    it died, ended by ``close``. Daemon loop only."""
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir  # the server's own working folder (the daemon's folder of hosts)
+        self.proc: asyncio.subprocess.Process | None = None
+        self._ctl: socket.socket | None = None
+        self._lock = asyncio.Lock()
+
+    async def spawn(self, argv: Sequence[str], cwd: str, env: dict[str, str], stats_w: int) -> ForkedHost:
+        """Fork a host running ``python -m actorrt._host *argv`` in ``cwd`` with ``env``, its call
+        statistics written to ``stats_w`` (the caller keeps and closes its copy). Raises OSError
+        if the server cannot be started or does not answer."""
+        async with self._lock:
+            if self.proc is None or self.proc.returncode is not None:
+                await self._start(env)
+            assert self._ctl is not None
+            request = json.dumps({"argv": list(argv), "cwd": cwd, "env": env}).encode()
+            status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            ours: list[int] = []  # stdin's write end, stdout's and stderr's read ends
+            theirs: list[int] = []
+            try:
+                for host_reads in (True, False, False):  # stdin, stdout, stderr
+                    r, w = os.pipe()
+                    ours.append(w if host_reads else r)
+                    theirs.append(r if host_reads else w)
+                await _send_fds(self._ctl, request, [*theirs, stats_w, status_theirs.fileno()])
+            except BaseException as e:
+                status.close()
+                for fd in ours:
+                    os.close(fd)
+                if isinstance(e, OSError) and self.proc is not None and self.proc.returncode is None:
+                    self.proc.kill()  # it takes no more requests: the next spawn starts another
+                raise
+            finally:
+                status_theirs.close()
+                for fd in theirs:
+                    os.close(fd)
+            stdin_w, stdout_r, stderr_r = ours
+        try:
+            status.setblocking(False)
+            pid, pidfd = await asyncio.wait_for(self._answer(status), SPAWN_TIMEOUT_S)
+        except OSError as e:  # TimeoutError too
+            status.close()
+            for fd in ours:
+                os.close(fd)
+            raise OSError(f"the fork server did not start a host: {e or 'no answer'}") from e
+        return ForkedHost(pid, pidfd, status, stdin_w, await _stream(stdout_r), await _stream(stderr_r))
+
+    @staticmethod
+    async def _answer(status: socket.socket) -> tuple[int, int]:
+        while True:
+            await _readable(status)
+            try:
+                data, fds, _, _ = socket.recv_fds(status, PID.size, 1)
+            except BlockingIOError:
+                continue
+            if len(data) != PID.size or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                raise OSError("it closed the request unanswered")
+            return PID.unpack(data)[0], fds[0]
+
+    async def _start(self, env: dict[str, str]) -> None:
+        await self.close()
+        ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "actorrt._forkserver",  # serve()
+                str(theirs.fileno()),
+                stdin=asyncio.subprocess.DEVNULL,
+                cwd=self.workdir,
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # a Ctrl-C at the daemon's terminal is the daemon's to handle
+            )
+        except BaseException:
+            ctl.close()
+            raise
+        finally:
+            theirs.close()
+        self._ctl = ctl
+        ctl.setblocking(False)
+        ready = _readable(ctl)
+        exited = asyncio.ensure_future(self.proc.wait())
+        either: set[asyncio.Future[Any]] = {ready, exited}
+        try:
+            await asyncio.wait(either, timeout=START_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+            answer = ctl.recv(4096) if ready.done() else b""
+        except OSError:
+            answer = b""
+        finally:
+            ready.cancel()
+            exited.cancel()
+        if answer != READY:
+            proc = self.proc
+            await self.close()  # it exits on the socket's EOF, if it did not already
+            why = answer.decode(errors="replace") or f"exit status {proc.returncode}"
+            raise ForkServerStartError(f"the fork server did not start ({why})")
+
+    async def close(self) -> None:
+        """End the server: it exits once its last host did (hosts are the daemon's to end)."""
+        if self._ctl is not None:
+            self._ctl.close()
+            self._ctl = None
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), 5.0)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()

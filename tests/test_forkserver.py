@@ -1,0 +1,161 @@
+"""Actor hosts forked from their daemon's fork server (``actorrt._forkserver``).
+
+Each forked host is its own process as a new interpreter's would be (session, folder, random
+seeds, environment); a fork server that dies takes only its hosts along, and the daemon starts
+another; one that cannot start leaves the daemon starting hosts as new interpreters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import actorrt
+from tests.conftest import ProcCluster, fork_server_pids, host_pids, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@actorrt.remote_class
+class Probe:
+    def facts(self) -> dict[str, Any]:
+        import numpy
+
+        return {
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "sid": os.getsid(0),
+            "cwd": os.getcwd(),
+            "comm": Path("/proc/self/comm").read_text().strip(),
+            "cmdline": Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(),
+            "random": random.random(),
+            "numpy": float(numpy.random.rand()),
+            "token_in_env": "ACTORRT_TOKEN" in os.environ,
+            "stdin_is_pipe": Path("/proc/self/fd/0").resolve().name.startswith("pipe:"),
+        }
+
+
+@pytest.fixture
+def one_worker(tmp_path: Path) -> Iterator[ProcCluster]:
+    c = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _servers_of(daemon: int) -> list[int]:
+    return [pid for pid, parent in fork_server_pids().items() if parent == daemon]
+
+
+async def test_forked_hosts_are_each_their_own_process(one_worker: ProcCluster) -> None:
+    daemon = one_worker.procs[1].pid
+    async with one_worker.connect(log_to_driver=False):
+        a, b = await Probe.remote(), await Probe.remote()
+        fa, fb = await a.facts(), await b.facts()
+        [server] = _servers_of(daemon)
+        for f in (fa, fb):
+            assert f["ppid"] == server and host_pids()[f["pid"]] == daemon
+            assert f["sid"] == f["pid"]  # its own session and process group, as a spawned host's
+            assert f["comm"] == "actorrt-host" and "actorrt._forkserver" in f["cmdline"]
+            assert f"actorrt-worker-{daemon}-" in f["cwd"]
+            assert not f["token_in_env"] and f["stdin_is_pipe"]
+        assert fa["cwd"] != fb["cwd"]
+        assert fa["random"] != fb["random"] and fa["numpy"] != fb["numpy"]  # reseeded after the fork
+        await actorrt.kill(a)
+        c = await Probe.remote()
+        fc = await c.facts()
+        assert fc["ppid"] == server and fc["pid"] not in (fa["pid"], fb["pid"])
+        await actorrt.kill(b)
+        await actorrt.kill(c)
+
+
+async def test_a_killed_fork_server_takes_its_hosts_along_and_another_starts(one_worker: ProcCluster) -> None:
+    daemon = one_worker.procs[1].pid
+    async with one_worker.connect(log_to_driver=False):
+        a = await Probe.remote()
+        host = (await a.facts())["pid"]
+        [server] = _servers_of(daemon)
+        os.kill(server, signal.SIGKILL)
+        with pytest.raises(actorrt.ActorDiedError, match="signal 9"):
+            for _ in range(100):  # until the daemon told its owner
+                await a.facts()
+                await asyncio.sleep(0.05)
+        assert wait_until(lambda: host not in host_pids(), 5)
+        b = await Probe.remote()
+        fb = await b.facts()
+        [new_server] = _servers_of(daemon)
+        assert new_server != server and fb["ppid"] == new_server
+        assert wait_until(lambda: len([p for p, d in host_pids().items() if d == daemon]) == 2, 10)
+        await actorrt.kill(b)
+
+
+# Preloads that the fork server cannot live with; each is harmless to a host started on its own.
+CRASHES_THE_SERVER = """
+import os, sys
+if sys.argv[0].endswith("_forkserver.py"):
+    os._exit(3)
+"""
+STARTS_A_THREAD = """
+import threading, time
+threading.Thread(target=time.sleep, args=(3600,), name="preloaded-sleeper", daemon=True).start()
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "why"),
+    [
+        (CRASHES_THE_SERVER, "exit status 3"),
+        (STARTS_A_THREAD, "a preloaded module started threads (preloaded-sleeper): forking is not safe"),
+    ],
+    ids=["crashes-the-server", "starts-a-thread"],
+)
+async def test_hosts_start_as_new_interpreters_where_the_fork_server_cannot_start(
+    tmp_path: Path, module: str, why: str
+) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=0)
+    try:
+        (tmp_path / "unforkable.py").write_text(module)
+        cluster.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), cluster.env.get("PYTHONPATH")]))
+        worker = cluster.spawn(
+            "connect", "--address", cluster.address, "--cpus", "1", "--token", cluster.token, "--preload", "unforkable"
+        )
+        async with cluster.connect(log_to_driver=False):
+            f = await (await Probe.remote()).facts()
+        assert f["ppid"] == worker.pid and "-m actorrt._host" in f["cmdline"] and f["comm"] == "actorrt-host"
+        assert not _servers_of(worker.pid)
+        log_text = (cluster.home / "proc-1.log").read_text()
+        assert f"the fork server did not start ({why}); actor hosts start as new processes" in log_text
+    finally:
+        cluster.stop()
+
+
+async def test_the_fork_server_can_be_turned_off(tmp_path: Path) -> None:
+    cluster = ProcCluster(tmp_path / "home").start(workers=0)
+    try:
+        cluster.env["ACTORRT_FORK_SERVER"] = "0"
+        worker = cluster.spawn("connect", "--address", cluster.address, "--cpus", "1", "--token", cluster.token)
+        async with cluster.connect(log_to_driver=False):
+            f = await (await Probe.remote()).facts()
+        assert f["ppid"] == worker.pid and "-m actorrt._host" in f["cmdline"]
+        assert not _servers_of(worker.pid)
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize("args", [[], ["not-a-number"], ["0", "1"]])
+def test_a_fork_server_run_by_hand_says_what_it_is(args: list[str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "actorrt._forkserver", *args], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2
+    assert "actorrt._forkserver is started by a worker daemon" in out.stderr
