@@ -29,6 +29,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 from typing import Any
 
 from actorrt import _host, _metrics
@@ -49,11 +50,15 @@ def serve(ctl_fd: int) -> None:
     except ImportError:
         pass
     set_process_name(SERVER_NAME)
-    import threading
-
+    answer = READY
     if threading.active_count() > 1:  # a preload started threads: a fork would copy their locks, not them
         names = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
-        ctl.sendall(f"a preloaded module started threads ({', '.join(names)}): forking is not safe".encode())
+        answer = f"a preloaded module started threads ({', '.join(names)}): forking is not safe".encode()
+    try:
+        ctl.sendall(answer)
+    except OSError:  # the daemon gave up waiting, or is gone
+        return
+    if answer != READY:
         return
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -61,7 +66,6 @@ def serve(ctl_fd: int) -> None:
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only wakes the poll below
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     hosts: dict[int, socket.socket] = {}  # pid -> its status socket
-    ctl.sendall(READY)
     poller = select.poll()
     poller.register(ctl, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
