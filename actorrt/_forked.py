@@ -178,12 +178,15 @@ class ForkServer:
         self.proc: asyncio.subprocess.Process | None = None
         self._ctl: socket.socket | None = None
         self._lock = asyncio.Lock()
+        self._failed: ForkServerStartError | None = None  # it could not start: never tried again
 
     async def spawn(self, argv: Sequence[str], cwd: str, env: dict[str, str], stats_w: int) -> ForkedHost:
         """Fork a host running ``python -m actorrt._host *argv`` in ``cwd`` with ``env``, its call
         statistics written to ``stats_w`` (the caller keeps and closes its copy). Raises OSError
         if the server cannot be started or does not answer."""
         async with self._lock:
+            if self._failed is not None:  # the hosts that waited for that try
+                raise self._failed
             if self.proc is None or self.proc.returncode is not None:
                 await self._start(env)
             assert self._ctl is not None
@@ -270,7 +273,8 @@ class ForkServer:
             proc = self.proc
             await self.close()  # it exits on the socket's EOF, if it did not already
             why = answer.decode(errors="replace") or f"exit status {proc.returncode}"
-            raise ForkServerStartError(f"the fork server did not start ({why})")
+            self._failed = ForkServerStartError(f"the fork server did not start ({why})")
+            raise self._failed
 
     async def close(self) -> None:
         """End the server: it exits once its last host did (hosts are the daemon's to end)."""

@@ -203,8 +203,9 @@ class HostRunner:
             try:
                 return await self._forks.spawn(argv, workdir, env, stats_w)
             except _forked.ForkServerStartError as e:
-                log.warning("%s; actor hosts start as new processes from now on", e)
-                self._forks = None
+                if self._forks is not None:  # once, not once per host that waited for it
+                    log.warning("%s; actor hosts start as new processes from now on", e)
+                    self._forks = None
         env[_metrics.METRICS_FD_ENV] = str(stats_w)
         return await asyncio.create_subprocess_exec(
             sys.executable,
