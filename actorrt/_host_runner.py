@@ -1,8 +1,8 @@
 """The processes of a worker daemon's actor host pool: the I/O around ``HostPool``.
 
 One task per host (``_keep_host``) starts its process (forked by the daemon's fork server,
-``_forkserver``, or as a new interpreter where that is not available; never forked here, where
-gRPC's threads run), waits for its exit, cleans up after it (its process group, shared memory, working
+``_forkserver``, or as a new interpreter where there is none; never forked here, where gRPC's
+threads run), waits for its exit, cleans up after it (its process group, shared memory, working
 folder), reports, and starts a fresh one. Every host's output is drained whatever its shape, so
 no actor blocks in a print. ``measure`` enforces memory limits over each actor's whole process
 tree. Whatever the pool's transitions return (``Effects``) is sent here: events through the
