@@ -23,6 +23,7 @@ until its hosts exit (they do on their stdin's EOF, removing their shared memory
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import select
@@ -60,6 +61,9 @@ def serve(ctl_fd: int) -> None:
         return
     if answer != READY:
         return
+    # What the server imported stays shared with its hosts: a host's garbage collector would
+    # otherwise walk (and write to) every inherited object, copying their pages.
+    gc.freeze()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
