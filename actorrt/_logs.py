@@ -72,12 +72,31 @@ def print_actor_output(msg: pb.ActorOutput, out: TextIO | None = None, err: Text
     label = prefix(msg.class_name, msg.actor_id, msg.pid)
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        for line in msg.lines:  # one write per line: a print() elsewhere cannot land inside it
-            (err if line.stderr else out).write(f"{label} {line.text}\n")
-        out.flush()
-        err.flush()
+        for stream, is_err in ((out, False), (err, True)):
+            text = "".join(f"{label} {line.text}\n" for line in msg.lines if line.stderr == is_err)
+            if text:
+                _write_beside_the_program(stream, text)
     except (OSError, ValueError):  # a closed terminal must not break the session
         pass
+
+
+def _write_beside_the_program(stream: TextIO, text: str) -> None:
+    """Write whole lines, from the printer's thread, to a stream the program's threads print to.
+
+    A ``TextIOWrapper`` (``sys.stdout`` and ``sys.stderr`` are) is not thread-safe: before
+    Python 3.12.4 (CPython gh-118138, gh-119506) a write that lands while another thread's write
+    flushes into a full pipe can drop or garble text. So this thread never writes to it: the
+    lines, encoded as the wrapper would (characters it cannot encode escaped, not a reason to
+    drop the batch), go to its binary buffer, which holds a lock. What the program printed and
+    the wrapper still holds comes out after them. Other streams (a notebook's, a capture) get a
+    plain ``write``."""
+    buffer = getattr(stream, "buffer", None)
+    if not isinstance(stream, io.TextIOWrapper) or not isinstance(buffer, io.BufferedIOBase):
+        stream.write(text)
+        stream.flush()
+        return
+    buffer.write(text.encode(stream.encoding or "utf-8", "backslashreplace"))
+    buffer.flush()
 
 
 # How the master's own lines in an actor's output begin (a count of lines it dropped).
@@ -135,10 +154,8 @@ class OutputPrinter:
             if self._dropped:
                 dropped, self._dropped = self._dropped, 0
                 try:
-                    print(
-                        f"actorrt: {dropped} lines of actor output dropped (the terminal did not keep up)",
-                        file=sys.stderr,
-                        flush=True,
+                    _write_beside_the_program(
+                        sys.stderr, f"actorrt: {dropped} lines of actor output dropped (the terminal did not keep up)\n"
                     )
                 except (OSError, ValueError):
                     pass

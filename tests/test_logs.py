@@ -184,6 +184,23 @@ def test_client_prints_forwarded_lines_with_the_prefix() -> None:
     assert err.getvalue() == "(Counter pid=42 id=01234567) bad\n"
 
 
+def test_printed_lines_bypass_the_programs_text_wrapper_and_survive_its_encoding() -> None:
+    """sys.stdout is a TextIOWrapper, not thread-safe: the printer's thread writes encoded lines
+    to its binary buffer instead, leaving what the program's own thread has pending alone, and a
+    character the terminal cannot encode is escaped rather than costing the whole batch."""
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(io.BufferedWriter(raw), encoding="ascii")
+    out.write("the program's half-written line")  # pending in the wrapper, not yet flushed
+    msg = pb.ActorOutput(
+        actor_id="0123456789abcdef", class_name="C", pid=1, lines=[pb.OutputLine(text="d\u00e9j\u00e0 vu")]
+    )
+    _logs.print_actor_output(msg, out, io.StringIO())
+    assert raw.getvalue() == b"(C pid=1 id=01234567) d\\xe9j\\xe0 vu\n"
+    out.write(" ends\n")
+    out.flush()
+    assert raw.getvalue().endswith(b"vu\nthe program's half-written line ends\n")
+
+
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_daemon_log_lines_carry_ids(fmt: str) -> None:
     stream = io.StringIO()
