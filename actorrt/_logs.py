@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import io
+import itertools
 import json
 import logging
 import logging.handlers
@@ -72,10 +73,10 @@ def print_actor_output(msg: pb.ActorOutput, out: TextIO | None = None, err: Text
     label = prefix(msg.class_name, msg.actor_id, msg.pid)
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        for stream, is_err in ((out, False), (err, True)):
-            text = "".join(f"{label} {line.text}\n" for line in msg.lines if line.stderr == is_err)
-            if text:
-                _write_beside_the_program(stream, text)
+        # One write per run of lines to the same stream: the order between stdout and stderr
+        # lines stays the actor's on a terminal showing both.
+        for is_err, run in itertools.groupby(msg.lines, key=lambda line: line.stderr):
+            _write_beside_the_program(err if is_err else out, "".join(f"{label} {line.text}\n" for line in run))
     except (OSError, ValueError):  # a closed terminal must not break the session
         pass
 

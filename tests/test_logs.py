@@ -182,6 +182,13 @@ def test_client_prints_forwarded_lines_with_the_prefix() -> None:
     _logs.print_actor_output(msg, out, err)
     assert out.getvalue() == "(Counter pid=42 id=01234567) hi\n"
     assert err.getvalue() == "(Counter pid=42 id=01234567) bad\n"
+    # Both streams on one terminal: the actor's order between them is kept.
+    both, texts = io.StringIO(), ["a", "warn 1", "b", "warn 2", "warn 3", "c"]
+    lines = [pb.OutputLine(text=t, stderr=t.startswith("warn")) for t in texts]
+    _logs.print_actor_output(
+        pb.ActorOutput(actor_id="0123456789abcdef", class_name="C", pid=1, lines=lines), both, both
+    )
+    assert [line.split(") ")[1] for line in both.getvalue().splitlines()] == texts
 
 
 def test_printed_lines_bypass_the_programs_text_wrapper_and_survive_its_encoding() -> None:
