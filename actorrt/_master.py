@@ -544,10 +544,25 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     # ---- housekeeping -----------------------------------------------------------------------
 
-    def sweep(self, period_s: float = 0.0) -> None:
+    def sweep(self, period_s: float = 0.0, stalled_s: float = 0.0) -> None:
         """Drop silent workers and clients past their grace period. Called every ``period_s``
         seconds: a worker silent for more than the timeout less one period is dropped now, so a
-        lost node is always detected within ``worker_timeout_s`` of its last heartbeat."""
+        lost node is always detected within ``worker_timeout_s`` of its last heartbeat.
+
+        ``stalled_s``: how much later than due this sweep runs. Past a period, the master itself
+        was not running (a stopped or starved process; an embedded master's loop blocked by the
+        user's code, which blocks its worker's heartbeats too): the heartbeats of that time may
+        still wait unread, so the stall is not counted as the workers' silence."""
+        if stalled_s > period_s:
+            # A warning where it would have cost workers; an embedded master's loop blocked
+            # for a few seconds by the script (building a model) is routine.
+            log.log(
+                logging.WARNING if stalled_s >= self.worker_timeout_s else logging.INFO,
+                "the master did not run for %.1fs (its process was stopped or its event loop "
+                "blocked); that time does not count against its workers' heartbeats",
+                stalled_s,
+            )
+            self.table.excuse(stalled_s)
         for worker_id in self.table.stale_workers(self.worker_timeout_s - period_s):
             queue = self._to_worker.get(worker_id)
             if queue is not None:
@@ -675,9 +690,13 @@ class Master(Service):
 
     async def _sweep_forever(self) -> None:
         period = min(1.0, self.servicer.worker_timeout_s / 4, self.servicer.client_grace_s / 4)
+        clock = self.servicer.table.clock
+        due = clock() + period
         while True:
-            await asyncio.sleep(period)
-            self.servicer.sweep(period)
+            await asyncio.sleep(max(0.0, due - clock()))
+            now = clock()
+            self.servicer.sweep(period, stalled_s=now - due)
+            due = now + period
 
     async def _close(self) -> None:
         if self._sweeper is not None:

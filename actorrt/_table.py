@@ -289,6 +289,17 @@ class ClusterTable:
             if actor is not None:
                 actor.rss_bytes = value
 
+    def excuse(self, seconds: float) -> None:
+        """The master did not run for ``seconds`` (its process was stopped, or busy: an embedded
+        master shares its loop with the user's code). It could read no heartbeat and serve no
+        reconnecting client meanwhile, so that time does not count as anyone's silence."""
+        now = self.clock()
+        for worker in self.workers.values():
+            worker.last_seen = min(now, worker.last_seen + seconds)
+        for client in self.clients.values():
+            if client.lost_at is not None:
+                client.lost_at = min(now, client.lost_at + seconds)
+
     def stale_workers(self, timeout_s: float) -> list[str]:
         deadline = self.clock() - timeout_s
         return [w.worker_id for w in self.workers.values() if w.last_seen < deadline]

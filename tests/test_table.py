@@ -125,6 +125,21 @@ def test_silent_workers_and_lost_clients_expire() -> None:
     assert [a.actor_id for a in stopped] == [p.actor_id] and stopped[0].stopping
 
 
+def test_time_the_master_did_not_run_is_not_counted_as_silence() -> None:
+    """``excuse``: a stall of the master's own is added to every worker's last heartbeat and
+    every lost client's grace, never past now; silence before and after it still counts."""
+    t, wid, clock = table_with_worker()
+    t.client_lost("c1")
+    clock.now += 8  # 3 s of silence, then the master stalls 5 s
+    t.excuse(5)
+    assert t.stale_workers(3.5) == [] and t.expired_clients(3.5) == []
+    assert t.stale_workers(2.5) == [wid] and t.expired_clients(2.5) == ["c1"]
+    t.excuse(100)  # longer than the silence: last seen now, not in the future
+    assert t.workers[wid].last_seen == clock.now and t.clients["c1"].lost_at == clock.now
+    clock.now += 11
+    assert t.stale_workers(10) == [wid] and t.expired_clients(10) == ["c1"]
+
+
 def test_a_returning_client_keeps_its_actors() -> None:
     t, _, clock = table_with_worker()
     t.request(Request("c1", 1))
