@@ -108,7 +108,7 @@ def test_impala_demo_solves_cartpole_without_collapsing(tmp_path: Path) -> None:
     A collapse lasts: the check is on the median of 10 consecutive updates, not on one. One
     update's batch is one rollout, and its entropy is the learner's policy on the states that
     rollout's (older) policy visited; a CI run once saw a single update at 0.024 on seed 1,
-    which 74 runs here (seeds 0-4, idle and beside 1-4 busy processes) never came near
+    which 74 runs here (seeds 0-4, idle and beside 1-3 busy processes) never came near
     (lowest 0.29, at a lag of 16). The lowest single update is in the failure message.
     """
     lines, floors = [], []
