@@ -690,7 +690,7 @@ class Master(Service):
 
     async def _sweep_forever(self) -> None:
         period = min(1.0, self.servicer.worker_timeout_s / 4, self.servicer.client_grace_s / 4)
-        clock = self.servicer.table.clock
+        clock = self.table.clock
         due = clock() + period
         while True:
             await asyncio.sleep(max(0.0, due - clock()))
