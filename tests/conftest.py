@@ -13,10 +13,12 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import inspect
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,9 +48,11 @@ os.environ.setdefault("ACTORRT_VALIDATE", "1")
 SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"
 os.environ["ACTORRT_TEST_SESSION"] = SESSION_TAG.split("=", 1)[1]
 # Embedded clusters keep actor log files under ACTORRT_HOME (default ~/.actorrt): not in ~. Each
-# pytest-xdist worker gets its own (a worker inherits its controller's environment).
+# pytest-xdist worker gets its own (a worker inherits its controller's environment), removed when
+# the process exits.
 if not os.environ.get("ACTORRT_HOME") or os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["ACTORRT_HOME"] = tempfile.mkdtemp(prefix="actorrt-test-home-")
+    atexit.register(shutil.rmtree, os.environ["ACTORRT_HOME"], ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
