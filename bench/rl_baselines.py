@@ -144,7 +144,7 @@ def run_sb3(algo: str, seed: int, cap: int) -> dict:
     else:
         model = A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu")
     callback = StopWhenSolved()
-    model.learn(total_timesteps=cap, callback=callback)
+    _sb3_quiet(model).learn(total_timesteps=cap, callback=callback)
     wall = time.perf_counter() - callback.start
     return {"solved": callback.solved, "env_steps": int(model.num_timesteps), "wall_s": wall}
 
@@ -162,6 +162,15 @@ def _sb3_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _sb3_quiet(model: Any) -> Any:
+    """``model`` with a logger that writes nothing: SB3's default one makes a ``/tmp/SB3-<time>``
+    folder on every ``learn`` even when it logs nothing (``verbose=0``)."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 def main_cartpole(args: argparse.Namespace) -> None:
@@ -457,7 +466,7 @@ def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
         seed=seed,
         device="cpu",
     )
-    model.learn(total_timesteps=steps, callback=_sb3_tracking(tracker, 0))
+    _sb3_quiet(model).learn(total_timesteps=steps, callback=_sb3_tracking(tracker, 0))
     # SB3 counts epochs in _n_updates; "updates" on both sides is one per rollout.
     return tracker.result(int(model.num_timesteps), int(model._n_updates) // hp["n_epochs"])
 
@@ -560,7 +569,7 @@ def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_st
     tracker = _Tracker(_checkpoints(steps, quick))
 
     env = make_vec_env(env_id, n_envs=1, seed=seed)
-    model = _sb3_offpolicy_model(algo, env, seed, learning_starts)
+    model = _sb3_quiet(_sb3_offpolicy_model(algo, env, seed, learning_starts))
     model.learn(total_timesteps=steps, callback=_sb3_tracking(tracker, learning_starts))  # type: ignore[attr-defined]
     return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
 
@@ -610,7 +619,7 @@ def run_micro(env_id: str, rounds: int, per_round: int, ours: Sequence[str] = ("
     if _sb3_available():
         from stable_baselines3.common.env_util import make_vec_env
 
-        model = _sb3_offpolicy_model(algo, make_vec_env(env_id, n_envs=1, seed=0), 0, 0)
+        model = _sb3_quiet(_sb3_offpolicy_model(algo, make_vec_env(env_id, n_envs=1, seed=0), 0, 0))
         model._setup_learn(total_timesteps=1)  # type: ignore[attr-defined]  # logger, progress
         buf = model.replay_buffer  # type: ignore[attr-defined]
         for i in range(fill):
