@@ -59,12 +59,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default="localhost:8010", help="the master's host:port")
     args = parser.parse_args()
+    start = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="parl-migration-") as folder:
+        os.chdir(folder)  # where the distributed files are written: removed at the end
+        try:
+            run(args.address)
+        finally:
+            os.chdir(start)
 
-    os.chdir(tempfile.mkdtemp(prefix="parl-migration-"))
+
+def run(address: str) -> None:
     os.makedirs("config")
     with open("config/episode_length.txt", "w") as f:
         f.write("100")
-    parl.connect(args.address, distributed_files=["config"])
+    parl.connect(address, distributed_files=["config"])
 
     simulators = [Simulator(seed) for seed in range(3)]
     returns = [sim.rollout() for sim in simulators]

@@ -505,16 +505,17 @@ def test_forked_children_connect_while_the_parent_does_not(cluster: ProcCluster)
 # ---- the example -------------------------------------------------------------------------------
 
 
-def test_parl_migration_example_runs(cluster: ProcCluster) -> None:
+def test_parl_migration_example_runs_and_removes_its_folder(cluster: ProcCluster, tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "parl_migration.py"), "--address", cluster.address],
         capture_output=True,
         text=True,
         timeout=120,
-        env=dict(os.environ, ACTORRT_TOKEN=cluster.token),
+        env=dict(os.environ, ACTORRT_TOKEN=cluster.token, TMPDIR=str(tmp_path)),
     )
     assert run.returncode == 0, run.stderr
     assert "all remote objects answered" in run.stdout
+    assert not list(tmp_path.glob("parl-migration-*"))  # the distributed files' folder is gone
 
 
 def test_n_gpu_gives_the_object_its_own_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
