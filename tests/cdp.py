@@ -25,6 +25,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -188,6 +189,9 @@ class Chromium:
         if binary is None:
             raise FileNotFoundError("chromium is not installed (Debian: apt-get install chromium)")
         profile.mkdir(parents=True, exist_ok=True)
+        # Its singleton socket's folder (org.chromium.Chromium.*, under TMPDIR), which it leaves
+        # when killed: in a short-named folder of ours (the socket's path must fit 107 bytes).
+        self.tmp = tempfile.mkdtemp(prefix="cdp-")
         self.log = open(profile / "chromium.log", "wb")  # closed in close()
         self.proc = subprocess.Popen(
             [
@@ -206,6 +210,7 @@ class Chromium:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=dict(os.environ, TMPDIR=self.tmp),
         )
         self.pages: list[Page] = []
         port_file = profile / "DevToolsActivePort"
@@ -241,6 +246,7 @@ class Chromium:
         except (ProcessLookupError, PermissionError):
             pass
         self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> Chromium:
         return self
