@@ -4,7 +4,7 @@
 #   ./dev.sh test [ARGS]     lint, then the test suite on 2 workers (what CI runs); ARGS go to pytest
 #   ./dev.sh lint            ruff check, ruff format --check and mypy over the project
 #   ./dev.sh bench [ARGS]    bench/actor_calls.py
-#   ./dev.sh setup           only create .venv and install (torch 2.13.0 CPU first)
+#   ./dev.sh setup           only create .venv and install (torch 2.13.0 first)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -28,7 +28,8 @@ setup() {
     local stamp="$VENV/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
     if [ ! -f "$stamp" ]; then
         echo "setting up $VENV (first run only)..." >&2
-        # The CPU build of torch first: anything that depends on torch then finds it satisfied.
+        # torch first: anything that depends on torch then finds it satisfied. (A CPU build where
+        # pip's index has one; see the README for PyTorch's CPU index.)
         pip_install torch==2.13.0
         pip_install -e '.[dev,rl,atari]'
         # MuJoCo (CPU wheels, a few seconds) is optional: its examples and tests skip without it.
