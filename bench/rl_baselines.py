@@ -51,7 +51,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     import rl
@@ -164,12 +164,15 @@ def _sb3_available() -> bool:
     return True
 
 
-def _sb3_quiet(model: Any) -> Any:
+_Model = TypeVar("_Model")
+
+
+def _sb3_quiet(model: _Model) -> _Model:
     """``model`` with a logger that writes nothing: SB3's default one makes a ``/tmp/SB3-<time>``
     folder on every ``learn`` even when it logs nothing (``verbose=0``)."""
     from stable_baselines3.common.logger import Logger
 
-    model.set_logger(Logger(folder=None, output_formats=[]))
+    cast(Any, model).set_logger(Logger(folder=None, output_formats=[]))
     return model
 
 
