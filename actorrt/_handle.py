@@ -513,8 +513,9 @@ class ActorConnection:
         await self._teardown()
 
     async def _teardown(self) -> None:
-        if self._reader is not None and self._reader is not asyncio.current_task():
-            self._reader.cancel()
+        reader = self._reader
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()
         if self._call is not None:
             self._call.cancel()
         links, self._links, self.bulk = self._links, {}, None
@@ -525,7 +526,8 @@ class ActorConnection:
         self._bulk_offers = self._bulk_reopens = 0
         if self._channel is not None:
             await self._channel.close(grace=None)
-        self._reader = None
+        if self._reader is reader:  # not a new stream's, opened meanwhile (a restart's move)
+            self._reader = None
 
 
 _warned_no_bulk: set[str] = set()
