@@ -349,6 +349,10 @@ async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "secret.txt").write_text("shipped")
     monkeypatch.chdir(tmp_path)
+    # The daemons' folders in a temp dir of this test's own: a daemon that another test starts
+    # meanwhile (the other pytest worker's) would remove the killed one's folders from /tmp too.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
     try:
         daemon = cluster.procs[1]
@@ -358,7 +362,7 @@ async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
             host = await a.pid()
             hosts = {pid for pid, ppid in host_pids().items() if ppid == daemon.pid}
             folders = {Path(os.readlink(f"/proc/{pid}/cwd")) for pid in hosts}
-            assert len(folders) == 2 and all(f.is_dir() for f in folders)
+            assert len(folders) == 2 and all(f.is_dir() and tmp_path / "tmp" in f.parents for f in folders)
             assert (Path(os.readlink(f"/proc/{host}/cwd")) / "data" / "secret.txt").exists()
             daemon.kill()
             daemon.wait()
