@@ -49,10 +49,10 @@ SESSION_TAG = f"ACTORRT_TEST_SESSION={os.getpid()}-{time.time_ns()}"
 os.environ["ACTORRT_TEST_SESSION"] = SESSION_TAG.split("=", 1)[1]
 # Embedded clusters keep actor log files under ACTORRT_HOME (default ~/.actorrt): not in ~. Each
 # pytest-xdist worker gets its own (a worker inherits its controller's environment), removed when
-# the process exits. Actor hosts that import this module (a test's class unpickled by reference)
-# keep the one of the pytest process they descend from.
+# the process exits; one set outside a worker is kept. Actor hosts that import this module (a
+# test's class unpickled by reference) keep the one of the pytest process they descend from.
 _HOME_FOR = os.environ.get("PYTEST_XDIST_WORKER", "")
-if not os.environ.get("ACTORRT_HOME") or os.environ.get("ACTORRT_TEST_HOME_FOR") != _HOME_FOR:
+if os.environ.get("ACTORRT_TEST_HOME_FOR") != _HOME_FOR and (not os.environ.get("ACTORRT_HOME") or _HOME_FOR):
     os.environ["ACTORRT_HOME"] = tempfile.mkdtemp(prefix="actorrt-test-home-")
     os.environ["ACTORRT_TEST_HOME_FOR"] = _HOME_FOR
     atexit.register(shutil.rmtree, os.environ["ACTORRT_HOME"], ignore_errors=True)
