@@ -54,6 +54,7 @@ log = logging.getLogger("actorrt.client")
 
 PLACE_ATTEMPTS = 5  # placements of one actor whose host was gone before its constructor ran
 DEATH_GRACE_S = 2.0  # how long a construction reported dead may still say how it ended
+PLACEMENT_WARN_S = 10.0  # a placement still waiting this long is logged (every slot may be taken)
 _VALIDATE = os.environ.get("ACTORRT_VALIDATE") == "1"
 
 
@@ -473,12 +474,25 @@ class Cluster:
         request_id = self.state.request(msg, fut)
         assert self._session is not None
         self._session.send(msg)
+        res = place.resources
+        warning = self.loop.call_later(
+            PLACEMENT_WARN_S,
+            log.warning,
+            "%s has waited %gs for a free slot (it asks for cpus=%g gpus=%g; it fails after %s): every "
+            "slot may be taken, see `actorrt status`",
+            class_name,
+            PLACEMENT_WARN_S,
+            res.num_cpus,
+            res.num_gpus,
+            f"{asked_s:g}s" if asked_s > 0 else "no limit",
+        )
         try:
             # The master enforces the timeout; the margin covers a master that went away.
             return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)
         except TimeoutError as e:
             raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
         finally:
+            warning.cancel()
             if self.state.withdraw(request_id) and self._session is not None and not self.closed:
                 self._session.send(pb.ClientEvent(withdraw_placement=pb.WithdrawPlacement(request_id=request_id)))
             self._checked()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 import actorrt
+import actorrt._client
 from tests.conftest import ProcCluster
 
 
@@ -148,12 +150,21 @@ async def test_constructor_error_raises_and_frees_the_slot(cluster: ProcCluster)
         assert isinstance(info.value, RuntimeError)
 
 
-async def test_placement_waits_for_a_free_slot_then_times_out(cluster: ProcCluster) -> None:
+async def test_placement_waits_for_a_free_slot_then_times_out(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(actorrt._client, "PLACEMENT_WARN_S", 0.2)
     async with cluster.connect() as c:
         a, b = await asyncio.gather(Counter.remote(1), Counter.remote(2))  # both slots taken
-        waiting = Counter.remote(3)  # queued: sent now, placed when a slot frees
-        await asyncio.sleep(0.3)
+        with caplog.at_level(logging.WARNING, logger="actorrt.client"):
+            waiting = Counter.remote(3)  # queued: sent now, placed when a slot frees
+            await asyncio.sleep(0.5)
         assert not waiting.done()
+        said = [r.getMessage() for r in caplog.records if "for a free slot" in r.getMessage()]
+        assert said == [
+            "Counter has waited 0.2s for a free slot (it asks for cpus=1 gpus=0; it fails after 300s): "
+            "every slot may be taken, see `actorrt status`"
+        ], said
         status = await c.status()
         assert status.placements_waiting == 1 and status.slots_free == 0
         await actorrt.kill(a)

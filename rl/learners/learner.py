@@ -597,10 +597,15 @@ class Learner:
         return getter.result()
 
     async def _stop_pumps(self) -> None:
+        """Stop the pumps, then wait for the collect calls they had queued on each collector (a
+        call ordered after them returns once they ran): ``train`` returns with its collectors
+        idle and, when they feed a replay actor, nothing more on its way there."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._pool is not None:
+            await asyncio.gather(*[handle.pid() for handle in self._pool.handles], return_exceptions=True)
 
     async def _train_async_collection(self, total_steps: int, stop_at: float | None) -> bool:
         """IMPALA: collectors never wait for the learner; a bounded queue keeps memory flat."""

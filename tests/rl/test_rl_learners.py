@@ -414,6 +414,29 @@ def test_a_replay_actor_keeps_the_priority_of_a_slot_overwritten_since_it_was_sa
     assert tree[np.unique(batch.indices)].max() < 0.1  # fresh rows take their TD errors
 
 
+def test_off_policy_training_returns_with_nothing_left_to_add_to_the_replay_actor(rl_cluster: actorrt.Cluster) -> None:
+    """Collect calls still queued on a collector when ``train`` reaches its step count finish
+    before it returns: nothing is added to the replay actor afterwards, so a checkpoint saved
+    next holds all this run will ever put there (and no collector works on for the learner)."""
+    scheme = off_policy_scheme(1, updates_per_step=0.25, replay="actor")  # with the replay actor: 2 slots
+    options: dict[str, Any] = {"batch_size": 32, "learning_starts": 10_000}  # no update: the learner waits on rollouts
+
+    async def go() -> list[int]:
+        async with Learner(make_sac, PENDULUM, scheme, replay=_pendulum_replay(), **options) as learner:
+            sizes = []
+            for total in (256, 512):
+                await learner.train(total)
+                assert learner.replay_actor is not None
+                sizes.append(await learner.replay_actor.size())  # not queued behind the collector's calls
+                await asyncio.sleep(0.5)
+                sizes.append(await learner.replay_actor.size())
+            return sizes
+
+    sizes = on(rl_cluster, go())
+    assert sizes[0] == sizes[1] and sizes[2] == sizes[3], sizes
+    assert sizes[2] >= 512, sizes
+
+
 # -- off-policy checkpoints --------------------------------------------------------------------------
 
 
