@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("rl.learner")
+SETTLE_S = 60.0  # how long train() waits, when it ends, for the collect calls it had queued
 T = TypeVar("T")
 
 
@@ -604,8 +605,19 @@ class Learner:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._pool is not None:
-            await asyncio.gather(*[handle.pid() for handle in self._pool.handles], return_exceptions=True)
+        if self._pool is None:
+            return
+        settled = [asyncio.ensure_future(handle.pid()) for handle in self._pool.handles]
+        done, late = await asyncio.wait(settled, timeout=SETTLE_S)
+        for fut in done:
+            if not fut.cancelled():
+                fut.exception()  # a dead collector's error: the next train() replaces it
+        for fut in late:
+            fut.cancel()
+        if late:
+            log.warning(
+                "%d of %d collectors were still busy %gs after training stopped", len(late), len(settled), SETTLE_S
+            )
 
     async def _train_async_collection(self, total_steps: int, stop_at: float | None) -> bool:
         """IMPALA: collectors never wait for the learner; a bounded queue keeps memory flat."""

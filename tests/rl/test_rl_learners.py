@@ -4,6 +4,7 @@ replaced, checkpoints resume, and schemes that do not fit fail at construction."
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import Coroutine, Iterator
@@ -15,6 +16,7 @@ import pytest
 
 import actorrt
 import rl
+import rl.learners.learner
 from rl.collector import env_spaces
 from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme, off_policy_scheme
 from rl.metrics import LearnerMetrics
@@ -414,10 +416,13 @@ def test_a_replay_actor_keeps_the_priority_of_a_slot_overwritten_since_it_was_sa
     assert tree[np.unique(batch.indices)].max() < 0.1  # fresh rows take their TD errors
 
 
-def test_off_policy_training_returns_with_nothing_left_to_add_to_the_replay_actor(rl_cluster: actorrt.Cluster) -> None:
+def test_off_policy_training_returns_with_nothing_left_to_add_to_the_replay_actor(
+    rl_cluster: actorrt.Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Collect calls still queued on a collector when ``train`` reaches its step count finish
     before it returns: nothing is added to the replay actor afterwards, so a checkpoint saved
-    next holds all this run will ever put there (and no collector works on for the learner)."""
+    next holds all this run will ever put there (and no collector works on for the learner).
+    The wait is bounded: past it ``train`` returns anyway, says so, and the next one goes on."""
     scheme = off_policy_scheme(1, updates_per_step=0.25, replay="actor")  # with the replay actor: 2 slots
     options: dict[str, Any] = {"batch_size": 32, "learning_starts": 10_000}  # no update: the learner waits on rollouts
 
@@ -430,11 +435,18 @@ def test_off_policy_training_returns_with_nothing_left_to_add_to_the_replay_acto
                 sizes.append(await learner.replay_actor.size())  # not queued behind the collector's calls
                 await asyncio.sleep(0.5)
                 sizes.append(await learner.replay_actor.size())
+            monkeypatch.setattr(rl.learners.learner, "SETTLE_S", 0.0)
+            with caplog.at_level(logging.WARNING, logger="rl.learner"):
+                await learner.train(768)
+            await learner.train(1024)
+            sizes.append(learner.env_steps)
             return sizes
 
     sizes = on(rl_cluster, go())
     assert sizes[0] == sizes[1] and sizes[2] == sizes[3], sizes
-    assert sizes[2] >= 512, sizes
+    assert sizes[2] >= 512 and sizes[4] >= 1024, sizes
+    said = [r.getMessage() for r in caplog.records if r.name == "rl.learner"]
+    assert said and set(said) == {"1 of 1 collectors were still busy 0s after training stopped"}, said
 
 
 # -- off-policy checkpoints --------------------------------------------------------------------------
