@@ -12,7 +12,14 @@ from rl.learners.learner import (
     impala_scheme,
     off_policy_scheme,
 )
-from rl.learners.workers import GradientWorker, RemoteCollector, ReplayActor, ReplayLostError, concat_rollouts
+from rl.learners.workers import (
+    GradientWorker,
+    RemoteCollector,
+    ReplayActor,
+    ReplayLostError,
+    WorkerFailedError,
+    concat_rollouts,
+)
 
 __all__ = [
     "ESLearner",
@@ -25,6 +32,7 @@ __all__ = [
     "ReplayLostError",
     "Scheme",
     "SchemeError",
+    "WorkerFailedError",
     "a2c_scheme",
     "concat_rollouts",
     "impala_scheme",

@@ -28,6 +28,7 @@ from rl.agent import Agent
 from rl.algorithms.cmaes import CMAES
 from rl.algorithms.es import ES, NoiseTable
 from rl.learners.learner import LearnerResult
+from rl.learners.workers import Deaths
 from rl.logger import TrainingLogger
 from rl.networks import MLPPolicy
 
@@ -163,6 +164,7 @@ class ESLearner:
         self.seed = seed
         self.logger = logger
         self.handles: list[Any] = []
+        self._deaths = Deaths("ESWorker", num_workers)
         self.env_steps = 0
         self.replaced = 0
         self._spawned = 0
@@ -180,7 +182,15 @@ class ESLearner:
         )
 
     async def start(self) -> ESLearner:
-        self.handles = list(await asyncio.gather(*[self._spawn() for _ in range(self.num_workers)]))
+        """Start the workers; if any of them cannot start, stop those that did and raise."""
+        if self.handles:
+            raise RuntimeError("this ESLearner was started already")
+        built = await asyncio.gather(*[self._spawn() for _ in range(self.num_workers)], return_exceptions=True)
+        self.handles = [h for h in built if not isinstance(h, BaseException)]
+        for failed in built:
+            if isinstance(failed, BaseException):
+                await self.close()
+                raise failed
         return self
 
     async def close(self) -> None:
@@ -195,16 +205,32 @@ class ESLearner:
 
     async def _evaluate_share(self, i: int, method: str, *args: Any) -> tuple:
         """Worker ``i`` evaluates its share (``method(*args)``); if it dies, a new worker takes its
-        place and the share."""
+        place and the share (:class:`WorkerFailedError` when its replacements keep dying)."""
         while True:
             try:
-                return await getattr(self.handles[i], method)(*args)
+                result = await getattr(self.handles[i], method)(*args)
             except actorrt.ActorDiedError as e:
+                self._deaths.died(i, e)
                 self.replaced += 1
                 log.warning("ESWorker %d died (%s); replacing it", i, e)
                 if self.logger is not None:
                     self.logger.note(f"ESWorker {i} died ({e}); replaced")
                 self.handles[i] = await self._spawn()
+            else:
+                self._deaths.answered(i)
+                return result
+
+    async def _evaluate(self, shares: list[Any]) -> list[tuple]:
+        """Every share at once; if one fails, the others are cancelled (no replacement is started
+        for a worker that ``close`` kills after) and its error is raised."""
+        tasks = [asyncio.ensure_future(share) for share in shares]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     @property
     def mean_return(self) -> float:
@@ -218,6 +244,10 @@ class ESLearner:
         self, total_steps: int, solved_return: float | None = None, stop_when_solved: bool = True
     ) -> LearnerResult:
         """Generations until ``total_steps`` env steps or, with ``stop_when_solved``, until solved."""
+        if not self.handles:
+            raise RuntimeError(
+                "start the ESLearner first: `async with ESLearner(...) as learner:` or `await learner.start()`"
+            )
         start = time.perf_counter()
         start_steps = self.env_steps
         ever_solved = False
@@ -228,8 +258,8 @@ class ESLearner:
             if isinstance(self.es, ES):
                 offsets = self.es.ask()
                 shares = np.array_split(offsets, w)
-                results = await asyncio.gather(
-                    *[
+                results = await self._evaluate(
+                    [
                         self._evaluate_share(i, "evaluate", theta, shares[i], self.es.sigma, episodes[i])
                         for i in range(w)
                     ]
@@ -241,8 +271,8 @@ class ESLearner:
             else:
                 candidates = self.es.ask()
                 parts = np.array_split(candidates, w)
-                results = await asyncio.gather(
-                    *[self._evaluate_share(i, "evaluate_candidates", theta, parts[i], episodes[i]) for i in range(w)]
+                results = await self._evaluate(
+                    [self._evaluate_share(i, "evaluate_candidates", theta, parts[i], episodes[i]) for i in range(w)]
                 )
                 stats = self.es.tell(candidates, np.concatenate([r[0] for r in results]))
                 results = [r[1:] for r in results]

@@ -24,6 +24,7 @@ event loop; updates run in a worker thread so the loop keeps receiving rollouts 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import time
@@ -42,6 +43,7 @@ from rl.algorithms import DQN, IMPALA, PPO
 from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.collector import Collector, CollectorConfig
 from rl.learners.workers import (
+    Deaths,
     Fed,
     GradientWorker,
     RemoteCollector,
@@ -221,6 +223,10 @@ class _Pool:
     configs: list[CollectorConfig]
     handles: list[Any] = field(default_factory=list)
     generation: int = 0
+    deaths: Deaths = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deaths = Deaths(self.cls.__name__, len(self.configs))
 
 
 class Learner:
@@ -270,6 +276,11 @@ class Learner:
         """Broadcast timings in flight: the loop keeps only weak references to tasks."""
         self._started = 0.0
         self._executor: ThreadPoolExecutor | None = None
+        self._phase: Literal["new", "started", "closed"] = "new"
+        self._training = False
+        self._start_steps = 0
+        self._send_error: BaseException | None = None
+        """What a call sent without awaiting it (:meth:`_send`) failed with, other than a death."""
         if scheme.replay != "none" and replay is None:
             raise SchemeError(
                 f"replay={scheme.replay!r} needs a replay storage: Learner(..., replay=rl.UniformReplay(...))"
@@ -299,7 +310,10 @@ class Learner:
 
     async def start(self) -> Learner:
         """Start the remote workers (and the replay actor); if any of them cannot start, stop
-        those that did and raise."""
+        those that did and raise. A Learner starts once."""
+        if self._phase != "new":
+            raise RuntimeError(f"this Learner was {self._phase} already: a Learner starts once")
+        self._phase = "started"
         try:
             return await self._start()
         except BaseException:
@@ -318,11 +332,14 @@ class Learner:
         else:
             self._local = Collector(self.config, self.agent, self.env_fn)
         if self._pool is not None:
-            self._pool.handles = list(
-                await asyncio.gather(
-                    *[self._pool.cls.remote(c, self.make_agent, self.env_fn) for c in self._pool.configs]
-                )
+            built = await asyncio.gather(
+                *[self._pool.cls.remote(c, self.make_agent, self.env_fn) for c in self._pool.configs],
+                return_exceptions=True,
             )
+            self._pool.handles = [h for h in built if not isinstance(h, BaseException)]  # close() stops them
+            for failed in built:
+                if isinstance(failed, BaseException):
+                    raise failed
             weights = self.agent.get_weights()
             await asyncio.gather(*[h.set_weights(weights, self.version) for h in self._pool.handles])
             if self._warmup:
@@ -339,8 +356,9 @@ class Learner:
     async def _call_all(self, method: str) -> list[Any]:
         """Call ``method`` on every worker at once; the results of those that answered. A worker
         that died is replaced (it answers next round); any other error is raised."""
-        assert self._pool is not None
-        results = await asyncio.gather(*[getattr(h, method)() for h in self._pool.handles], return_exceptions=True)
+        pool = self._pool
+        assert pool is not None
+        results = await asyncio.gather(*[getattr(h, method)() for h in pool.handles], return_exceptions=True)
         answered = []
         for i, result in enumerate(results):
             if isinstance(result, BaseException):
@@ -348,37 +366,55 @@ class Learner:
                     raise result
                 await self._replace(i, result)
             else:
+                pool.deaths.answered(i)
                 answered.append(result)
         return answered
 
     async def _replace(self, i: int, error: BaseException) -> Any:
-        """A worker died: start another in its place with the current weights, and go on."""
-        assert self._pool is not None
-        self._pool.generation += 1
-        self.replaced += 1
-        log.warning("%s %d died (%s); replacing it", self._pool.cls.__name__, i, error)
-        if self.logger is not None:
-            self.logger.note(f"{self._pool.cls.__name__} {i} died ({error}); replaced")
-        config = replace(self._pool.configs[i], seed=self._pool.configs[i].seed + 997 * self._pool.generation)
-        handle = await self._pool.cls.remote(config, self.make_agent, self.env_fn)
+        """A worker died: start another in its place with the current weights, and go on. Raises
+        :class:`WorkerFailedError` when its replacements keep dying before they deliver anything."""
+        pool = self._pool
+        assert pool is not None
+        while True:
+            pool.deaths.died(i, error)
+            pool.generation += 1
+            self.replaced += 1
+            log.warning("%s %d died (%s); replacing it", pool.cls.__name__, i, error)
+            if self.logger is not None:
+                self.logger.note(f"{pool.cls.__name__} {i} died ({error}); replaced")
+            try:
+                return await self._respawn(pool, i)
+            except actorrt.ActorDiedError as e:  # the new one died while it was being set up
+                error = e
+
+    async def _respawn(self, pool: _Pool, i: int) -> Any:
+        config = replace(pool.configs[i], seed=pool.configs[i].seed + 997 * pool.generation)
+        handle = await pool.cls.remote(config, self.make_agent, self.env_fn)
+        pool.handles[i] = handle  # from here on close() stops it
         # Read in the learner's thread: an update may be running there (this runs in a pump task).
-        weights = await self._in_thread(self.agent.get_weights)
-        await handle.set_weights(weights, self.version)
+        if self.scheme.update == "decentralised":
+            state = await self._in_thread(lambda: copy.deepcopy(self.agent.algorithm.state_dict()))
+            await handle.set_state(state, self.version)
+        else:
+            weights = await self._in_thread(self.agent.get_weights)
+            await handle.set_weights(weights, self.version)
         uniform = self._warmup
         if uniform:
             await handle.set_uniform_exploration(True)
         if self.replay_actor is not None:
             await handle.feed(self.replay_actor)
-        self._pool.handles[i] = handle
         if uniform and not self._warmup:  # the warm-up ended during the awaits above: its end went to the others
             await handle.set_uniform_exploration(False)
         return handle
 
     async def close(self) -> None:
+        """Stop every worker and the replay actor (their slots are free when it returns)."""
+        self._phase = "closed"
         for task in self._tasks:
             task.cancel()
-        if self._pool is not None:
-            await asyncio.gather(*[actorrt.kill(h) for h in self._pool.handles], return_exceptions=True)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.gather(*[actorrt.kill(h) for h in pool.handles], return_exceptions=True)
         if self._priorities is not None:  # a failure there is the run's error already, or moot now
             await asyncio.gather(self._priorities, return_exceptions=True)
             self._priorities = None
@@ -403,23 +439,35 @@ class Learner:
         """Models, optimizers, counters and, for an off-policy scheme unless ``replay=False``, the
         replay (from the replay actor when one holds it): :meth:`restore` resumes the run."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        state: dict[str, Any] = {
-            "algorithm": self.agent.algorithm.state_dict(),
-            "env_steps": self.env_steps,
-            "updates": self.updates,
-            "version": self.version,
-        }
-        if replay and self.replay is not None:
-            state["replay"] = (
-                await actorrt.get_attr(self.replay_actor, "replay") if self.replay_actor is not None else self.replay
-            )
-        torch.save(state, path)
+        held = None
+        if replay and self.replay_actor is not None:
+            held = await actorrt.get_attr(self.replay_actor, "replay")
+        elif replay:
+            held = self.replay
+
+        def write() -> None:
+            """In the learner's thread, where updates run: never beside one (a checkpoint saved
+            while ``train`` runs holds weights, optimizers and replay from between two updates;
+            its counters may not yet count the rollout of the last)."""
+            state: dict[str, Any] = {
+                "algorithm": self.agent.algorithm.state_dict(),
+                "env_steps": self.env_steps,
+                "updates": self.updates,
+                "version": self.version,
+            }
+            if held is not None:
+                state["replay"] = held
+            torch.save(state, path)
+
+        await self._in_thread(write)
 
     def restore(self, path: str) -> None:
         """Load what :meth:`save` wrote, before :meth:`start` (or workers get the weights at the
         next broadcast). A checkpoint without the replay (``save(..., replay=False)``) resumes
         with an empty one, and the first ``learning_starts`` env steps after it only refill it
         (acting with the restored policy): no update is taken on a replay of a few rollouts."""
+        if self._training:
+            raise RuntimeError("restore() while train() runs: restore before start(), or between train() calls")
         state = torch.load(path, weights_only=False)
         saved = state.get("replay")
         if saved is not None:
@@ -465,7 +513,7 @@ class Learner:
             self.logger.log_episodes(self.env_steps, returns, lengths)
             if not stats:  # off-policy warm-up: no update yet
                 return
-            fps = self.env_steps / max(1e-9, time.perf_counter() - self._started)
+            fps = (self.env_steps - self._start_steps) / max(1e-9, time.perf_counter() - self._started)
             self.logger.log_update(
                 self.env_steps,
                 {**stats, "frames_per_s": fps, "weight_lag": float(lag)},
@@ -479,8 +527,23 @@ class Learner:
         stop_when_solved: bool = True,
     ) -> LearnerResult:
         """Train until ``total_steps`` env steps or, with ``stop_when_solved``, until solved."""
+        if self._phase != "started":
+            raise RuntimeError(
+                "this Learner is closed"
+                if self._phase == "closed"
+                else "start the Learner first: `async with Learner(...) as learner:` or `await learner.start()`"
+            )
+        if self._training:
+            raise RuntimeError("train() is already running on this Learner")
+        self._training = True
+        try:
+            return await self._train(total_steps, solved_return, stop_when_solved)
+        finally:
+            self._training = False
+
+    async def _train(self, total_steps: int, solved_return: float | None, stop_when_solved: bool) -> LearnerResult:
         self._started = time.perf_counter()
-        start_steps = self.env_steps
+        start_steps = self._start_steps = self.env_steps
         self._total_steps = total_steps
         s = self.scheme
         if s.replay != "none":
@@ -522,13 +585,28 @@ class Learner:
         self.updates += 1
         return stats
 
+    def _send(self, call: Any) -> Any:
+        """A call to a worker whose answer is not awaited: it is ordered before the worker's
+        next call, where a death surfaces; any other error it fails with is raised by the next
+        :meth:`_broadcast`."""
+
+        def read(fut: Any) -> None:
+            error = None if fut.cancelled() else fut.exception()
+            if error is not None and not isinstance(error, actorrt.ActorDiedError) and self._send_error is None:
+                self._send_error = error
+
+        call.add_done_callback(read)
+        return call
+
     def _broadcast(self) -> None:
         """Send the current weights to every remote worker; queued behind their current call."""
         assert self._pool is not None
+        if self._send_error is not None:
+            error, self._send_error = self._send_error, None
+            raise error
         self.version += 1
         weights = self.agent.get_weights()
-        # Ordered before each worker's next call; a dead worker's error surfaces there.
-        sent = [handle.set_weights(weights, self.version) for handle in self._pool.handles]
+        sent = [self._send(handle.set_weights(weights, self.version)) for handle in self._pool.handles]
         if self.metrics is not None:
             timing = asyncio.ensure_future(self._time_broadcast(sent))
             self._timings.add(timing)
@@ -580,6 +658,7 @@ class Learner:
                     in_flight.clear()
                     await self._replace(i, e)
                     continue
+                pool.deaths.answered(i)
                 await queue.put(item)
 
         self._tasks = [asyncio.create_task(pump(i)) for i in range(len(pool.handles))]
@@ -597,15 +676,16 @@ class Learner:
                 task.result()
         return getter.result()
 
-    async def _stop_pumps(self) -> None:
-        """Stop the pumps, then wait for the collect calls they had queued on each collector (a
-        call ordered after them returns once they ran): ``train`` returns with its collectors
-        idle and, when they feed a replay actor, nothing more on its way there."""
+    async def _stop_pumps(self, settle: bool = True) -> None:
+        """Stop the pumps; with ``settle`` (a run that ended, not one cancelled or failing), wait
+        for the collect calls they had queued on each collector (a call ordered after them
+        returns once they ran): ``train`` returns with its collectors idle and, when they feed a
+        replay actor, nothing more on its way there."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._pool is None:
+        if self._pool is None or not settle:
             return
         settled = [asyncio.ensure_future(handle.pid()) for handle in self._pool.handles]
         done, late = await asyncio.wait(settled, timeout=SETTLE_S)
@@ -632,8 +712,10 @@ class Learner:
                 )
                 if self.updates % self.scheme.broadcast_every == 0:
                     self._broadcast()
-        finally:
-            await self._stop_pumps()
+        except BaseException:
+            await self._stop_pumps(settle=False)
+            raise
+        await self._stop_pumps()
         return self._solved(stop_at)
 
     async def _train_sync_gradients(self, total_steps: int, stop_at: float | None) -> bool:
@@ -649,7 +731,14 @@ class Learner:
             self.updates += 1
             self.version += 1
             if self.scheme.update == "decentralised":
-                await asyncio.gather(*[h.apply_gradients(mean_grads, self.version) for h in self._pool.handles])
+                applied = await asyncio.gather(
+                    *[h.apply_gradients(mean_grads, self.version) for h in self._pool.handles], return_exceptions=True
+                )
+                for i, error in enumerate(applied):
+                    if isinstance(error, actorrt.ActorDiedError):
+                        await self._replace(i, error)  # its replacement gets the state with this step in it
+                    elif isinstance(error, BaseException):
+                        raise error
             else:
                 self.version -= 1  # _broadcast counts this version itself
                 self._broadcast()
@@ -679,6 +768,7 @@ class Learner:
                     except actorrt.ActorDiedError as e:
                         handle = await self._replace(i, e)
                     else:
+                        self._pool.deaths.answered(i)
                         await self._in_thread(apply_gradients, optimizer, grads)
                         self.updates += 1
                         self.version += 1
@@ -779,7 +869,7 @@ class Learner:
             self._warmup = False
             if self._pool is not None:
                 for handle in self._pool.handles:  # queued before their next collect
-                    handle.set_uniform_exploration(False)
+                    self._send(handle.set_uniform_exploration(False))
         if self._pool is not None and self.updates - self._updates_at_broadcast >= self.scheme.broadcast_every:
             self._updates_at_broadcast = self.updates
             self._broadcast()
@@ -805,7 +895,9 @@ class Learner:
                 while not self._done(total_steps, stop_at):
                     rollout, version = await self._next_rollout(queue)
                     await self._off_policy_step(rollout, self.version - version)
-            finally:
-                await self._stop_pumps()
+            except BaseException:
+                await self._stop_pumps(settle=False)
+                raise
+            await self._stop_pumps()
         await self._priorities_sent()
         return self._solved(stop_at)

@@ -10,6 +10,7 @@ their lag.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -23,12 +24,15 @@ from rl.replay import PrioritizedReplay, ReplayBatch, UniformReplay
 from rl.storage import Rollout
 
 __all__ = [
+    "MAX_REPLACEMENTS_IN_A_ROW",
+    "Deaths",
     "Fed",
     "GradientResult",
     "GradientWorker",
     "RemoteCollector",
     "ReplayActor",
     "ReplayLostError",
+    "WorkerFailedError",
     "apply_gradients",
 ]
 
@@ -37,6 +41,35 @@ Weights = dict[str, np.ndarray]
 
 class ReplayLostError(RuntimeError):
     """The replay actor died: the transitions it held are gone, so the run cannot go on as it was."""
+
+
+class WorkerFailedError(RuntimeError):
+    """A worker's replacements kept dying before delivering anything (a crash loop: an env that
+    kills its process, a memory limit every replacement exceeds): replacing it again would not end."""
+
+
+MAX_REPLACEMENTS_IN_A_ROW = 3
+"""Replacements of one worker that may each die before delivering a result; the next death raises."""
+
+
+class Deaths:
+    """Per worker slot, the deaths since it last delivered a result."""
+
+    def __init__(self, what: str, n: int) -> None:
+        self.what = what
+        self.counts = [0] * n
+
+    def died(self, i: int, error: BaseException) -> None:
+        """Count a death of worker ``i``; raise :class:`WorkerFailedError` when it is one too many."""
+        self.counts[i] += 1
+        if self.counts[i] > MAX_REPLACEMENTS_IN_A_ROW:
+            raise WorkerFailedError(
+                f"{self.what} {i} died {self.counts[i]} times in a row without delivering a result; "
+                f"not replacing it again (last: {error})"
+            )
+
+    def answered(self, i: int) -> None:
+        self.counts[i] = 0
 
 
 class Fed(NamedTuple):
@@ -138,8 +171,6 @@ class RemoteCollector:
         algorithm.uniform_exploration = uniform
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
     def close(self) -> None:
@@ -204,6 +235,12 @@ class GradientWorker:
     def get_weights(self) -> Weights:
         return self.agent.get_weights()
 
+    def set_state(self, state: dict[str, Any], version: int) -> None:
+        """The learner's models and optimizers: a replacement in a decentralised update must
+        hold the optimizer state the others built up, or the same gradients move it elsewhere."""
+        self.agent.algorithm.load_state_dict(state)
+        self.version = version
+
     def compute_gradients(self) -> GradientResult:
         rollout = self.collector.collect()
         algorithm = self.agent.algorithm
@@ -227,6 +264,9 @@ class GradientWorker:
         """Decentralised update: the same averaged gradients on every worker."""
         apply_gradients(self.agent.algorithm.optimizer, grads)
         self.version = version
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def close(self) -> None:
         self.collector.close()

@@ -18,7 +18,9 @@ import torch
 import actorrt
 import rl
 from rl.learners.es import ESLearner, evaluate_population
+from rl.learners.workers import WorkerFailedError
 from tests.examples_run import run_example
+from tests.rl.faulty_envs import OneProcessOnly, dying_cartpole
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,6 +186,44 @@ def test_remote_workers_train_and_a_killed_one_is_replaced(
     first = np.mean([h["population_return"] for h in history[:3]])
     last = np.mean([h["population_return"] for h in history[-3:]])
     assert last > first + 20, (first, last)
+
+
+def test_an_es_worker_that_dies_every_time_ends_training_with_a_clear_error(rl_cluster: actorrt.Cluster) -> None:
+    async def go() -> tuple[BaseException, int]:
+        async with ESLearner(make_agent, make_policy, "CartPole-v1", num_workers=1, env_fn=dying_cartpole) as learner:
+            with pytest.raises(WorkerFailedError) as caught:
+                await asyncio.wait_for(learner.train(10_000), 60)
+            return caught.value, learner.replaced
+
+    error, replaced = on(rl_cluster, go())
+    assert str(error).startswith("ESWorker 0 died 4 times in a row without delivering a result"), error
+    assert replaced == 3
+    assert rl_cluster.status().result().slots_used == 0
+
+
+def test_a_failing_share_stops_the_generation_without_replacing_the_other_worker(
+    rl_cluster: actorrt.Cluster, tmp_path: Path
+) -> None:
+    """One worker's env raises: train raises that error, the other share is cancelled, and no
+    replacement for the worker that close() then kills is started (no slot is held after)."""
+    env_fn = OneProcessOnly(str(tmp_path / "owner"), broken_step=True)
+
+    async def go() -> int:
+        async with ESLearner(make_agent, make_policy, "CartPole-v1", num_workers=2, env_fn=env_fn) as learner:
+            with pytest.raises(actorrt.RemoteError, match="this env's step is broken"):
+                await learner.train(1_000_000)
+        await asyncio.sleep(1.0)  # a replacement started after close() would hold a slot by now
+        return learner.replaced
+
+    assert on(rl_cluster, go()) == 0
+    status = rl_cluster.status().result()
+    assert status.slots_used == 0, status.actors
+
+
+def test_an_es_learner_must_be_started_to_train() -> None:
+    learner = ESLearner(make_agent, make_policy, "CartPole-v1")
+    with pytest.raises(RuntimeError, match="start the ESLearner first"):
+        asyncio.run(learner.train(100))
 
 
 def test_es_learner_names_an_algorithm_it_cannot_drive() -> None:

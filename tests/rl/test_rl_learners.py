@@ -19,7 +19,9 @@ import rl
 import rl.learners.learner
 from rl.collector import env_spaces
 from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme, off_policy_scheme
+from rl.learners.workers import WorkerFailedError
 from rl.metrics import LearnerMetrics
+from tests.rl.faulty_envs import OneProcessOnly, dying_cartpole
 
 T = TypeVar("T")
 CONFIG = rl.CollectorConfig("CartPole-v1", num_envs=4, num_steps=16, seed=0)
@@ -123,6 +125,27 @@ def test_decentralised_update_keeps_every_copy_equal(rl_cluster: actorrt.Cluster
             np.testing.assert_allclose(weights[k], central[k], rtol=1e-5, atol=1e-6)
 
 
+def test_a_replaced_worker_of_a_decentralised_update_stays_equal_to_the_others(rl_cluster: actorrt.Cluster) -> None:
+    """The replacement gets the learner's optimizer state too: from then on the same averaged
+    gradients move every copy alike (with fresh Adam moments it would drift away for good)."""
+    scheme = Scheme(gradients="remote", num_gradient_workers=2, update="decentralised")
+
+    async def go() -> tuple[int, dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
+        async with Learner(make_a2c, CONFIG, scheme) as learner:
+            assert learner._pool is not None
+            await learner.train(640)
+            os.kill(await learner._pool.handles[0].pid(), signal.SIGKILL)
+            await learner.train(learner.env_steps + 1280)
+            remote = [await h.get_weights() for h in learner._pool.handles]
+            return learner.replaced, learner.agent.get_weights(), remote
+
+    replaced, central, remote = on(rl_cluster, go())
+    assert replaced == 1
+    for weights in remote:
+        for k in central:
+            np.testing.assert_allclose(weights[k], central[k], rtol=1e-5, atol=1e-6)
+
+
 def test_a_killed_collector_is_replaced_and_training_goes_on(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
     async def go() -> Any:
         async with Learner(make_impala, CONFIG, impala_scheme(2)) as learner:
@@ -136,6 +159,66 @@ def test_a_killed_collector_is_replaced_and_training_goes_on(rl_cluster: actorrt
 
     result = on(rl_cluster, go())
     assert result.replaced_workers == 1 and result.env_steps >= 20_000
+
+
+def test_a_collector_that_dies_every_time_ends_training_with_a_clear_error(rl_cluster: actorrt.Cluster) -> None:
+    """A crash loop (here an env that kills its process at its first step) is not replaced
+    forever: after three replacements that each died before delivering a rollout, train raises."""
+
+    async def go() -> tuple[BaseException, int]:
+        async with Learner(make_impala, CONFIG, impala_scheme(1), env_fn=dying_cartpole) as learner:
+            with pytest.raises(WorkerFailedError) as caught:
+                await asyncio.wait_for(learner.train(10_000), 60)
+            return caught.value, learner.replaced
+
+    error, replaced = on(rl_cluster, go())
+    assert str(error).startswith(
+        "RemoteCollector 0 died 4 times in a row without delivering a result; not replacing it again (last: "
+    ), error
+    assert replaced == 3
+    status = rl_cluster.status().result()
+    assert status.slots_used == 0, status.actors
+
+
+def test_a_start_that_fails_half_way_stops_the_collectors_it_started(
+    rl_cluster: actorrt.Cluster, tmp_path: Path
+) -> None:
+    """One of two collectors cannot be built: start raises its error, and the one that was built
+    is stopped with it (its slot is free when the error arrives)."""
+    env_fn = OneProcessOnly(str(tmp_path / "owner"))
+
+    async def go() -> None:
+        learner = Learner(make_impala, CONFIG, impala_scheme(2), env_fn=env_fn)
+        with pytest.raises(actorrt.RemoteError, match="may not build an env here"):
+            await learner.start()
+
+    on(rl_cluster, go())
+    status = rl_cluster.status().result()
+    assert status.slots_used == 0, status.actors
+
+
+def test_a_learner_is_started_once_and_trained_by_one_caller_at_a_time(rl_cluster: actorrt.Cluster) -> None:
+    async def go() -> None:
+        learner = Learner(make_a2c, CONFIG, Scheme(collection="local"))
+        with pytest.raises(RuntimeError, match=r"start the Learner first: `async with Learner"):
+            await learner.train(100)
+        async with learner:
+            with pytest.raises(RuntimeError, match="was started already: a Learner starts once"):
+                await learner.start()
+            training = asyncio.ensure_future(learner.train(1_000_000))
+            await asyncio.sleep(0.2)
+            with pytest.raises(RuntimeError, match="train\\(\\) is already running on this Learner"):
+                await learner.train(100)
+            with pytest.raises(RuntimeError, match="restore\\(\\) while train\\(\\) runs"):
+                learner.restore("unused.pt")
+            training.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await training
+            await learner.train(learner.env_steps + 64)  # after a cancelled one, the next goes on
+        with pytest.raises(RuntimeError, match="this Learner is closed"):
+            await learner.train(100)
+
+    on(rl_cluster, go())
 
 
 def test_checkpoints_resume_a_run(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
