@@ -482,6 +482,7 @@ class Learner:
                 raise RuntimeError("restore a checkpoint with a replay before start(): the replay actor is running")
         self.agent.algorithm.load_state_dict(state["algorithm"])
         self.env_steps, self.updates, self.version = state["env_steps"], state["updates"], state["version"]
+        self._updates_at_broadcast, self._updates_due = self.updates, 0.0
         if saved is not None:
             self.replay = saved
         elif self.replay is not None:
