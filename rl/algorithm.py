@@ -10,7 +10,14 @@ import torch
 from rl.fused import resolve_fused
 from rl.model import Model
 
-__all__ = ["Algorithm", "PolicyStep"]
+__all__ = ["Algorithm", "PolicyStep", "check_gamma"]
+
+
+def check_gamma(gamma: float) -> float:
+    """The discount, checked when an algorithm is built."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma (the discount) must be in [0, 1], got {gamma}")
+    return float(gamma)
 
 
 class PolicyStep(NamedTuple):
@@ -68,14 +75,22 @@ class Algorithm:
         self.model.set_weights(weights)
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume training: every Model and optimizer attribute."""
-        state: dict[str, Any] = {}
+        """Everything needed to resume training: every Model and optimizer attribute, and the
+        algorithm's class name (so that another algorithm refuses it)."""
+        state: dict[str, Any] = {"_class": type(self).__name__}
         for name, value in vars(self).items():
             if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
                 state[name] = value.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned (by this algorithm's class)."""
+        saved = state.get("_class", type(self).__name__)
+        if saved != type(self).__name__:
+            raise ValueError(f"this state is a {saved}'s; it cannot be loaded into a {type(self).__name__}")
+        missing = [name for name in state if name != "_class" and not hasattr(self, name)]
+        if missing:
+            raise ValueError(f"this state holds {missing}, which this {type(self).__name__} has not")
         for name, value in state.items():
-            getattr(self, name).load_state_dict(value)
+            if name != "_class":
+                getattr(self, name).load_state_dict(value)

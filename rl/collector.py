@@ -38,6 +38,16 @@ class CollectorConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for ``gym.make``."""
 
+    def __post_init__(self) -> None:
+        for name in ("num_envs", "num_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"CollectorConfig: {name} must be a whole number >= 1, got {value!r}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
+            raise TypeError(f"CollectorConfig: seed must be an int, got {self.seed!r}")
+        if self.vectorization not in ("sync", "async"):
+            raise ValueError(f"CollectorConfig: vectorization must be 'sync' or 'async', got {self.vectorization!r}")
+
 
 def make_vector_env(
     config: CollectorConfig, env_fn: Callable[[], gym.Env] | None = None

@@ -23,9 +23,18 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.replay import ReplayBatch
 
-__all__ = ["GoalEpisode", "HerReplay", "goal_obs", "run_goal_episode", "success_rate", "train_goal_conditioned"]
+__all__ = [
+    "GoalEpisode",
+    "HerReplay",
+    "check_goal_env",
+    "goal_obs",
+    "run_goal_episode",
+    "success_rate",
+    "train_goal_conditioned",
+]
 
 ComputeReward = Callable[[np.ndarray, np.ndarray, Any], np.ndarray]
 
@@ -53,8 +62,20 @@ class GoalEpisode(NamedTuple):
     success: bool
 
 
+def check_goal_env(env: gym.Env) -> None:
+    """A goal env has Dict observations with ``observation``, ``achieved_goal`` and
+    ``desired_goal``, and a ``compute_reward`` to relabel with (gymnasium-robotics' convention)."""
+    space = env.observation_space
+    keys = {"observation", "achieved_goal", "desired_goal"}
+    if not isinstance(space, gym.spaces.Dict) or not keys <= set(space.spaces):
+        raise TypeError(f"a goal-conditioned env needs Dict observations with {sorted(keys)}; this env's are {space}")
+    if not callable(getattr(env.unwrapped, "compute_reward", None)):
+        raise TypeError(f"a goal-conditioned env needs compute_reward(achieved, desired, info); {env} has none")
+
+
 def run_goal_episode(env: gym.Env, act: Callable[[np.ndarray], np.ndarray], seed: int | None = None) -> GoalEpisode:
     """Run one episode; ``act`` maps a batch ``[1, obs + goal]`` of :func:`goal_obs` to actions ``[1, act]``."""
+    check_goal_env(env)
     obs, info = env.reset(seed=seed)
     observations, achieved, actions, terms, truncs = [obs["observation"]], [obs["achieved_goal"]], [], [], []
     goal = obs["desired_goal"]
@@ -100,6 +121,10 @@ class HerReplay:
         n_sampled_goal: int = 4,
         seed: int | None = None,
     ) -> None:
+        if n_sampled_goal < 0:
+            raise ValueError(f"n_sampled_goal must be >= 0 (0: no relabelling), got {n_sampled_goal}")
+        if max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
         self.max_steps = int(max_episode_steps)
         self.num_slots = max(1, int(capacity) // self.max_steps)
         self.compute_reward = compute_reward
@@ -178,6 +203,9 @@ def train_goal_conditioned(
     episode, then ``updates_per_step`` updates per step it took. ``agent`` wraps DDPG, TD3 or SAC.
     Returns the training episodes."""
     algo = agent.algorithm
+    if not isinstance(algo, OffPolicyAlgorithm):
+        raise TypeError(f"train_goal_conditioned needs an agent around DDPG, TD3 or SAC, not {type(algo).__name__}")
+    check_goal_env(env)
     history: list[GoalEpisode] = []
     updates_due = 0.0
     for i in range(episodes):

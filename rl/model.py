@@ -33,12 +33,17 @@ class Model(nn.Module):
         missing = set(state) - set(weights)
         unexpected = set(weights) - set(state)
         if missing or unexpected:
-            hint = ""
-            if any("first_weight" in n for n in missing | unexpected):  # rl.fused.FusedMLPPair on one side only
+            ours = sum(int(t.numel()) for t in state.values())
+            theirs = sum(int(np.size(w)) for w in weights.values())
+            if ours != theirs:
+                hint = f"; they are the weights of another model ({theirs} numbers, this one has {ours})"
+            elif any("first_weight" in n for n in missing | unexpected):  # rl.fused.FusedMLPPair on one side only
                 hint = (
                     "; one side was built fused and the other plain: set RL_FUSED the same on every process "
                     "(or pass fused= explicitly)"
                 )
+            else:
+                hint = ""
             raise KeyError(f"set_weights: missing {sorted(missing)}, unexpected {sorted(unexpected)}{hint}")
         with torch.no_grad():
             for name, t in state.items():

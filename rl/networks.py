@@ -61,7 +61,20 @@ def mlp(
 
 
 def _flat_dim(space: gym.Space) -> int:
-    assert space.shape is not None
+    """The size of an observation (or action) as a flat vector; a space that is not an array of
+    numbers is refused with what to do about it."""
+    if isinstance(space, gym.spaces.Discrete):
+        raise TypeError(
+            f"{space} observations are indices, not vectors: one-hot them with "
+            "gymnasium.wrappers.FlattenObservation (in env_fn)"
+        )
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        raise TypeError(
+            f"{type(space).__name__} observations: flatten them with gymnasium.wrappers.FlattenObservation "
+            "(in env_fn); for goal-conditioned envs see rl.her"
+        )
+    if space.shape is None:
+        raise TypeError(f"{space} has no fixed shape: the networks need a Box")
     return int(np.prod(space.shape))
 
 

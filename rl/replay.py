@@ -39,6 +39,13 @@ class ReplayBatch(NamedTuple, Generic[ArrayT]):
     indices: ArrayT
 
 
+def _shape(name: str, shape: Any) -> tuple[int, ...]:
+    """A shape given as a tuple of sizes (an int is a common slip for a one-element tuple)."""
+    if isinstance(shape, (int, np.integer)) or not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+        raise TypeError(f"{name} must be a tuple of sizes, e.g. (3,), got {shape!r}")
+    return tuple(int(d) for d in shape)
+
+
 class UniformReplay:
     """Fixed-capacity ring buffer of transitions in preallocated numpy arrays; uniform sampling.
 
@@ -59,9 +66,11 @@ class UniformReplay:
         action_dtype: np.dtype | type = np.float32,
         seed: int | None = None,
     ) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self.capacity = int(capacity)
+        if int(capacity) != capacity or capacity < 1:
+            raise ValueError(f"capacity must be a whole number >= 1, got {capacity!r}")
+        capacity = int(capacity)
+        obs_shape, action_shape = _shape("obs_shape", obs_shape), _shape("action_shape", action_shape)
+        self.capacity = capacity
         self.obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
         self.next_obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros((capacity, *action_shape), dtype=action_dtype)
@@ -109,6 +118,9 @@ class UniformReplay:
         not the first observation of the next episode. Returns the slots written.
         """
         n = len(rewards)
+        self._check_rows(n, obs=obs, actions=actions, rewards=rewards, next_obs=next_obs, terminated=terminated)
+        if truncated is not None:
+            self._check_rows(n, truncated=truncated)
         if n > self.capacity:  # only the last `capacity` would survive; keep the ring simple
             sl = slice(n - self.capacity, n)
             obs, actions, rewards, next_obs, terminated = (
@@ -131,6 +143,19 @@ class UniformReplay:
         self._size = min(self._size + n, self.capacity)
         self.total_added += n
         return idx
+
+    def _check_rows(self, n: int, **fields: np.ndarray) -> None:
+        """Each field is ``N`` rows of what this replay stores (numpy would broadcast a ``[N, 1]``
+        into a ``[N, 3]`` silently, or fail without naming the field)."""
+        stored = {"obs": self.obs, "actions": self.actions, "rewards": self.rewards, "next_obs": self.next_obs}
+        for name, value in fields.items():
+            row = stored[name].shape[1:] if name in stored else ()
+            shape = np.shape(value)
+            if shape != (n, *row):
+                hint = " (the replay's action_shape, e.g. (1,) for a one-dimensional Box)" if name == "actions" else ""
+                raise ValueError(
+                    f"add: {name} has shape {shape}; this replay stores {name} as {(n, *row)} for {n} transitions{hint}"
+                )
 
     def add_rollout(self, rollout: Rollout[np.ndarray]) -> np.ndarray:
         """Append every step of a collector's rollout (``[T, B]`` flattened, final obs restored)."""
@@ -260,12 +285,18 @@ class PrioritizedReplay(UniformReplay):
         beta: float = 0.4,
         eps: float = 1e-6,
     ) -> None:
+        if alpha < 0:
+            raise ValueError(f"alpha must be >= 0 (0: uniform sampling), got {alpha}")
+        if not 0 <= beta <= 1:
+            raise ValueError(f"beta must be in [0, 1] (0: no importance correction, 1: full), got {beta}")
+        if eps <= 0:
+            raise ValueError(f"eps must be > 0 (it keeps every priority above zero), got {eps}")
         super().__init__(capacity, obs_shape, action_shape, obs_dtype, action_dtype, seed)
         self.alpha = alpha
         self.beta = beta
         """Importance-sampling exponent (0: no correction, 1: full correction)."""
         self.eps = eps
-        self.tree = SumTree(capacity)
+        self.tree = SumTree(self.capacity)
         self._max_priority = 1.0
 
     def add(

@@ -125,6 +125,12 @@ def train_on_policy(
     logger: TrainingLogger | None = None,
 ) -> TrainResult:
     """Collect a rollout, learn from it, repeat (PolicyGradient, A2C, PPO, IMPALA)."""
+    if isinstance(agent.algorithm, (DQN, OffPolicyAlgorithm)):
+        name = type(agent.algorithm).__name__
+        use = "train_dqn" if isinstance(agent.algorithm, DQN) else "train_off_policy"
+        raise TypeError(
+            f"train_on_policy learns from rollouts (PolicyGradient, A2C, PPO, IMPALA); {name} learns from a replay: use rl.{use}"
+        )
     start = time.perf_counter()
     progress = _Progress(window, solved_return)
     ever_solved = False
@@ -148,6 +154,16 @@ def linear_schedule(start: float, end: float, fraction: float, progress: float) 
     if fraction <= 0:
         return end
     return start + (end - start) * min(1.0, progress / fraction)
+
+
+def _check_learning_starts(learning_starts: int, total_steps: int) -> None:
+    """A run that would end before its first update is a mistake (the default ``learning_starts``
+    is 1000), not a run."""
+    if 0 < total_steps < learning_starts:
+        raise ValueError(
+            f"learning_starts={learning_starts} > total_steps={total_steps}: the run would end before its "
+            "first update; lower learning_starts"
+        )
 
 
 def train_dqn(
@@ -176,6 +192,7 @@ def train_dqn(
         raise TypeError(
             "train_dqn samples uniformly (DQN's loss takes no importance weights): pass an rl.UniformReplay"
         )
+    _check_learning_starts(learning_starts, total_steps)
     start = time.perf_counter()
     progress = _Progress(window, solved_return)
     ever_solved = False
@@ -228,6 +245,7 @@ def train_off_policy(
         raise TypeError("train_off_policy needs an agent around DDPG, TD3 or SAC")
     if updates_per_step <= 0:
         raise ValueError(f"updates_per_step must be > 0, got {updates_per_step}")
+    _check_learning_starts(learning_starts, total_steps)
     start = time.perf_counter()
     progress = _Progress(window, solved_return)
     ever_solved = False

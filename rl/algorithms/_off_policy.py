@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from rl import ops
-from rl.algorithm import Algorithm, PolicyStep
+from rl.algorithm import Algorithm, PolicyStep, check_gamma
 from rl.fused import fused_adam_step_
 from rl.model import Model
 from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, TwinQCritic
@@ -30,8 +30,8 @@ def frozen_copy(model: Model) -> Model:
 
 def check_tau(tau: float) -> float:
     """The target networks' Polyak rate, checked when the algorithm is built (not at its first update)."""
-    if not 0.0 <= tau <= 1.0:
-        raise ValueError(f"tau must be in [0, 1], got {tau}")
+    if not 0.0 < tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1] (0 would freeze the targets), got {tau}")
     return float(tau)
 
 
@@ -157,7 +157,7 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         self.critic = critic
         self.target_actor = frozen_copy(actor)
         self.target_critic = frozen_copy(critic)
-        self.gamma = gamma
+        self.gamma = check_gamma(gamma)
         self.tau = check_tau(tau)
         self.exploration_noise = exploration_noise
         """Standard deviation of the acting noise, as a fraction of the half-range of each action."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from rl.algorithm import check_gamma
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.networks import ActorCriticModel
 from rl.ops import gae
@@ -35,7 +36,9 @@ class A2C(ActorCriticAlgorithm):
         fused: bool | None = None,
     ) -> None:
         super().__init__(model, fused)
-        self.gamma = gamma
+        self.gamma = check_gamma(gamma)
+        if not 0.0 <= gae_lambda <= 1.0:
+            raise ValueError(f"gae_lambda must be in [0, 1], got {gae_lambda}")
         self.gae_lambda = gae_lambda
         self.vf_coef = vf_coef
         self.ent_coef = ent_coef

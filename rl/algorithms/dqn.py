@@ -22,7 +22,8 @@ import copy
 import torch
 from torch.nn.functional import mse_loss, smooth_l1_loss
 
-from rl.algorithm import Algorithm, PolicyStep
+from rl.algorithm import Algorithm, PolicyStep, check_gamma
+from rl.algorithms._off_policy import check_tau
 from rl.networks import QNetwork
 from rl.storage import Transition
 
@@ -47,9 +48,14 @@ class DQN(Algorithm):
         loss: str = "mse",
     ) -> None:
         super().__init__(model)
+        check_tau(tau)
+        if target_update_interval < 1:
+            raise ValueError(
+                f"target_update_interval must be >= 1 (updates between target updates), got {target_update_interval}"
+            )
         self.target_model = copy.deepcopy(model)
         self.target_model.requires_grad_(False)
-        self.gamma = gamma
+        self.gamma = check_gamma(gamma)
         self.target_update_interval = target_update_interval
         self.tau = tau
         self.double_q = double_q

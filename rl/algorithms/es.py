@@ -102,6 +102,8 @@ class ES(PolicySearch):
         super().__init__(model)
         if population < 2 or population % 2:
             raise ValueError(f"population must be even and >= 2 (antithetic pairs), got {population}")
+        if not sigma > 0:
+            raise ValueError(f"sigma (the perturbations' scale) must be > 0, got {sigma}")
         self.noise = noise
         self.num_pairs = population // 2
         self.sigma = sigma
@@ -123,6 +125,11 @@ class ES(PolicySearch):
 
     def tell(self, offsets: np.ndarray, returns_pos: np.ndarray, returns_neg: np.ndarray) -> dict[str, float]:
         """One Adam step along the shaped antithetic gradient estimate; returns statistics."""
+        for name, values in (("returns_pos", returns_pos), ("returns_neg", returns_neg)):
+            if np.shape(values) != (len(offsets),):
+                raise ValueError(f"tell: {name} has shape {np.shape(values)}; one return per offset: ({len(offsets)},)")
+            if not np.isfinite(values).all():
+                raise ValueError(f"tell: {name} holds non-finite returns (a failed episode?): {np.asarray(values)}")
         returns = torch.as_tensor(np.stack([returns_pos, returns_neg]), dtype=torch.float64)
         utilities = ops.centered_ranks(returns)
         eps = torch.from_numpy(self.noise.stack(offsets, self.dim)).to(torch.float64)

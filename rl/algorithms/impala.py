@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from rl.algorithm import check_gamma
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.networks import ActorCriticModel
 from rl.ops import vtrace
@@ -47,7 +48,7 @@ class IMPALA(ActorCriticAlgorithm):
         fused: bool | None = None,
     ) -> None:
         super().__init__(model, fused)
-        self.gamma = gamma
+        self.gamma = check_gamma(gamma)
         self.baseline_coef = baseline_coef
         self.ent_coef = ent_coef
         self.clip_rho_threshold = clip_rho_threshold

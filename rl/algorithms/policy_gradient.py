@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from rl.algorithm import check_gamma
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.networks import ActorCriticModel
 from rl.ops import discounted_returns
@@ -35,7 +36,7 @@ class PolicyGradient(ActorCriticAlgorithm):
         fused: bool | None = None,
     ) -> None:
         super().__init__(model, fused)
-        self.gamma = gamma
+        self.gamma = check_gamma(gamma)
         self.vf_coef = vf_coef
         self.ent_coef = ent_coef
         self.normalize_advantages = normalize_advantages

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from rl.algorithm import check_gamma
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.networks import ActorCriticModel
 from rl.ops import gae
@@ -43,7 +44,13 @@ class PPO(ActorCriticAlgorithm):
         fused: bool | None = None,
     ) -> None:
         super().__init__(model, fused)
-        self.gamma = gamma
+        if not 0.0 <= gae_lambda <= 1.0:
+            raise ValueError(f"gae_lambda must be in [0, 1], got {gae_lambda}")
+        if not clip_range > 0:
+            raise ValueError(f"clip_range must be > 0, got {clip_range}")
+        if num_epochs < 1 or num_minibatches < 1:
+            raise ValueError(f"num_epochs and num_minibatches must be >= 1, got {num_epochs} and {num_minibatches}")
+        self.gamma = check_gamma(gamma)
         self.gae_lambda = gae_lambda
         self.clip_range = clip_range
         self.num_epochs = num_epochs
@@ -69,7 +76,9 @@ class PPO(ActorCriticAlgorithm):
         actions = batch.actions.reshape(n, *batch.actions.shape[2:])
         old_log_prob = batch.log_probs.reshape(n)
         advantages, returns = advantages.reshape(n), returns.reshape(n)
-        mb_size = max(1, n // self.num_minibatches)
+        if self.num_minibatches > n:
+            raise ValueError(f"num_minibatches={self.num_minibatches} is more than the rollout's {n} samples")
+        mb_size = n // self.num_minibatches
         whole = mb_size == n  # one minibatch: no shuffling, normalise the advantages once
         if whole and self.normalize_advantages and n > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)

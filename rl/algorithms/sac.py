@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from rl import ops
-from rl.algorithm import PolicyStep
+from rl.algorithm import PolicyStep, check_gamma
 from rl.algorithms._off_policy import OffPolicyAlgorithm, check_tau, frozen_copy, weighted_mse
 from rl.networks import SquashedGaussianActor, TwinQCritic
 from rl.replay import ReplayBatch
@@ -68,7 +68,7 @@ class SAC(OffPolicyAlgorithm):
         super().__init__(actor, fused, autocast, compile)
         self.critic = critic
         self.target_critic = frozen_copy(critic)
-        self.gamma = gamma
+        self.gamma = check_gamma(gamma)
         self.tau = check_tau(tau)
         self.temperature = Temperature(alpha)
         self.autotune_alpha = autotune_alpha
