@@ -289,8 +289,8 @@ class PrioritizedReplay(UniformReplay):
             raise ValueError(f"alpha must be >= 0 (0: uniform sampling), got {alpha}")
         if not 0 <= beta <= 1:
             raise ValueError(f"beta must be in [0, 1] (0: no importance correction, 1: full), got {beta}")
-        if eps <= 0:
-            raise ValueError(f"eps must be > 0 (it keeps every priority above zero), got {eps}")
+        if eps < 0:
+            raise ValueError(f"eps must be >= 0 (a small eps keeps every priority above zero), got {eps}")
         super().__init__(capacity, obs_shape, action_shape, obs_dtype, action_dtype, seed)
         self.alpha = alpha
         self.beta = beta

@@ -280,8 +280,8 @@ def test_sac_default_entropy_target_is_the_papers_for_normalised_actions() -> No
     "make, message",
     [
         (lambda: _make("TD3", policy_delay=0), "policy_delay must be >= 1"),
-        (lambda: _make("DDPG", tau=1.5), r"tau must be in \[0, 1\], got 1.5"),
-        (lambda: _sac(tau=-0.1), r"tau must be in \[0, 1\], got -0.1"),
+        (lambda: _make("DDPG", tau=1.5), r"tau must be in \(0, 1\] \(0 would freeze the targets\), got 1.5"),
+        (lambda: _sac(tau=-0.1), r"tau must be in \(0, 1\] \(0 would freeze the targets\), got -0.1"),
         (lambda: _sac(alpha=0.0), "alpha .* must be > 0, got 0.0"),
         (lambda: _sac(autocast=torch.float16), "autocast must be None or torch.bfloat16"),
         (lambda: rl.UniformReplay(8, (2,), (1,)).sample(4), "sample from an empty replay"),
