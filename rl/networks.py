@@ -65,7 +65,7 @@ def _flat_dim(space: gym.Space) -> int:
     numbers is refused with what to do about it."""
     if isinstance(space, gym.spaces.Discrete):
         raise TypeError(
-            f"{space} observations are indices, not vectors: one-hot them with "
+            f"{space} holds indices, not vectors: for observations, one-hot them with "
             "gymnasium.wrappers.FlattenObservation (in env_fn)"
         )
     if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):

@@ -76,7 +76,7 @@ CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
     "discrete observations": (
         lambda: rl.QNetwork(gym.spaces.Discrete(16), gym.spaces.Discrete(4)),
         TypeError,
-        r"Discrete\(16\) observations are indices.*FlattenObservation",
+        r"Discrete\(16\) holds indices, not vectors: for observations, one-hot them with .*FlattenObservation",
     ),
     "dict observations": (
         lambda: rl.ActorCritic(PointReach().observation_space, gym.spaces.Discrete(2)),
