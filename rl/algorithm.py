@@ -10,14 +10,19 @@ import torch
 from rl.fused import resolve_fused
 from rl.model import Model
 
-__all__ = ["Algorithm", "PolicyStep", "check_gamma"]
+__all__ = ["Algorithm", "PolicyStep", "check_gamma", "check_unit_interval"]
+
+
+def check_unit_interval(name: str, value: float) -> float:
+    """A setting that must lie in [0, 1], checked when an algorithm is built."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return float(value)
 
 
 def check_gamma(gamma: float) -> float:
     """The discount, checked when an algorithm is built."""
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma (the discount) must be in [0, 1], got {gamma}")
-    return float(gamma)
+    return check_unit_interval("gamma (the discount)", gamma)
 
 
 class PolicyStep(NamedTuple):
@@ -88,9 +93,9 @@ class Algorithm:
         saved = state.get("_class", type(self).__name__)
         if saved != type(self).__name__:
             raise ValueError(f"this state is a {saved}'s; it cannot be loaded into a {type(self).__name__}")
-        missing = [name for name in state if name != "_class" and not hasattr(self, name)]
-        if missing:
-            raise ValueError(f"this state holds {missing}, which this {type(self).__name__} has not")
+        unknown = [name for name in state if name != "_class" and not hasattr(self, name)]
+        if unknown:
+            raise ValueError(f"this state holds {unknown}, which this {type(self).__name__} has not")
         for name, value in state.items():
             if name != "_class":
                 getattr(self, name).load_state_dict(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from rl.algorithm import check_gamma
+from rl.algorithm import check_gamma, check_unit_interval
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.networks import ActorCriticModel
 from rl.ops import gae
@@ -37,9 +37,7 @@ class A2C(ActorCriticAlgorithm):
     ) -> None:
         super().__init__(model, fused)
         self.gamma = check_gamma(gamma)
-        if not 0.0 <= gae_lambda <= 1.0:
-            raise ValueError(f"gae_lambda must be in [0, 1], got {gae_lambda}")
-        self.gae_lambda = gae_lambda
+        self.gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
         self.vf_coef = vf_coef
         self.ent_coef = ent_coef
         self.max_grad_norm = max_grad_norm

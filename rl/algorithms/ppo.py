@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from rl.algorithm import check_gamma
+from rl.algorithm import check_gamma, check_unit_interval
 from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
 from rl.networks import ActorCriticModel
 from rl.ops import gae
@@ -44,14 +44,12 @@ class PPO(ActorCriticAlgorithm):
         fused: bool | None = None,
     ) -> None:
         super().__init__(model, fused)
-        if not 0.0 <= gae_lambda <= 1.0:
-            raise ValueError(f"gae_lambda must be in [0, 1], got {gae_lambda}")
         if not clip_range > 0:
             raise ValueError(f"clip_range must be > 0, got {clip_range}")
         if num_epochs < 1 or num_minibatches < 1:
             raise ValueError(f"num_epochs and num_minibatches must be >= 1, got {num_epochs} and {num_minibatches}")
         self.gamma = check_gamma(gamma)
-        self.gae_lambda = gae_lambda
+        self.gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
         self.clip_range = clip_range
         self.num_epochs = num_epochs
         self.num_minibatches = num_minibatches

@@ -544,7 +544,7 @@ class Learner:
 
     async def _train(self, total_steps: int, solved_return: float | None, stop_when_solved: bool) -> LearnerResult:
         self._started = time.perf_counter()
-        start_steps = self._start_steps = self.env_steps
+        self._start_steps = self.env_steps
         self._total_steps = total_steps
         s = self.scheme
         if s.replay != "none":
@@ -569,7 +569,7 @@ class Learner:
             mean_return=self.mean_return,
             episodes=self._episodes,
             updates=self.updates,
-            frames_per_s=(self.env_steps - start_steps) / max(wall, 1e-9),
+            frames_per_s=(self.env_steps - self._start_steps) / max(wall, 1e-9),
             mean_weight_lag=float(np.mean(self._lags)) if self._lags else 0.0,
             replaced_workers=self.replaced,
         )
