@@ -53,6 +53,7 @@ __all__ = ["Cluster", "connect", "get_actor", "kill"]
 log = logging.getLogger("actorrt.client")
 
 PLACE_ATTEMPTS = 5  # placements of one actor whose host was gone before its constructor ran
+RELEASE_WAIT_S = 10.0  # how long a failed construction waits for the master to free its slot
 DEATH_GRACE_S = 2.0  # how long a construction reported dead may still say how it ended
 PLACEMENT_WARN_S = 10.0  # a placement still waiting this long is logged (every slot may be taken)
 _VALIDATE = os.environ.get("ACTORRT_VALIDATE") == "1"
@@ -391,6 +392,13 @@ class Cluster:
         if self._session is not None and not self.closed:
             self._session.send(pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason)))
 
+    async def _release_failed(self, actor_id: str, reason: str) -> None:
+        """Release a placement whose construction failed, and wait (bounded) until the master
+        has freed its slot: whoever gets the constructor's error may count the slots at once."""
+        self._send_release(actor_id, reason)
+        if self._session is not None and not self.closed:
+            await self.death_cause(actor_id, RELEASE_WAIT_S)
+
     async def create_actor(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
         """Place an actor and construct it on its host (cluster loop); every wait is bounded.
 
@@ -442,7 +450,7 @@ class Cluster:
                 retry = _never_constructed(e, self.state.cause(placed.actor_id))
                 out_of_time = deadline is not None and self.loop.time() >= deadline
                 if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
-                    self._send_release(
+                    await self._release_failed(
                         placed.actor_id,
                         "its constructor failed" if not retry else "its host was gone before its constructor ran",
                     )
@@ -451,8 +459,11 @@ class Cluster:
                 log.info("placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause)
                 await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
                 continue
+            except asyncio.CancelledError:
+                self._send_release(placed.actor_id, "its placement was abandoned: its construction was cancelled")
+                raise
             except BaseException:
-                self._send_release(placed.actor_id, "its constructor failed")
+                await self._release_failed(placed.actor_id, "its constructor failed")
                 raise
             if self.closed:  # closed while constructing: _close did not see this connection
                 await conn.close("its client closed the cluster connection")

@@ -144,10 +144,14 @@ async def test_unpicklable_argument_fails_at_call_site(cluster: ProcCluster) -> 
 
 
 async def test_constructor_error_raises_and_frees_the_slot(cluster: ProcCluster) -> None:
-    async with cluster.connect():
-        with pytest.raises(actorrt.RemoteError, match="constructor exploded") as info:
-            await Broken.remote()
-        assert isinstance(info.value, RuntimeError)
+    """The slot is free when the error arrives: the caller may count slots at once."""
+    async with cluster.connect() as c:
+        for _ in range(3):
+            with pytest.raises(actorrt.RemoteError, match="constructor exploded") as info:
+                await Broken.remote()
+            assert isinstance(info.value, RuntimeError)
+            status = await c.status()
+            assert status.slots_used == 0 and not status.actors, status.actors
 
 
 async def test_placement_waits_for_a_free_slot_then_times_out(
