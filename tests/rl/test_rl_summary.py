@@ -54,13 +54,20 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
         {"runner": "micro", "algo": "sac", "env": "HalfCheetah-v5", "utc_end": "2026-02-01T00:00Z"},
         _run("ours_td3", 0, {50_000: 300.0}, "2026-01-03T00:00Z", None, env="Hopper-v5"),
         _run("sb3_td3", 0, {50_000: 400.0}, "2026-01-03T00:00Z", None, env="Hopper-v5"),
+        # Our TD3 is timed against SB3's SAC (item 5's reference), never against SB3's TD3.
+        _run("ourscompile_td3", 1, {50_000: 3100.0}, "2026-01-04T00:00Z", (48_000, 160.0)),
+        _run("sb3_td3", 1, {50_000: 3000.0}, "2026-01-04T00:00Z", (47_000, 100.0)),
     ]
     rc, out, err = _summary(tmp_path, rows, "--json")
     assert rc == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     cells = {(c["env"], c["algo"], c["checkpoint"], c["side"]): c for c in lines if c["kind"] == "returns"}
     # 100k: SB3 only, so no cell; Hopper TD3: one seed, flagged as too few.
-    assert set(cells) == {("HalfCheetah-v5", "sac", 50_000, "oursbf16compile"), ("Hopper-v5", "td3", 50_000, "ours")}
+    assert set(cells) == {
+        ("HalfCheetah-v5", "sac", 50_000, "oursbf16compile"),
+        ("HalfCheetah-v5", "td3", 50_000, "ourscompile"),
+        ("Hopper-v5", "td3", 50_000, "ours"),
+    }
     c = cells[("HalfCheetah-v5", "sac", 50_000, "oursbf16compile")]
     assert c["seeds"] == [0, 1, 2] and c["n"] == 3 and c["enough_seeds"]
     assert (c["ours_mean"], c["sb3_mean"]) == (2533.3, 2366.7)
@@ -71,7 +78,12 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     hop = cells[("Hopper-v5", "td3", 50_000, "ours")]
     assert hop["n"] == 1 and not hop["enough_seeds"] and hop["se_diff"] is None and hop["mean_diff"] == -100.0
 
-    (reach,) = [c for c in lines if c["kind"] == "reach_3000"]
+    reach, td3 = [c for c in lines if c["kind"] == "reach_3000"]  # SAC first, then TD3
+    assert (td3["algo"], td3["sb3_algo"], td3["side"]) == ("td3", "sac", "ourscompile")
+    (only,) = td3["seeds"]
+    assert (only["seed"], only["sb3_env_steps"], only["ratio"]) == (1, 55_000, 0.4)  # 160 s against SAC's 400 s
+    assert td3["n"] == 1 and td3["at_most_half"] == 1
+    assert (reach["algo"], reach["sb3_algo"]) == ("sac", "sac")
     assert reach["side"] == "oursbf16compile" and reach["cpu"] == "CPU not recorded"
     by_seed = {p["seed"]: p for p in reach["seeds"]}
     assert sorted(by_seed) == [0, 1, 2]  # seed 3: ours never reached 3,000 (and SB3 has no run)
@@ -86,6 +98,7 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     assert rc == 0, err
     assert re.search(r"^Hopper-v5 +td3 +50000 +ours +1\* ", text, re.M), text
     assert "at most half on 2 of 3 seeds" in text
+    assert "HalfCheetah-v5: our td3 (ourscompile) against SB3's sac, on CPU not recorded" in text
 
 
 def test_bad_input_is_named(tmp_path: Path) -> None:
@@ -109,6 +122,8 @@ def test_the_committed_rows_summarise() -> None:
         for algo in ("sac", "td3", "ppo"):
             at_50k = [c for c in cells if (c["env"], c["algo"], c["checkpoint"]) == (env, algo, 50_000)]
             assert max(c["n"] for c in at_50k) >= 3, (env, algo)
-    (compiled,) = [c for c in lines if c["kind"] == "reach_3000" and c["side"] == "oursbf16compile"]
+    (compiled,) = [
+        c for c in lines if c["kind"] == "reach_3000" and (c["algo"], c["side"]) == ("sac", "oursbf16compile")
+    ]
     assert compiled["n"] >= 3
     assert (ROOT / "bench" / "rl_mujoco_runs.jsonl").is_file()
