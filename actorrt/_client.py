@@ -53,7 +53,7 @@ __all__ = ["Cluster", "connect", "get_actor", "kill"]
 log = logging.getLogger("actorrt.client")
 
 PLACE_ATTEMPTS = 5  # placements of one actor whose host was gone before its constructor ran
-RELEASE_WAIT_S = 10.0  # how long a failed construction waits for the master to free its slot
+RELEASE_WAIT_S = 10.0  # how long a kill or a failed construction waits for the master to free the slot
 DEATH_GRACE_S = 2.0  # how long a construction reported dead may still say how it ended
 PLACEMENT_WARN_S = 10.0  # a placement still waiting this long is logged (every slot may be taken)
 _VALIDATE = os.environ.get("ACTORRT_VALIDATE") == "1"
@@ -388,16 +388,18 @@ class Cluster:
 
     # ---- placement and actors (cluster loop) ----------------------------------------------------
 
-    def _send_release(self, actor_id: str, reason: str) -> None:
-        if self._session is not None and not self.closed:
-            self._session.send(pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason)))
+    def _send_release(self, actor_id: str, reason: str) -> bool:
+        """Ask the master to stop ``actor_id``; False when there is no session to ask."""
+        if self._session is None or self.closed:
+            return False
+        self._session.send(pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason)))
+        return True
 
-    async def _release_failed(self, actor_id: str, reason: str) -> None:
-        """Release a placement whose construction failed, and wait (bounded) until the master
-        has freed its slot: whoever gets the constructor's error may count the slots at once."""
-        self._send_release(actor_id, reason)
-        if self._session is not None and not self.closed:
-            await self.death_cause(actor_id, RELEASE_WAIT_S)
+    async def _release_and_wait(self, actor_id: str, reason: str, wait_s: float = RELEASE_WAIT_S) -> None:
+        """Release ``actor_id`` and wait (bounded) until the master has freed its slot: whoever
+        learns of the kill or of the failed construction may count the slots at once."""
+        if self._send_release(actor_id, reason):
+            await self.death_cause(actor_id, wait_s)
 
     async def create_actor(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
         """Place an actor and construct it on its host (cluster loop); every wait is bounded.
@@ -450,7 +452,7 @@ class Cluster:
                 retry = _never_constructed(e, self.state.cause(placed.actor_id))
                 out_of_time = deadline is not None and self.loop.time() >= deadline
                 if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
-                    await self._release_failed(
+                    await self._release_and_wait(
                         placed.actor_id,
                         "its constructor failed" if not retry else "its host was gone before its constructor ran",
                     )
@@ -463,7 +465,7 @@ class Cluster:
                 self._send_release(placed.actor_id, "its placement was abandoned: its construction was cancelled")
                 raise
             except BaseException:
-                await self._release_failed(placed.actor_id, "its constructor failed")
+                await self._release_and_wait(placed.actor_id, "its constructor failed")
                 raise
             if self.closed:  # closed while constructing: _close did not see this connection
                 await conn.close("its client closed the cluster connection")
@@ -545,14 +547,13 @@ class Cluster:
         await conn.close(f"{what}: {detail}")
         raise ActorDiedError(conn.actor_id, f"{what}: {detail}")
 
-    async def kill_actor(self, handle: ActorHandle[Any], wait_s: float = 10.0) -> None:
+    async def kill_actor(self, handle: ActorHandle[Any], wait_s: float = RELEASE_WAIT_S) -> None:
         conn = handle._conn
         actor_id = conn.actor_id
         if self.state.cause(actor_id) is not None:
             return
         await conn.close("killed by actorrt.kill()")
-        self._send_release(actor_id, "killed by actorrt.kill()")
-        await self.death_cause(actor_id, wait_s)  # returns once the slot is free again
+        await self._release_and_wait(actor_id, "killed by actorrt.kill()", wait_s)
 
     async def _status(self) -> ClusterStatus:
         assert self._session is not None
