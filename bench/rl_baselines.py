@@ -293,6 +293,14 @@ MUJOCO_HPARAMS: dict[str, dict] = {
 }
 
 
+# TD3 as examples/td3_halfcheetah.py runs it by default, which is also the TD3 authors' own code
+# (github.com/sfujim/TD3 since 2019), CleanRL's and Tianshou's: 256x256 networks, lr 3e-4 (rl-zoo's
+# "td3" keeps the paper's 400x300 and lr 1e-3). Both sides read it, as they read the others.
+MUJOCO_HPARAMS["td3-256"] = {**MUJOCO_HPARAMS["td3"], "hidden": (256, 256), "lr": 3e-4}
+OFF_POLICY = ("sac", "td3", "td3-256")
+"""The off-policy configurations of ``MUJOCO_HPARAMS`` (the rest is PPO)."""
+
+
 class _Tracker:
     """Mean of the last ``MUJOCO_WINDOW`` finished training episodes, at each checkpoint, and the
     first time it reaches ``TARGET``. ``start`` is set at the first env step."""
@@ -746,7 +754,7 @@ def main_mujoco(args: argparse.Namespace) -> None:
         return None if "error" in row else row
 
     micros: dict[str, dict] = {}
-    for algo in [] if args.no_micro else [a for a in algos if a in ("sac", "td3")]:
+    for algo in [] if args.no_micro else [a for a in algos if a in OFF_POLICY]:
         rounds, per_round = (2, 10) if args.quick else (10, 50)
         ours = [x for x in sides if x in OURS_SIDES] or ["ours"]
         spec = {"runner": "micro", "algo": algo, "env": args.env, "rounds": rounds, "per_round": per_round}
@@ -806,7 +814,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="mujoco: seeds first-seed .. first-seed+N-1")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, a few thousand steps")
     parser.add_argument("--env", default="HalfCheetah-v5", help="mujoco: gymnasium id")
-    parser.add_argument("--algos", default="sac", help="mujoco: comma-separated, of sac,td3,ppo")
+    parser.add_argument("--algos", default="sac", help="mujoco: comma-separated, of sac,td3,td3-256,ppo")
     parser.add_argument("--steps", type=int, default=100_000, help="mujoco: env steps per run")
     parser.add_argument("--learning-starts", type=int, default=10_000, help="mujoco: uniform-action steps")
     parser.add_argument(
