@@ -12,13 +12,13 @@ is above on, and the difference of the means with its standard error, ``sqrt(s_o
 s_sb3^2/n)``. The runs of the two sides share a seed number but nothing random, so the error is
 not paired. A cell with fewer than 3 seeds is marked: item 5 asks for at least 3.
 
-**Wall-clock to 3,000.** On HalfCheetah, for each of our SAC and TD3 sides against SB3's SAC (the
-reference item 5 names) and each seed that ours reached 3,000 on: the env steps and the seconds
-each side took, and the ratio. Where SB3's run never reached it, the ratio is a bound (ours
-against SB3's whole run). Then the total ratio and the median ratio over the seeds both reached,
-and on how many seeds ours took at most half of SB3's time. Runs pair only with runs on the same
-CPU (the row's ``cpu``), and even then wall-clocks compare best within one round, so the table
-names the commit and the UTC end time of each run it reads.
+**Wall-clock to 3,000.** On HalfCheetah, for each of our SAC and TD3 sides (rl-zoo's TD3 and the
+256x256 ``td3-256``) against SB3's SAC (the reference item 5 names) and each seed that ours reached
+3,000 on: the env steps and the seconds each side took, and the ratio. Where SB3's run never
+reached it, the ratio is a bound (ours against SB3's whole run). Then the total ratio and the
+median ratio over the seeds both reached, and on how many seeds ours took at most half of SB3's
+time. Runs pair only with runs on the same CPU (the row's ``cpu``), and even then wall-clocks
+compare best within one round, so the table names the commit and the UTC end time of each run it reads.
 
 A run is deterministic per seed on one kind of CPU: the same code gives the same returns whatever
 the load (another CPU's kernels round differently, and so give another, equally valid, sample). So
@@ -131,7 +131,10 @@ def return_cells(runs: list[Run]) -> list[dict[str, Any]]:
 
 
 def reach_cells(
-    runs: list[Run], env: str = "HalfCheetah-v5", algos: tuple[str, ...] = ("sac", "td3"), reference: str = "sac"
+    runs: list[Run],
+    env: str = "HalfCheetah-v5",
+    algos: tuple[str, ...] = ("sac", "td3", "td3-256"),
+    reference: str = "sac",
 ) -> list[dict[str, Any]]:
     """Wall-clock to 3,000 of each of our sides of each of ``algos`` against SB3's ``reference``
     algorithm (item 5 measures against SB3's SAC), seed by seed."""
@@ -187,12 +190,12 @@ def _fmt(x: float | None) -> str:
 
 def print_tables(returns_: list[dict[str, Any]], reach: list[dict[str, Any]]) -> None:
     print("Returns at each checkpoint: our side against SB3 on the seeds both ran (* fewer than 3 seeds)")
-    head = f"{'env':<15} {'algo':<4} {'step':>7} {'side':<16} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
+    head = f"{'env':<15} {'algo':<7} {'step':>7} {'side':<16} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
     print(head + f"  {'ours med':>9} {'sb3 med':>9}  {'above':>5}  {'diff':>7} {'se':>6}")
     for c in returns_:
         n = f"{c['n']}{'' if c['enough_seeds'] else '*'}"
         print(
-            f"{c['env']:<15} {c['algo']:<4} {c['checkpoint']:>7} {c['side']:<16} {n:>3}  "
+            f"{c['env']:<15} {c['algo']:<7} {c['checkpoint']:>7} {c['side']:<16} {n:>3}  "
             f"{c['ours_mean']:>9.1f} {c['sb3_mean']:>9.1f}  {c['ours_median']:>9.1f} {c['sb3_median']:>9.1f}  "
             f"{c['ours_above']:>2}/{c['n']:<2}  {c['mean_diff']:>7.1f} {_fmt(c['se_diff']):>6}"
         )

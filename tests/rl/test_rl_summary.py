@@ -57,6 +57,9 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
         # Our TD3 is timed against SB3's SAC (item 5's reference), never against SB3's TD3.
         _run("ourscompile_td3", 1, {50_000: 3100.0}, "2026-01-04T00:00Z", (48_000, 160.0)),
         _run("sb3_td3", 1, {50_000: 3000.0}, "2026-01-04T00:00Z", (47_000, 100.0)),
+        # TD3 with 256x256 networks is its own configuration: timed against SB3's SAC too, and its
+        # returns compared with SB3's td3-256 only (none here), never with rl-zoo's td3.
+        _run("ourscompile_td3-256", 0, {50_000: 3200.0}, "2026-01-04T01:00Z", (44_000, 150.0)),
     ]
     rc, out, err = _summary(tmp_path, rows, "--json")
     assert rc == 0, err
@@ -78,7 +81,9 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     hop = cells[("Hopper-v5", "td3", 50_000, "ours")]
     assert hop["n"] == 1 and not hop["enough_seeds"] and hop["se_diff"] is None and hop["mean_diff"] == -100.0
 
-    reach, td3 = [c for c in lines if c["kind"] == "reach_3000"]  # SAC first, then TD3
+    reach, td3, td3_256 = [c for c in lines if c["kind"] == "reach_3000"]  # SAC, TD3, TD3 256x256
+    assert (td3_256["algo"], td3_256["sb3_algo"], td3_256["n"]) == ("td3-256", "sac", 1)
+    assert [(p["seed"], p["ratio"]) for p in td3_256["seeds"]] == [(0, 0.25)]  # 150 s against SAC's 600 s
     assert (td3["algo"], td3["sb3_algo"], td3["side"]) == ("td3", "sac", "ourscompile")
     (only,) = td3["seeds"]
     assert (only["seed"], only["sb3_env_steps"], only["ratio"]) == (1, 55_000, 0.4)  # 160 s against SAC's 400 s
@@ -99,6 +104,7 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     assert re.search(r"^Hopper-v5 +td3 +50000 +ours +1\* ", text, re.M), text
     assert "at most half on 2 of 3 seeds" in text
     assert "HalfCheetah-v5: our td3 (ourscompile) against SB3's sac, on CPU not recorded" in text
+    assert "HalfCheetah-v5: our td3-256 (ourscompile) against SB3's sac, on CPU not recorded" in text
 
 
 def test_bad_input_is_named(tmp_path: Path) -> None:
