@@ -149,25 +149,26 @@ def reach_cells(
             if (c, s, a, e) != (machine, side, algo, env) or other is None:
                 continue
             mine, theirs = row.get(TARGET_KEY), other.get(TARGET_KEY)
-            if mine is None:
-                continue  # ours did not reach 3,000 in its run: nothing to time
-            # SB3 not reaching 3,000 in its run bounds the ratio from above by its whole run.
+            # A side that never reached 3,000 in its run bounds the ratio by its whole run: from
+            # above where SB3 never did ("<"), from below where ours never did (">"); none if neither.
+            ours_wall = mine["wall_s"] if mine is not None else row["wall_s"]
             sb3_wall = theirs["wall_s"] if theirs is not None else other["wall_s"]
             per_seed.append(
                 {
                     "seed": seed,
-                    "ours_env_steps": mine["env_steps"],
-                    "ours_wall_s": mine["wall_s"],
+                    "ours_env_steps": mine["env_steps"] if mine is not None else None,
+                    "ours_wall_s": ours_wall,
+                    "ours_reached": mine is not None,
                     "sb3_env_steps": theirs["env_steps"] if theirs is not None else None,
                     "sb3_wall_s": sb3_wall,
                     "sb3_reached": theirs is not None,
-                    "ratio": round(mine["wall_s"] / sb3_wall, 3),
+                    "ratio": round(ours_wall / sb3_wall, 3) if mine is not None or theirs is not None else None,
                     "ours_run": f"{row.get('code', '?')} {row.get('utc_end', '?')}",
                     "sb3_run": f"{other.get('code', '?')} {other.get('utc_end', '?')}",
                 }
             )
-        both = [p for p in per_seed if p["sb3_reached"]]
-        if both:
+        both = [p for p in per_seed if p["sb3_reached"] and p["ours_reached"]]
+        if per_seed:
             cells.append(
                 {
                     "env": env,
@@ -176,9 +177,14 @@ def reach_cells(
                     "side": side,
                     "cpu": machine,
                     "n": len(both),
-                    "total_ratio": round(sum(p["ours_wall_s"] for p in both) / sum(p["sb3_wall_s"] for p in both), 3),
-                    "median_ratio": round(statistics.median(p["ratio"] for p in both), 3),
-                    "at_most_half": sum(p["ratio"] <= 0.5 for p in per_seed),
+                    "total_ratio": (
+                        round(sum(p["ours_wall_s"] for p in both) / sum(p["sb3_wall_s"] for p in both), 3)
+                        if both
+                        else None
+                    ),
+                    "median_ratio": round(statistics.median(p["ratio"] for p in both), 3) if both else None,
+                    "at_most_half": sum(p["ours_reached"] and p["ratio"] <= 0.5 for p in per_seed),
+                    "ours_never": sum(not p["ours_reached"] for p in per_seed),
                     "seeds": per_seed,
                 }
             )
@@ -209,14 +215,22 @@ def print_tables(returns_: list[dict[str, Any]], reach: list[dict[str, Any]]) ->
             f"{'seed':>4}  {'ours steps':>10} {'ours s':>8}  {'sb3 steps':>9} {'sb3 s':>8}  {'ratio':>6}  runs (ours; sb3)"
         )
         for p in r["seeds"]:
-            sb3_steps, bound = (p["sb3_env_steps"], " ") if p["sb3_reached"] else ("never", "<")
+            ours_steps = p["ours_env_steps"] if p["ours_reached"] else "never"
+            sb3_steps = p["sb3_env_steps"] if p["sb3_reached"] else "never"
+            bound = " " if p["ours_reached"] == p["sb3_reached"] else "<" if p["ours_reached"] else ">"
+            ratio = "-" if p["ratio"] is None else f"{p['ratio']:.3f}"
             print(
-                f"{p['seed']:>4}  {p['ours_env_steps']:>10} {p['ours_wall_s']:>8.1f}  {sb3_steps:>9} "
-                f"{p['sb3_wall_s']:>8.1f} {bound}{p['ratio']:>6.3f}  {p['ours_run']}; {p['sb3_run']}"
+                f"{p['seed']:>4}  {ours_steps:>10} {p['ours_wall_s']:>8.1f}  {sb3_steps:>9} "
+                f"{p['sb3_wall_s']:>8.1f} {bound}{ratio:>6}  {p['ours_run']}; {p['sb3_run']}"
             )
+        over = (
+            f"total {r['total_ratio']:.3f} and median {r['median_ratio']:.3f} over the {r['n']} seeds both reached"
+            if r["n"]
+            else "no seed that both reached"
+        )
         print(
-            f"total {r['total_ratio']:.3f} and median {r['median_ratio']:.3f} over the {r['n']} seeds both reached; "
-            f"at most half on {r['at_most_half']} of {len(r['seeds'])} seeds (< : SB3 never reached it in its run)"
+            f"{over}; at most half on {r['at_most_half']} of {len(r['seeds'])} seeds, ours never reached it on "
+            f"{r['ours_never']} (< : SB3 never reached it in its run, > : ours never did)"
         )
 
 

@@ -60,6 +60,8 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
         # TD3 with 256x256 networks is its own configuration: timed against SB3's SAC too, and its
         # returns compared with SB3's td3-256 only (none here), never with rl-zoo's td3.
         _run("ourscompile_td3-256", 0, {50_000: 3200.0}, "2026-01-04T01:00Z", (44_000, 150.0)),
+        # Ours never reaching 3,000 is listed, as a bound from below (its whole run against SB3's time).
+        _run("ourscompile_td3-256", 1, {50_000: 1000.0}, "2026-01-04T01:10Z", None, wall_s=600.0),
     ]
     rc, out, err = _summary(tmp_path, rows, "--json")
     assert rc == 0, err
@@ -83,7 +85,10 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
 
     reach, td3, td3_256 = [c for c in lines if c["kind"] == "reach_3000"]  # SAC, TD3, TD3 256x256
     assert (td3_256["algo"], td3_256["sb3_algo"], td3_256["n"]) == ("td3-256", "sac", 1)
-    assert [(p["seed"], p["ratio"]) for p in td3_256["seeds"]] == [(0, 0.25)]  # 150 s against SAC's 600 s
+    # Seed 0: 150 s against SAC's 600 s; seed 1: never, its 600 s run against SAC's 400 s.
+    assert [(p["seed"], p["ours_reached"], p["ratio"]) for p in td3_256["seeds"]] == [(0, True, 0.25), (1, False, 1.5)]
+    assert td3_256["seeds"][1]["ours_env_steps"] is None and td3_256["total_ratio"] == 0.25
+    assert td3_256["at_most_half"] == 1 and td3_256["ours_never"] == 1
     assert (td3["algo"], td3["sb3_algo"], td3["side"]) == ("td3", "sac", "ourscompile")
     (only,) = td3["seeds"]
     assert (only["seed"], only["sb3_env_steps"], only["ratio"]) == (1, 55_000, 0.4)  # 160 s against SAC's 400 s
@@ -102,7 +107,9 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     rc, text, err = _summary(tmp_path, rows)
     assert rc == 0, err
     assert re.search(r"^Hopper-v5 +td3 +50000 +ours +1\* ", text, re.M), text
-    assert "at most half on 2 of 3 seeds" in text
+    assert "at most half on 2 of 3 seeds, ours never reached it on 0" in text
+    assert re.search(r"^ +1 +never +600\.0 +55000 +400\.0 > 1\.500 ", text, re.M), text
+    assert "at most half on 1 of 2 seeds, ours never reached it on 1" in text
     assert "HalfCheetah-v5: our td3 (ourscompile) against SB3's sac, on CPU not recorded" in text
     assert "HalfCheetah-v5: our td3-256 (ourscompile) against SB3's sac, on CPU not recorded" in text
 
