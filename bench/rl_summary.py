@@ -14,10 +14,11 @@ not paired. A cell with fewer than 3 seeds is marked: item 5 asks for at least 3
 
 **Wall-clock to 3,000.** On HalfCheetah, for each of our SAC and TD3 sides (rl-zoo's TD3 and the
 256x256 ``td3-256`` and ``td3-256-zoo``) against SB3's SAC (the reference item 5 names) and each
-seed that ours reached 3,000 on: the env steps and the seconds each side took, and the ratio.
-Where SB3's run never reached it, the ratio is a bound (ours against SB3's whole run). Then the
-total ratio and the median ratio over the seeds both reached, and on how many seeds ours took at
-most half of SB3's time. Runs pair only with runs on the same CPU (the row's ``cpu``), and even
+seed both ran: the env steps and the seconds each side took to 3,000, and the ratio. Where one
+side's run never reached it, the ratio is a bound by that whole run: from above where SB3's did
+not (``<``), from below where ours did not (``>``). Then the total ratio and the median ratio over
+the seeds both reached, on how many seeds ours took at most half of SB3's time, and on how many
+ours never reached 3,000. Runs pair only with runs on the same CPU (the row's ``cpu``), and even
 then wall-clocks compare best within one round, so the table names the commit and the UTC end
 time of each run it reads.
 
