@@ -41,6 +41,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from rl_baselines import OFF_POLICY
+
 DEFAULT_RUNS = Path(__file__).with_name("rl_mujoco_runs.jsonl")
 SB3 = "sb3"
 TARGET_KEY = "reached_3000"
@@ -135,7 +137,7 @@ def return_cells(runs: list[Run]) -> list[dict[str, Any]]:
 def reach_cells(
     runs: list[Run],
     env: str = "HalfCheetah-v5",
-    algos: tuple[str, ...] = ("sac", "td3", "td3-256", "td3-256-zoo"),
+    algos: tuple[str, ...] = OFF_POLICY,
     reference: str = "sac",
 ) -> list[dict[str, Any]]:
     """Wall-clock to 3,000 of each of our sides of each of ``algos`` against SB3's ``reference``
