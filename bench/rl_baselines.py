@@ -293,9 +293,10 @@ MUJOCO_HPARAMS: dict[str, dict] = {
 }
 
 
-# TD3 as examples/td3_halfcheetah.py runs it by default, which is also the TD3 authors' own code
-# (github.com/sfujim/TD3 since 2019), CleanRL's and Tianshou's: 256x256 networks, lr 3e-4 (rl-zoo's
-# "td3" keeps the paper's 400x300 and lr 1e-3). Both sides read it, as they read the others.
+# TD3's networks and lr as examples/td3_halfcheetah.py has them by default, which are also the TD3
+# authors' own code's (github.com/sfujim/TD3 since 2019), CleanRL's and Tianshou's: 256x256, lr 3e-4
+# (rl-zoo's "td3" keeps the paper's 400x300 and lr 1e-3); the rest is rl-zoo's, learning_starts
+# 10,000 included (the example's default is 25,000). Both sides read it, as they read the others.
 MUJOCO_HPARAMS["td3-256"] = {**MUJOCO_HPARAMS["td3"], "hidden": (256, 256), "lr": 3e-4}
 # rl-zoo's TD3 with SAC's 256x256 networks instead of 400x300 (lr 1e-3 kept): the network width
 # alone changed, against "td3", and the learning rate alone, against "td3-256".

@@ -130,7 +130,8 @@ class Scheme:
         if self.collection_mode == "async" and not isinstance(algorithm, (IMPALA, OffPolicyAlgorithm)):
             raise SchemeError(
                 f"asynchronous collection feeds the learner rollouts from older policies; {name} has no "
-                "off-policy correction (IMPALA's V-trace has): use collection_mode='sync'"
+                "off-policy correction (IMPALA's V-trace has; DDPG, TD3 and SAC learn from a replay): "
+                "use collection_mode='sync'"
             )
         if self.collection_mode == "async" and self.collection == "local":
             raise SchemeError("asynchronous collection needs remote collectors (collection='remote')")
