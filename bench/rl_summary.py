@@ -200,12 +200,13 @@ def _fmt(x: float | None) -> str:
 
 def print_tables(returns_: list[dict[str, Any]], reach: list[dict[str, Any]]) -> None:
     print("Returns at each checkpoint: our side against SB3 on the seeds both ran (* fewer than 3 seeds)")
-    head = f"{'env':<15} {'algo':<7} {'step':>7} {'side':<16} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
+    w = max([len("algo"), *(len(c["algo"]) for c in returns_)])
+    head = f"{'env':<15} {'algo':<{w}} {'step':>7} {'side':<16} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
     print(head + f"  {'ours med':>9} {'sb3 med':>9}  {'above':>5}  {'diff':>7} {'se':>6}")
     for c in returns_:
         n = f"{c['n']}{'' if c['enough_seeds'] else '*'}"
         print(
-            f"{c['env']:<15} {c['algo']:<7} {c['checkpoint']:>7} {c['side']:<16} {n:>3}  "
+            f"{c['env']:<15} {c['algo']:<{w}} {c['checkpoint']:>7} {c['side']:<16} {n:>3}  "
             f"{c['ours_mean']:>9.1f} {c['sb3_mean']:>9.1f}  {c['ours_median']:>9.1f} {c['sb3_median']:>9.1f}  "
             f"{c['ours_above']:>2}/{c['n']:<2}  {c['mean_diff']:>7.1f} {_fmt(c['se_diff']):>6}"
         )
