@@ -136,8 +136,6 @@ def test_the_committed_rows_summarise() -> None:
             at_50k = [c for c in cells if (c["env"], c["algo"], c["checkpoint"]) == (env, algo, 50_000)]
             assert max(c["n"] for c in at_50k) >= 3, (env, algo)
     # One table per CPU the runs recorded; the Xeon rounds' has the seeds.
-    compiled = [
-        c for c in lines if c["kind"] == "reach_3000" and (c["algo"], c["side"]) == ("sac", "oursbf16compile")
-    ]
+    compiled = [c for c in lines if c["kind"] == "reach_3000" and (c["algo"], c["side"]) == ("sac", "oursbf16compile")]
     assert max(c["n"] for c in compiled) >= 3
     assert (ROOT / "bench" / "rl_mujoco_runs.jsonl").is_file()
