@@ -6,6 +6,7 @@
     python bench/actor_calls.py --reps 10 --out runs/actor_calls.jsonl
     python bench/actor_calls.py --only latency,pipelined
     python bench/actor_calls.py --peers ray,parl  # side by side, alternating (A B A B), ~10 min
+    python bench/actor_calls.py --watchdog 600    # a run still going after 600 s says where, exits 3
 
 stdout gets one JSON object per line and per measurement::
 
@@ -78,6 +79,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import functools
 import json
 import math
@@ -86,6 +88,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -390,6 +393,7 @@ class Config:
     payload_sizes: list[int]
     cpu_seconds: float
     idle_seconds: float
+    watchdog_s: float | None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Config:
@@ -404,6 +408,7 @@ class Config:
             payload_sizes=[64 * 1024, MIB] if quick else [MIB, 16 * MIB, 64 * MIB],
             cpu_seconds=args.cpu_seconds if args.cpu_seconds is not None else (0.1 if quick else 1.0),
             idle_seconds=args.idle_seconds if args.idle_seconds is not None else (1.0 if quick else 10.0),
+            watchdog_s=args.watchdog if args.watchdog is not None else (150.0 if quick else None),
         )
 
 
@@ -427,6 +432,9 @@ def bench_cold_start(system_name: str, cfg: Config, report: Reporter) -> None:
             start = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
             assert proc.stdout is not None
+            # A child that hangs is stopped (its stdout then ends) and reported, not waited on forever.
+            stop = threading.Timer(cfg.watchdog_s or 600.0, proc.terminate)
+            stop.start()
             seen: dict[str, Any] | None = None
             for line in proc.stdout:
                 if line.startswith("{") and '"first_call"' in line:
@@ -439,6 +447,8 @@ def bench_cold_start(system_name: str, cfg: Config, report: Reporter) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 code = proc.wait()
+            finally:
+                stop.cancel()
             if seen is None or code != 0:
                 err.seek(0)
                 raise RuntimeError(f"cold-start child {cmd} exited with {code}:\n{err.read()[-4000:]}")
@@ -850,6 +860,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--idle-seconds", type=float, default=None, help="how long the idle bench watches (default 10; 1 with --quick)"
     )
+    parser.add_argument(
+        "--watchdog",
+        type=float,
+        default=None,
+        help="seconds after which a run still going prints where each task waits, stops and exits 3 "
+        "(default 150 with --quick, none otherwise; 0: none)",
+    )
     parser.add_argument("--peers", default="", help="other systems to run side by side: ray, parl")
     parser.add_argument(
         "--floors", action="store_true", help="run the grpc/tcp echo floors side by side (implied by --peers)"
@@ -919,11 +936,16 @@ def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: 
     """All groups of one system, in this process (cold starts in fresh children)."""
     started = time.perf_counter()
     system = SYSTEMS[name](cfg.address)
+    hung = False
     try:
         if "cold_start" in groups and "cold_start" in system.groups:  # before anything else runs
             bench_cold_start(name, cfg, report)
         if groups - {"cold_start"}:
-            _run_async(run_system(system, cfg, groups, report))
+            try:
+                _run_async(_watched(run_system(system, cfg, groups, report), cfg.watchdog_s))
+            except BenchHangError as e:
+                print(f"\n{e}", file=sys.stderr)
+                hung = True
     finally:
         if table and report.results:
             mode = "quick" if cfg.quick else "full"
@@ -933,6 +955,8 @@ def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: 
                 f"{time.perf_counter() - started:.1f} s)\n{report.table()}",
                 file=sys.stderr,
             )
+    if hung:
+        return 3
     failed = [r.bench for r in report.results if r.value is None]
     if failed:
         print(f"\n{len(failed)} measurement(s) FAILED (value null in the JSON): {', '.join(failed)}", file=sys.stderr)
@@ -982,6 +1006,52 @@ def _side_by_side(args: argparse.Namespace, cfg: Config, groups: set[str]) -> in
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _await_chain(awaitable: Any) -> str:
+    """Where a suspended coroutine waits: each coroutine it awaits, down to the future."""
+    hops = []
+    while awaitable is not None:
+        frame = getattr(awaitable, "cr_frame", None) or getattr(awaitable, "gi_frame", None)
+        if frame is None:
+            hops.append(repr(awaitable)[:160])
+            break
+        hops.append(f"{frame.f_code.co_name} ({os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno})")
+        awaitable = getattr(awaitable, "cr_await", None) or getattr(awaitable, "gi_yieldfrom", None)
+    return " -> ".join(hops)
+
+
+class BenchHangError(RuntimeError):
+    """The benches ran past ``--watchdog``; where they waited went to stderr."""
+
+
+async def _watched(coro: Awaitable[None], seconds: float | None) -> None:
+    """``coro``, or past ``seconds``: print where every task of this process waits, cancel it
+    (its ``finally`` blocks kill the actors and close the cluster) and raise ``BenchHangError``.
+    A loop blocked outright gets faulthandler's thread stacks a minute later instead."""
+    if not seconds:
+        await coro
+        return
+    faulthandler.dump_traceback_later(seconds + 60, exit=True)
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+        if done:
+            return task.result()
+        others = [t for t in asyncio.all_tasks() if t not in (task, asyncio.current_task())]
+        print(
+            f"\nwatchdog: still running after {seconds:g} s; the benches wait in\n  {_await_chain(task.get_coro())}"
+            "\nand the other tasks of this process (an embedded cluster's among them) in",
+            *(f"  {t.get_name()}: {_await_chain(t.get_coro())}" for t in others),
+            sep="\n",
+            file=sys.stderr,
+            flush=True,
+        )
+        task.cancel()
+        await asyncio.wait({task}, timeout=60)
+        raise BenchHangError(f"the benches ran past --watchdog {seconds:g} s; where they waited is printed above")
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _run_async(coro: Any) -> Any:

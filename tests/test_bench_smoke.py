@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,10 +14,11 @@ BENCH = ROOT / "bench" / "actor_calls.py"
 
 
 def _run(*args: str) -> list[dict[str, object]]:
+    # --quick arms the bench's own watchdog at 150 s: a hang fails with where it waited.
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--quick", *args], capture_output=True, text=True, timeout=240, cwd=ROOT
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, f"stdout ends:\n{proc.stdout[-1500:]}\nstderr ends:\n{proc.stderr[-4000:]}"
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert rows, proc.stderr[-4000:]
     for row in rows:
@@ -42,6 +45,37 @@ def test_quick_bench_prints_json_lines() -> None:
 def test_quick_bench_side_by_side_with_the_floors() -> None:
     rows = _run("--floors", "--only", "latency,pipelined")
     assert {row["system"] for row in rows} == {"actorrt", "grpc_floor", "tcp_floor"}
+
+
+def test_the_watchdog_says_where_the_benches_wait_then_stops_them_and_their_cluster() -> None:
+    """A run past ``--watchdog`` prints each task's chain of awaits, cancels the benches (the
+    cluster is closed by their ``finally``) and exits 3; no process it started outlives it."""
+    mark = f"bench-watchdog-{os.getpid()}-{time.monotonic_ns()}"
+    argv = [sys.executable, str(BENCH), "--quick", "--only", "idle", "--idle-seconds", "30", "--watchdog", "5"]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "BENCH_TEST_MARK": mark}
+    )
+    assert proc.returncode == 3, proc.stderr[-4000:]
+    where = proc.stderr.split("watchdog: still running after 5 s; the benches wait in\n", 1)[-1].splitlines()[0]
+    assert where.startswith("  run_system (actor_calls.py:") and "-> bench_idle (actor_calls.py:" in where, proc.stderr
+    assert "the benches ran past --watchdog 5 s" in proc.stderr
+    deadline = time.monotonic() + 20
+    while (left := _processes_marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes started by the bench still run: {left}"
+
+
+def _processes_marked(mark: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if mark.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_payload_floor_bench_prints_json_lines() -> None:
