@@ -937,12 +937,14 @@ def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: 
     started = time.perf_counter()
     system = SYSTEMS[name](cfg.address)
     hung = False
+    if cfg.watchdog_s:  # past the watchdog and its 30 s of cleanup: every thread's stack, exit 1
+        faulthandler.dump_traceback_later(cfg.watchdog_s + 45, exit=True)
     try:
         if "cold_start" in groups and "cold_start" in system.groups:  # before anything else runs
             bench_cold_start(name, cfg, report)
         if groups - {"cold_start"}:
             try:
-                _run_async(_watched(run_system(system, cfg, groups, report), cfg.watchdog_s))
+                _run_async(_watched(run_system(system, cfg, groups, report), cfg.watchdog_s, started))
             except BenchHangError as e:
                 print(f"\n{e}", file=sys.stderr)
                 hung = True
@@ -955,6 +957,7 @@ def _run_one(name: str, cfg: Config, groups: set[str], report: Reporter, table: 
                 f"{time.perf_counter() - started:.1f} s)\n{report.table()}",
                 file=sys.stderr,
             )
+    faulthandler.cancel_dump_traceback_later()
     if hung:
         return 3
     failed = [r.bench for r in report.results if r.value is None]
@@ -1025,33 +1028,29 @@ class BenchHangError(RuntimeError):
     """The benches ran past ``--watchdog``; where they waited went to stderr."""
 
 
-async def _watched(coro: Awaitable[None], seconds: float | None) -> None:
-    """``coro``, or past ``seconds``: print where every task of this process waits, cancel it
+async def _watched(coro: Awaitable[None], seconds: float | None, started: float) -> None:
+    """``coro``, or ``seconds`` after ``started`` (``time.perf_counter``): print where every task of this process waits, cancel it
     (its ``finally`` blocks kill the actors and close the cluster) and raise ``BenchHangError``.
-    A loop blocked outright gets faulthandler's thread stacks a minute later instead."""
+    A loop blocked outright, or a close that hangs, is left to ``_run_one``'s faulthandler."""
     if not seconds:
         await coro
         return
-    faulthandler.dump_traceback_later(seconds + 60, exit=True)
     task = asyncio.ensure_future(coro)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-        if done:
-            return task.result()
-        others = [t for t in asyncio.all_tasks() if t not in (task, asyncio.current_task())]
-        print(
-            f"\nwatchdog: still running after {seconds:g} s; the benches wait in\n  {_await_chain(task.get_coro())}"
-            "\nand the other tasks of this process (an embedded cluster's among them) in",
-            *(f"  {t.get_name()}: {_await_chain(t.get_coro())}" for t in others),
-            sep="\n",
-            file=sys.stderr,
-            flush=True,
-        )
-        task.cancel()
-        await asyncio.wait({task}, timeout=60)
-        raise BenchHangError(f"the benches ran past --watchdog {seconds:g} s; where they waited is printed above")
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, started + seconds - time.perf_counter()))
+    if done:
+        return task.result()
+    others = [t for t in asyncio.all_tasks() if t not in (task, asyncio.current_task())]
+    print(
+        f"\nwatchdog: still running after {seconds:g} s; the benches wait in\n  {_await_chain(task.get_coro())}"
+        "\nand the other tasks of this process (an embedded cluster's among them) in",
+        *(f"  {t.get_name()}: {_await_chain(t.get_coro())}" for t in others),
+        sep="\n",
+        file=sys.stderr,
+        flush=True,
+    )
+    task.cancel()
+    await asyncio.wait({task}, timeout=30)
+    raise BenchHangError(f"the benches ran past --watchdog {seconds:g} s; where they waited is printed above")
 
 
 def _run_async(coro: Any) -> Any:

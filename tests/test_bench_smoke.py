@@ -9,15 +9,21 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench" / "actor_calls.py"
 
 
 def _run(*args: str) -> list[dict[str, object]]:
     # --quick arms the bench's own watchdog at 150 s: a hang fails with where it waited.
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", *args], capture_output=True, text=True, timeout=240, cwd=ROOT
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(BENCH), "--quick", *args], capture_output=True, text=True, timeout=240, cwd=ROOT
+        )
+    except subprocess.TimeoutExpired as e:
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (e.stdout, e.stderr))
+        pytest.fail(f"past 240 s; stdout ends:\n{out[-1500:]}\nstderr ends:\n{err[-4000:]}")
     assert proc.returncode == 0, f"stdout ends:\n{proc.stdout[-1500:]}\nstderr ends:\n{proc.stderr[-4000:]}"
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert rows, proc.stderr[-4000:]
