@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import logging
 import sys
 import threading
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["ActorConnection", "ActorHandle", "HandleRef", "member_kinds"]
 
 T = TypeVar("T")
+log = logging.getLogger("actorrt.client")
 # A call's arguments as sent: encoded whole, or (seq, messages, bulk link) when streamed.
 Packed = Encoded | tuple[int, list[bytes], "_bulk.Link | None"]
 _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
@@ -334,6 +336,11 @@ class ActorConnection:
                 self._call.cancel()
         except asyncio.CancelledError:
             return
+        except Exception as e:  # a bug of ours: fail what is in flight rather than leave it waiting
+            log.exception("reading actor %s's replies failed", self.actor_id)
+            detail = f"the client could not read its host's replies ({type(e).__name__}: {e})"
+            if self._call is not None:
+                self._call.cancel()
         if self.dead is not None:
             return
         if self.max_restarts == 0:

@@ -155,7 +155,10 @@ class MasterSession:
             try:
                 while isinstance(notice := await self._call.read(), pb.ClientNotice):  # else EOF
                     backoff = 0.1
-                    self.on_notice(notice)
+                    try:
+                        self.on_notice(notice)
+                    except Exception:  # a bug handling one notice must not stop the ones after it
+                        log.exception("could not handle the master's %s notice", notice.WhichOneof("notice"))
                 if self.closed:
                     return
                 reason = "the master closed the session"

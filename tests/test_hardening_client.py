@@ -3,6 +3,7 @@ client that stops reading its session (the master bounds what it buffers for it)
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import stat
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -252,3 +254,64 @@ def test_a_client_that_stops_reading_does_not_make_the_master_grow(cluster: Proc
     assert result is not None, written
     print(result.group(0))
     assert result.group(2) == a2 and "code 3" in result.group(3)
+
+
+# ---- a bug of the client's own does not leave work waiting forever -----------------------------
+
+
+@actorrt.remote_class
+class Talker:
+    def say(self, text: str) -> str:
+        print(text, flush=True)
+        return text
+
+
+async def test_a_notice_the_client_fails_to_handle_does_not_stop_the_ones_after_it(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One notice whose handling raises (here the first line of an actor's output) is logged
+    with its traceback; the session reads on, so the next placement is answered."""
+    handle = actorrt.Cluster._on_notice
+    failed: list[str] = []
+
+    def fails_once(self: actorrt.Cluster, notice: Any) -> None:
+        if not failed and notice.WhichOneof("notice") == "actor_output":
+            failed.append("actor_output")
+            raise RuntimeError("injected: a bug handling this notice")
+        handle(self, notice)
+
+    monkeypatch.setattr(actorrt.Cluster, "_on_notice", fails_once)
+    async with cluster.connect():
+        first = await Talker.remote()
+        assert await first.say("hello") == "hello"
+        deadline = time.monotonic() + 30
+        while not failed and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert failed, "the actor's output never reached the client"
+        second = await asyncio.wait_for(Talker.remote(), 30)  # answered by a later notice
+        assert await asyncio.wait_for(second.say("again"), 30) == "again"
+        await actorrt.kill(first)
+        await actorrt.kill(second)
+    logged = [r for r in caplog.records if "could not handle the master's actor_output notice" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None and "injected" in str(logged[0].exc_info[1])
+
+
+async def test_calls_in_flight_fail_naming_the_cause_when_reading_replies_raises(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the client's reader of an actor's replies raises (a bug of ours), what is in flight
+    fails with ActorDiedError saying why, instead of waiting for replies nobody reads."""
+    from actorrt._handle import ActorConnection
+
+    async with cluster.connect():
+        talker = await Talker.remote()
+        assert await talker.say("warm") == "warm"
+
+        def broken(self: ActorConnection, replies: Any) -> None:
+            raise RuntimeError("injected: a bug settling replies")
+
+        monkeypatch.setattr(ActorConnection, "_settle", broken)
+        with pytest.raises(actorrt.ActorDiedError, match=r"could not read its host's replies.*injected"):
+            await asyncio.wait_for(talker.say("lost"), 30)
+        monkeypatch.undo()
+        await actorrt.kill(talker)
