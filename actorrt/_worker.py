@@ -258,6 +258,10 @@ class WorkerDaemon(Service):
                 log.warning("lost the master (%s); reconnecting in %.1fs", e.code(), backoff)
             except ClusterConnectionError as e:
                 log.warning("%s; reconnecting in %.1fs", e, backoff)
+            except Exception as e:  # a bug of ours: say so loudly, then register again (reporting our actors)
+                log.exception("the worker session failed (%s: %s)", type(e).__name__, e)
+                if not self.reconnect:
+                    self._fatal = e
             if self._closing or not self.reconnect:
                 return
             await asyncio.sleep(backoff)

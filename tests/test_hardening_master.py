@@ -1,10 +1,12 @@
 """The master judges its workers' silence only by time it was running: a master whose loop was
-blocked (an embedded one shares its loop with the user's script) keeps its workers. A real
+blocked (an embedded one shares its loop with the user's script) keeps its workers, and a worker
+whose own session code raises comes back instead of going silent. A real
 in-process master, worker daemon and client on 127.0.0.1, as ``actorrt.connect()`` with no
 address starts them."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -42,6 +44,50 @@ async def test_a_loop_blocked_past_the_worker_timeout_keeps_the_embedded_worker(
             assert await before.echo(3) == 3
             assert list(master.table.workers) == [daemon.worker_id]
         assert any("the master did not run for" in r.getMessage() for r in caplog.records)
+    finally:
+        await daemon.close()
+        await master.close()
+
+
+async def test_a_worker_whose_session_raises_says_so_and_registers_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug of the daemon's own while handling a command (injected: an exception right after
+    it started the first actor) used to end its session task silently: a live daemon the
+    cluster had lost for good. It is logged with its traceback, the actor it was starting fails
+    with a clear error, and the daemon registers again and serves."""
+    start = WorkerDaemon._start_actor
+    raised: list[str] = []
+
+    def fails_once(self: WorkerDaemon, cmd: object) -> None:
+        start(self, cmd)  # type: ignore[arg-type]
+        if not raised:
+            raised.append("start_actor")
+            raise RuntimeError("injected: a bug after starting an actor")
+
+    monkeypatch.setattr(WorkerDaemon, "_start_actor", fails_once)
+    master = await Master("127.0.0.1", 0, token="t", worker_timeout_s=2.0).start()
+    daemon = WorkerDaemon(master.address, token="t", cpus=2, reconnect=True, wait_ready=True, echo_output=False)
+    try:
+        await daemon.start()
+        async with actorrt.connect(master.address, token="t", log_to_driver=False, placement_timeout=20.0) as c:
+            with pytest.raises(actorrt.ActorDiedError, match="node lost: its worker daemon disconnected"):
+                await Echo.remote()  # its worker's session ended under it: a clear error, no wait
+            after = await Echo.remote()
+            assert await after.echo(2) == 2
+            # The lost actor's host was stopped when the daemon came back: its slot comes free.
+            deadline = time.monotonic() + 20
+            while True:
+                status = await c.status()
+                if [(n["cpus_used"], n["slots_ready"]) for n in status.nodes] == [(1, 1)]:
+                    break
+                assert time.monotonic() < deadline, status
+                await asyncio.sleep(0.1)
+            assert len(list(daemon.pool.serving())) == 1
+            assert raised == ["start_actor"]
+            assert len(master.table.workers) == 1
+        failures = [r for r in caplog.records if "the worker session failed (RuntimeError" in r.getMessage()]
+        assert failures and failures[0].exc_info is not None
     finally:
         await daemon.close()
         await master.close()
