@@ -211,6 +211,7 @@ class ActorrtSystem:
         self.cluster: Any = None
         self._echo: Any = None
         self._numpy_echo: Any = None
+        self.watchdog_s: float | None = None  # the cold-start child's, from its --watchdog
 
     async def open(self) -> None:
         import actorrt
@@ -287,7 +288,7 @@ class ActorrtSystem:
                 )
                 await actorrt.kill(a)
 
-        actorrt.run(main())
+        actorrt.run(_watched(main(), self.watchdog_s, started))
 
 
 def _ray_system(address: str | None) -> System:
@@ -426,6 +427,8 @@ def bench_cold_start(system_name: str, cfg: Config, report: Reporter) -> None:
     imports: list[float] = []
     for _ in range(cfg.reps):
         cmd = [sys.executable, os.path.abspath(__file__), "--_cold-start-child", system_name]
+        if cfg.watchdog_s:  # the child says where it waits before the timer below stops it
+            cmd += ["--watchdog", str(max(1.0, cfg.watchdog_s - 15))]
         if cfg.address:
             cmd += ["--address", cfg.address]
         with tempfile.TemporaryFile(mode="w+") as err:
@@ -916,7 +919,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve(args.floor_server)
         return 0
     if args.cold_start_child:
-        SYSTEMS[args.cold_start_child](args.address).cold_start_child(started_main)
+        system = SYSTEMS[args.cold_start_child](args.address)
+        if isinstance(system, ActorrtSystem):
+            system.watchdog_s = args.watchdog
+        system.cold_start_child(started_main)
         return 0
     cfg = Config.from_args(args)
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
