@@ -212,15 +212,32 @@ class ForkServer:
                 for fd in theirs:
                     os.close(fd)
             stdin_w, stdout_r, stderr_r = ours
+        # From here a host may exist that nobody else knows of. Not answered in time, or
+        # cancelled (the daemon closing): our pipe ends close, and such a host, reading its
+        # stdin's EOF, leaves. (asyncio.timeout, not wait_for: Python 3.11's wait_for returns
+        # the answer and drops a cancellation that comes as the answer does, and the daemon's
+        # close then waited for a host it never signalled.)
         try:
             status.setblocking(False)
-            pid, pidfd = await asyncio.wait_for(self._answer(status), SPAWN_TIMEOUT_S)
-        except OSError as e:  # TimeoutError too
+            async with asyncio.timeout(SPAWN_TIMEOUT_S):
+                pid, pidfd = await self._answer(status)
+        except BaseException as e:
             status.close()
             for fd in ours:
                 os.close(fd)
-            raise OSError(f"the fork server did not start a host: {e or 'no answer'}") from e
-        return ForkedHost(pid, pidfd, status, stdin_w, await _stream(stdout_r), await _stream(stderr_r))
+            if isinstance(e, OSError):  # TimeoutError too
+                raise OSError(f"the fork server did not start a host: {e or 'no answer'}") from e
+            raise
+        try:
+            stdout = await _stream(stdout_r)
+            stderr = await _stream(stderr_r)
+        except BaseException:  # cancelled: end the host it answered with
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            for fd in (pidfd, stdin_w):
+                os.close(fd)
+            status.close()
+            raise
+        return ForkedHost(pid, pidfd, status, stdin_w, stdout, stderr)
 
     @staticmethod
     async def _answer(status: socket.socket) -> tuple[int, int]:
@@ -284,7 +301,8 @@ class ForkServer:
         proc, self.proc = self.proc, None
         if proc is not None and proc.returncode is None:
             try:
-                await asyncio.wait_for(proc.wait(), 5.0)
+                async with asyncio.timeout(5.0):
+                    await proc.wait()
             except TimeoutError:
                 proc.kill()
                 await proc.wait()

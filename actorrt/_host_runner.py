@@ -117,10 +117,17 @@ class HostRunner:
                 await asyncio.wait(pending, timeout=2.0)
         for pid in every_pid:  # _keep_host, which would have, is cancelled
             _shm.remove_owned_by(pid)
-        for io, host in zip(self._io, self.pool.hosts, strict=True):
+        for index, (io, host) in enumerate(zip(self._io, self.pool.hosts, strict=True)):
             tasks = io.tasks()
             if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
+                _, late = await asyncio.wait(tasks, timeout=5.0)
+                if late:  # a task that outlived its cancellation (and started a host meanwhile)
+                    if io.proc is not None and io.proc.returncode is None:
+                        log.warning("actor host %d (pid %d) started as its daemon closed: killed", index, io.proc.pid)
+                        signal_proc(io.proc, signal.SIGKILL)
+                    for task in late:
+                        task.cancel()
+                    await asyncio.wait(late, timeout=5.0)
             remove_dir(host.workdir)
         if self._forks is not None:
             await self._forks.close()

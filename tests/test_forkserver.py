@@ -166,3 +166,49 @@ def test_a_fork_server_run_by_hand_says_what_it_is(args: list[str]) -> None:
     )
     assert out.returncode == 2
     assert "actorrt._forkserver is started by a worker daemon" in out.stderr
+
+
+async def test_a_host_start_cancelled_before_the_answer_leaves_no_host_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon that closes cancels the starts in progress, and the fork server may have forked
+    the host already. The cancelled start closes its ends of the host's pipes, so that host
+    reads its stdin's EOF and leaves (it used to live on, unknown to anyone)."""
+    from actorrt import _forked
+
+    answer = _forked.ForkServer._answer
+    asked = asyncio.Event()
+
+    async def answered_too_late(status: Any) -> tuple[int, int]:
+        asked.set()
+        await asyncio.sleep(3600)  # the cancellation comes first
+        return await answer(status)
+
+    def ours() -> list[int]:
+        return [pid for pid, daemon in host_pids().items() if daemon == os.getpid()]
+
+    monkeypatch.setattr(_forked.ForkServer, "_answer", staticmethod(answered_too_late))
+    server = _forked.ForkServer(str(tmp_path))
+    stats_r, stats_w = os.pipe()
+    try:
+        env = dict(os.environ, ACTORRT_TOKEN="t")
+        start = asyncio.create_task(server.spawn(("--bind", "127.0.0.1"), str(tmp_path), env, stats_w))
+        await asyncio.wait_for(asked.wait(), 60)
+        deadline = time.monotonic() + 30
+        while not ours() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        forked = ours()
+        assert len(forked) == 1, "the fork server did not fork the host"
+        await asyncio.sleep(1.0)
+        assert ours() == forked, "the host left by itself: this test would prove nothing"
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        deadline = time.monotonic() + 20
+        while ours() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not ours(), f"host {forked} outlived its cancelled start"
+    finally:
+        await server.close()
+        os.close(stats_r)
+        os.close(stats_w)
