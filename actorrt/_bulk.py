@@ -329,7 +329,8 @@ class StreamLinks:
         if ready is None:
             raise BulkError(f"no bulk connection number {epoch} was offered on this stream")
         try:
-            link = await asyncio.wait_for(asyncio.shield(ready), HANDSHAKE_S)
+            async with asyncio.timeout(HANDSHAKE_S):
+                link = await asyncio.shield(ready)
         except TimeoutError:
             raise BulkError(f"bulk connection number {epoch} never opened") from None
         except asyncio.CancelledError:

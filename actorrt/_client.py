@@ -224,7 +224,8 @@ class Cluster:
         assert self._session is not None
         self._session.send(msg)
         try:
-            found: pb.ActorFound = await asyncio.wait_for(fut, self.timeout if self.timeout > 0 else None)
+            async with asyncio.timeout(self.timeout if self.timeout > 0 else None):
+                found: pb.ActorFound = await fut
             return found
         except TimeoutError:
             return None
@@ -364,7 +365,9 @@ class Cluster:
         waiter: asyncio.Future[Any] = self.loop.create_future()
         self.state.await_death(actor_id, waiter)
         try:
-            return await asyncio.wait_for(waiter, wait_s)
+            async with asyncio.timeout(wait_s):
+                said: str = await waiter
+            return said
         except TimeoutError:
             return None
         finally:
@@ -501,7 +504,9 @@ class Cluster:
         )
         try:
             # The master enforces the timeout; the margin covers a master that went away.
-            return await asyncio.wait_for(fut, timeout_s + 10.0 if timeout_s > 0 else None)
+            async with asyncio.timeout(timeout_s + 10.0 if timeout_s > 0 else None):
+                placed: pb.ActorPlaced = await fut
+            return placed
         except TimeoutError as e:
             raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
         finally:

@@ -416,7 +416,8 @@ class Completions(Generic[F]):
             if fut is not None:
                 return fut
             try:
-                await asyncio.wait_for(waiter, self._remaining())
+                async with asyncio.timeout(self._remaining()):
+                    await waiter
             except TimeoutError:
                 if self._done:  # one came just as time ran out
                     continue

@@ -152,7 +152,8 @@ class ActorConnection:
         try:
             for message in _wire.bounded(first.SerializeToString()):
                 await self._call.write(message)
-            reply = await asyncio.wait_for(self._call.read(), timeout_s if timeout_s > 0 else None)
+            async with asyncio.timeout(timeout_s if timeout_s > 0 else None):
+                reply = await self._call.read()
         except (TimeoutError, grpc.RpcError) as e:
             await self._teardown()
             detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
@@ -353,11 +354,13 @@ class ActorConnection:
         self.waiting = True
         self._verdict = self.loop.create_future()
         try:
-            await asyncio.wait_for(asyncio.shield(self._verdict), DEATH_WORD_S)
+            async with asyncio.timeout(DEATH_WORD_S):
+                await asyncio.shield(self._verdict)
         except TimeoutError:
             self._cut_off(ActorDiedError(self.actor_id, detail))
             try:
-                await asyncio.wait_for(self._verdict, RESTART_VERDICT_S)
+                async with asyncio.timeout(RESTART_VERDICT_S):
+                    await self._verdict
             except TimeoutError:
                 self.mark_dead(f"{detail}; the master said nothing of it within {RESTART_VERDICT_S:g}s")
         finally:

@@ -376,7 +376,8 @@ class CallStream:
         )
         self.outbox.flush()
         try:
-            await asyncio.wait_for(self.outbox.drain(), 1.0)
+            async with asyncio.timeout(1.0):
+                await self.outbox.drain()
         except (TimeoutError, Exception):  # noqa: BLE001 - the client may be gone
             pass
         if self.actor.report_fd is not None:
@@ -509,7 +510,8 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
             if first.attach.version != _rpc.PROTOCOL_VERSION:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, _rpc.version_mismatch(first.attach.version))
             try:  # its creator may not have constructed it yet
-                await asyncio.wait_for(self.constructed.wait(), ATTACH_WAIT_S)
+                async with asyncio.timeout(ATTACH_WAIT_S):
+                    await self.constructed.wait()
             except TimeoutError:
                 pass
             if self.actor is None or self.actor.actor_id != first.attach.actor_id:

@@ -203,7 +203,8 @@ class MasterLogs:
             )
         )
         try:
-            answer = await asyncio.wait_for(fut, LOG_READ_TIMEOUT_S)
+            async with asyncio.timeout(LOG_READ_TIMEOUT_S):
+                answer = await fut
         except TimeoutError:
             await context.abort(
                 grpc.StatusCode.DEADLINE_EXCEEDED,

@@ -92,7 +92,8 @@ class MasterSession:
             return
         if self._writer is not None:
             try:
-                await asyncio.wait_for(self._outbox.join(), CLOSE_WAIT_S)
+                async with asyncio.timeout(CLOSE_WAIT_S):
+                    await self._outbox.join()
             except TimeoutError:
                 pass
             self._writer.cancel()
@@ -102,7 +103,8 @@ class MasterSession:
                 await self._call.write(pb.ClientEvent(close_session=pb.CloseSession()))
                 await self._call.done_writing()
                 if self._reader is not None:
-                    await asyncio.wait_for(asyncio.shield(self._reader), CLOSE_WAIT_S)
+                    async with asyncio.timeout(CLOSE_WAIT_S):
+                        await asyncio.shield(self._reader)
             except (TimeoutError, grpc.RpcError, asyncio.InvalidStateError):
                 pass
             self._call.cancel()
@@ -127,7 +129,8 @@ class MasterSession:
         )
         try:
             await self._call.write(pb.ClientEvent(open_session=opening))
-            first = await asyncio.wait_for(self._call.read(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                first = await self._call.read()
         except grpc.RpcError as e:
             # A write that races the server's refusal can fail with INTERNAL and hide why; a
             # unary call gets the real status (UNAUTHENTICATED, say).
