@@ -6,6 +6,7 @@ and the processes' names."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -228,12 +229,14 @@ class ForkServer:
             if isinstance(e, OSError):  # TimeoutError too
                 raise OSError(f"the fork server did not start a host: {e or 'no answer'}") from e
             raise
+        unowned = [stdout_r, stderr_r]  # until _stream owns each
         try:
-            stdout = await _stream(stdout_r)
-            stderr = await _stream(stderr_r)
+            stdout = await _stream(unowned.pop(0))
+            stderr = await _stream(unowned.pop(0))
         except BaseException:  # cancelled: end the host it answered with
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            for fd in (pidfd, stdin_w):
+            with contextlib.suppress(ProcessLookupError):  # gone already
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            for fd in (pidfd, stdin_w, *unowned):
                 os.close(fd)
             status.close()
             raise

@@ -339,9 +339,11 @@ class ActorConnection:
             return
         except Exception as e:  # a bug of ours: fail what is in flight rather than leave it waiting
             log.exception("reading actor %s's replies failed", self.actor_id)
-            detail = f"the client could not read its host's replies ({type(e).__name__}: {e})"
             if self._call is not None:
                 self._call.cancel()
+            if self.dead is None:  # the actor lives on, so no restart verdict would ever come
+                self.mark_dead(f"the client could not read its host's replies ({type(e).__name__}: {e})")
+            return
         if self.dead is not None:
             return
         if self.max_restarts == 0:

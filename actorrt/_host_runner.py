@@ -122,12 +122,17 @@ class HostRunner:
             if tasks:
                 _, late = await asyncio.wait(tasks, timeout=5.0)
                 if late:  # a task that outlived its cancellation (and started a host meanwhile)
-                    if io.proc is not None and io.proc.returncode is None:
-                        log.warning("actor host %d (pid %d) started as its daemon closed: killed", index, io.proc.pid)
-                        signal_proc(io.proc, signal.SIGKILL)
-                    for task in late:
+                    late_proc = io.proc
+                    if late_proc is not None and late_proc.returncode is None:
+                        log.warning("actor host %d (pid %d) started as its daemon closed: killed", index, late_proc.pid)
+                        signal_proc(late_proc, signal.SIGKILL)
+                        kill_group(late_proc.pid)
+                        _shm.remove_owned_by(late_proc.pid)
+                    tasks = list({*io.tasks(), *late})  # with the readers it started since
+                    for task in tasks:
                         task.cancel()
-                    await asyncio.wait(late, timeout=5.0)
+                    await asyncio.wait(tasks, timeout=5.0)
+                await asyncio.gather(*(t for t in tasks if t.done()), return_exceptions=True)  # retrieved
             remove_dir(host.workdir)
         if self._forks is not None:
             await self._forks.close()

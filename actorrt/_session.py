@@ -51,6 +51,7 @@ class MasterSession:
         self.timeout = timeout
         self.mute_output = mute_output
         self.on_notice = on_notice
+        self._notice_failures: dict[str | None, int] = {}
         self.unanswered = unanswered
         self.closed = False
         self._channel: grpc.aio.Channel | None = None
@@ -150,6 +151,15 @@ class MasterSession:
         if not isinstance(first, pb.ClientNotice) or not first.HasField("session_opened"):  # or EOF
             raise ClusterConnectionError(f"connect: the master at {self.address} closed the session")
 
+    def _failed_notice(self, kind: str | None) -> None:
+        """Log (from within its ``except``) a notice that could not be handled: the traceback
+        the first time for each kind, then a count every 1,000 (output notices come per line)."""
+        failures = self._notice_failures[kind] = self._notice_failures.get(kind, 0) + 1
+        if failures == 1:
+            log.exception("could not handle the master's %s notice", kind)
+        elif failures % 1000 == 0:
+            log.error("could not handle the master's %s notice, %d times now", kind, failures)
+
     async def _read_forever(self) -> None:
         """Hand notices to ``on_notice``; reopen the session with backoff if the master goes."""
         backoff = 0.1
@@ -160,8 +170,8 @@ class MasterSession:
                     backoff = 0.1
                     try:
                         self.on_notice(notice)
-                    except Exception:  # a bug handling one notice must not stop the ones after it
-                        log.exception("could not handle the master's %s notice", notice.WhichOneof("notice"))
+                    except Exception:  # noqa: BLE001 - a bug handling one notice must not stop the ones after it
+                        self._failed_notice(notice.WhichOneof("notice"))
                 if self.closed:
                     return
                 reason = "the master closed the session"

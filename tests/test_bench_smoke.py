@@ -57,14 +57,16 @@ def test_the_watchdog_says_where_the_benches_wait_then_stops_them_and_their_clus
     """A run past ``--watchdog`` prints each task's chain of awaits, cancels the benches (the
     cluster is closed by their ``finally``) and exits 3; no process it started outlives it."""
     mark = f"bench-watchdog-{os.getpid()}-{time.monotonic_ns()}"
-    argv = [sys.executable, str(BENCH), "--quick", "--only", "idle", "--idle-seconds", "30", "--watchdog", "5"]
+    # The watchdog counts from the start, the cluster's opening included: 20 s leaves a loaded
+    # host time to open it, and the idle bench (3 s to settle, then 120 s) is still waiting then.
+    argv = [sys.executable, str(BENCH), "--quick", "--only", "idle", "--idle-seconds", "120", "--watchdog", "20"]
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "BENCH_TEST_MARK": mark}
     )
     assert proc.returncode == 3, proc.stderr[-4000:]
-    where = proc.stderr.split("watchdog: still running after 5 s; the benches wait in\n", 1)[-1].splitlines()[0]
+    where = proc.stderr.split("watchdog: still running after 20 s; the benches wait in\n", 1)[-1].splitlines()[0]
     assert where.startswith("  run_system (actor_calls.py:") and "-> bench_idle (actor_calls.py:" in where, proc.stderr
-    assert "the benches ran past --watchdog 5 s" in proc.stderr
+    assert "the benches ran past --watchdog 20 s" in proc.stderr
     deadline = time.monotonic() + 20
     while (left := _processes_marked(mark)) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -7,6 +7,7 @@ address starts them."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -71,8 +72,13 @@ async def test_a_worker_whose_session_raises_says_so_and_registers_again(
     try:
         await daemon.start()
         async with actorrt.connect(master.address, token="t", log_to_driver=False, placement_timeout=20.0) as c:
+            # Its worker's session ended under it: the creation fails saying so, or (if it was
+            # constructed before the master's word came) its calls do, once the word comes.
             with pytest.raises(actorrt.ActorDiedError, match="node lost: its worker daemon disconnected"):
-                await Echo.remote()  # its worker's session ended under it: a clear error, no wait
+                lost = await Echo.remote()
+                for _ in range(200):
+                    await lost.echo(1)
+                    await asyncio.sleep(0.05)
             after = await Echo.remote()
             assert await after.echo(2) == 2
             # The lost actor's host was stopped when the daemon came back: its slot comes free.
@@ -88,6 +94,46 @@ async def test_a_worker_whose_session_raises_says_so_and_registers_again(
             assert len(master.table.workers) == 1
         failures = [r for r in caplog.records if "the worker session failed (RuntimeError" in r.getMessage()]
         assert failures and failures[0].exc_info is not None
+    finally:
+        await daemon.close()
+        await master.close()
+
+
+async def test_a_host_started_after_the_daemon_began_closing_is_killed_and_the_close_ends(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host keeper that goes on after its cancellation (Python 3.11's wait_for could drop one)
+    starts a host the close never signalled. The close used to wait for that host forever; now
+    it kills it after 5 s, and nothing is left running."""
+    from actorrt._host_runner import HostRunner
+    from tests.conftest import host_pids
+
+    spawn = HostRunner._spawn
+    stubborn = asyncio.Event()
+
+    async def spawn_despite_cancel(self: HostRunner, index: int) -> None:
+        if not stubborn.is_set():
+            await spawn(self, index)
+            return
+        try:
+            await asyncio.sleep(3600)  # the keeper of a host that just exited, when the close begins
+        except asyncio.CancelledError:
+            await spawn(self, index)  # as if the cancellation had been dropped
+
+    monkeypatch.setattr(HostRunner, "_spawn", spawn_despite_cancel)
+    master = await Master("127.0.0.1", 0, token="t").start()
+    daemon = WorkerDaemon(master.address, token="t", cpus=2, reconnect=False, wait_ready=True, echo_output=False)
+    try:
+        await daemon.start()
+        async with actorrt.connect(master.address, token="t", log_to_driver=False):
+            echo = await Echo.remote()
+            assert await echo.echo(1) == 1
+            stubborn.set()
+            await actorrt.kill(echo)  # its keeper now waits in the stubborn spawn
+        await asyncio.sleep(0.5)
+        await asyncio.wait_for(daemon.close(), 30)
+        assert any("started as its daemon closed: killed" in r.getMessage() for r in caplog.records)
+        assert not [pid for pid, owner in host_pids().items() if owner == os.getpid()]
     finally:
         await daemon.close()
         await master.close()
