@@ -173,7 +173,9 @@ class ActorConnection:
             self.exchange = _shm.Exchange(self.loop, self._send_release)
         if reply.bulk_port:
             self._take_offer(reply.bulk_port, reply.bulk_key)
-        self._outbox = Outbox(self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES)
+        self._outbox = Outbox(
+            self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES, on_error=self._write_failed
+        )
         self._reader = asyncio.create_task(self._read())
         self.waiting = False
         queued, self._queued = self._queued, []
@@ -489,6 +491,16 @@ class ActorConnection:
         """Name a host segment we no longer use in our next batch. Loop thread."""
         if self.dead is None and self._outbox is not None:
             self._outbox.release(name)
+
+    def _write_failed(self, error: BaseException) -> None:
+        """The outbox stopped. A broken stream the reader sees and settles; anything else is a
+        failure on our side of a stream still open: end it, and fail the calls with why."""
+        if isinstance(error, grpc.RpcError | asyncio.CancelledError):
+            return
+        log.error("writing calls to actor %s failed: %s: %s", self.actor_id, type(error).__name__, error)
+        if self._call is not None:
+            self._call.cancel()
+        self.mark_dead(f"writing its calls failed ({type(error).__name__}: {error})")
 
     def mark_dead(self, cause: str) -> None:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""

@@ -47,8 +47,9 @@ class Outbox(Generic[B]):
     ``write`` is the stream's write coroutine function; ``new_batch`` makes an empty ``B``;
     ``entries`` names the batch's repeated field of calls or replies. A batch that encodes to
     more than ``split_above`` bytes (0: no limit) leaves split in chunks (``_wire.split``): the
-    peer reads messages of bounded size. A failed write stops the
-    outbox (``error`` says why): the stream's reader sees the break and settles what is pending.
+    peer reads messages of bounded size. A failed write stops the outbox (``error`` says why)
+    and calls ``on_error``, which ends the stream when the write did not (a write can fail on
+    our side of it): the stream's reader sees the break and settles what is pending.
     """
 
     def __init__(
@@ -57,8 +58,10 @@ class Outbox(Generic[B]):
         new_batch: Callable[[], B],
         entries: str,
         split_above: int = 0,
+        on_error: Callable[[BaseException], object] | None = None,
     ) -> None:
         self._write = write
+        self._on_error = on_error
         self._split_above = split_above
         self._new_batch = new_batch
         self._entries = operator.attrgetter(entries)  # C-level: runs twice per message
@@ -138,6 +141,8 @@ class Outbox(Generic[B]):
             self.error = e
             if self._idle is not None and not self._idle.done():
                 self._idle.set_result(None)
+            if self._on_error is not None:
+                self._on_error(e)
             return
         if awaited is None:  # a bare yield: run again on the next iteration
             self._loop.call_soon(self._step, coro)

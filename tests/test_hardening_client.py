@@ -315,3 +315,22 @@ async def test_calls_in_flight_fail_naming_the_cause_when_reading_replies_raises
             await asyncio.wait_for(talker.say("lost"), 30)
         monkeypatch.undo()
         await actorrt.kill(talker)
+
+
+async def test_calls_fail_naming_the_cause_when_writing_them_fails_on_our_side(cluster: ProcCluster) -> None:
+    """A write that fails before reaching the stream (here an exception injected into the
+    write itself) used to stop the outbox and nothing else: the stream stayed open and the
+    call waited forever. The stream is now ended, and the call fails saying why."""
+    async with cluster.connect():
+        talker = await Talker.remote()
+        assert await talker.say("warm") == "warm"
+        outbox = talker._conn._outbox
+        assert outbox is not None
+
+        async def broken_write(message: Any) -> None:
+            raise RuntimeError("injected: a write failing on our side")
+
+        outbox._write = broken_write
+        with pytest.raises(actorrt.ActorDiedError, match=r"writing its calls failed \(RuntimeError: injected"):
+            await asyncio.wait_for(talker.say("lost"), 30)
+        await actorrt.kill(talker)
