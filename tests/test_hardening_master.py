@@ -7,8 +7,10 @@ address starts them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -25,6 +27,21 @@ class Echo:
         return x
 
 
+@contextlib.asynccontextmanager
+async def master_and_worker(
+    *, worker_timeout_s: float = 10.0, reconnect: bool = False
+) -> AsyncIterator[tuple[Master, WorkerDaemon]]:
+    """An in-process master (token "t") and a 2-slot worker daemon, closed at the end."""
+    master = await Master("127.0.0.1", 0, token="t", worker_timeout_s=worker_timeout_s).start()
+    daemon = WorkerDaemon(master.address, token="t", cpus=2, reconnect=reconnect, wait_ready=True, echo_output=False)
+    try:
+        await daemon.start()
+        yield master, daemon
+    finally:
+        await daemon.close()
+        await master.close()
+
+
 async def test_a_loop_blocked_past_the_worker_timeout_keeps_the_embedded_worker(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -32,10 +49,7 @@ async def test_a_loop_blocked_past_the_worker_timeout_keeps_the_embedded_worker(
     on a loaded machine) blocks its embedded master and worker too. The master's next sweep used to
     find no heartbeat for the whole block and drop the worker, and every actor asked for after it
     waited out the placement timeout (the demo hung 5 minutes under load)."""
-    master = await Master("127.0.0.1", 0, token="t", worker_timeout_s=2.0).start()
-    daemon = WorkerDaemon(master.address, token="t", cpus=2, reconnect=False, wait_ready=True, echo_output=False)
-    try:
-        await daemon.start()
+    async with master_and_worker(worker_timeout_s=2.0) as (master, daemon):
         async with actorrt.connect(master.address, token="t", log_to_driver=False, placement_timeout=15.0):
             before = await Echo.remote()
             assert await before.echo(1) == 1
@@ -45,9 +59,6 @@ async def test_a_loop_blocked_past_the_worker_timeout_keeps_the_embedded_worker(
             assert await before.echo(3) == 3
             assert list(master.table.workers) == [daemon.worker_id]
         assert any("the master did not run for" in r.getMessage() for r in caplog.records)
-    finally:
-        await daemon.close()
-        await master.close()
 
 
 async def test_a_worker_whose_session_raises_says_so_and_registers_again(
@@ -67,10 +78,7 @@ async def test_a_worker_whose_session_raises_says_so_and_registers_again(
             raise RuntimeError("injected: a bug after starting an actor")
 
     monkeypatch.setattr(WorkerDaemon, "_start_actor", fails_once)
-    master = await Master("127.0.0.1", 0, token="t", worker_timeout_s=2.0).start()
-    daemon = WorkerDaemon(master.address, token="t", cpus=2, reconnect=True, wait_ready=True, echo_output=False)
-    try:
-        await daemon.start()
+    async with master_and_worker(worker_timeout_s=2.0, reconnect=True) as (master, daemon):
         async with actorrt.connect(master.address, token="t", log_to_driver=False, placement_timeout=20.0) as c:
             # Its worker's session ended under it: the creation fails saying so, or (if it was
             # constructed before the master's word came) its calls do, once the word comes.
@@ -94,9 +102,6 @@ async def test_a_worker_whose_session_raises_says_so_and_registers_again(
             assert len(master.table.workers) == 1
         failures = [r for r in caplog.records if "the worker session failed (RuntimeError" in r.getMessage()]
         assert failures and failures[0].exc_info is not None
-    finally:
-        await daemon.close()
-        await master.close()
 
 
 async def test_a_host_started_after_the_daemon_began_closing_is_killed_and_the_close_ends(
@@ -121,10 +126,7 @@ async def test_a_host_started_after_the_daemon_began_closing_is_killed_and_the_c
             await spawn(self, index)  # as if the cancellation had been dropped
 
     monkeypatch.setattr(HostRunner, "_spawn", spawn_despite_cancel)
-    master = await Master("127.0.0.1", 0, token="t").start()
-    daemon = WorkerDaemon(master.address, token="t", cpus=2, reconnect=False, wait_ready=True, echo_output=False)
-    try:
-        await daemon.start()
+    async with master_and_worker() as (master, daemon):
         async with actorrt.connect(master.address, token="t", log_to_driver=False):
             echo = await Echo.remote()
             assert await echo.echo(1) == 1
@@ -134,6 +136,3 @@ async def test_a_host_started_after_the_daemon_began_closing_is_killed_and_the_c
         await asyncio.wait_for(daemon.close(), 30)
         assert any("started as its daemon closed: killed" in r.getMessage() for r in caplog.records)
         assert not [pid for pid, owner in host_pids().items() if owner == os.getpid()]
-    finally:
-        await daemon.close()
-        await master.close()
