@@ -173,8 +173,14 @@ class ActorConnection:
             self.exchange = _shm.Exchange(self.loop, self._send_release)
         if reply.bulk_port:
             self._take_offer(reply.bulk_port, reply.bulk_key)
+        call = self._call
+        assert call is not None
         self._outbox = Outbox(
-            self._call.write, pb.CallBatch, "calls", split_above=_wire.CHUNK_BYTES, on_error=self._write_failed
+            call.write,
+            pb.CallBatch,
+            "calls",
+            split_above=_wire.CHUNK_BYTES,
+            on_error=lambda error: self._write_failed(call, error),
         )
         self._reader = asyncio.create_task(self._read())
         self.waiting = False
@@ -492,14 +498,14 @@ class ActorConnection:
         if self.dead is None and self._outbox is not None:
             self._outbox.release(name)
 
-    def _write_failed(self, error: BaseException) -> None:
-        """The outbox stopped. A broken stream the reader sees and settles; anything else is a
+    def _write_failed(self, call: grpc.aio.StreamStreamCall[Any, Any], error: BaseException) -> None:
+        """``call``'s outbox stopped. A broken stream the reader sees and settles, and a stream
+        already replaced (the actor moved) or ending is not ours to judge; anything else is a
         failure on our side of a stream still open: end it, and fail the calls with why."""
-        if isinstance(error, grpc.RpcError | asyncio.CancelledError):
-            return
+        if isinstance(error, grpc.RpcError | asyncio.CancelledError) or call is not self._call or call.done():
+            return  # the reader, or whoever replaced or ended the stream, settles what is pending
         log.error("writing calls to actor %s failed: %s: %s", self.actor_id, type(error).__name__, error)
-        if self._call is not None:
-            self._call.cancel()
+        call.cancel()
         self.mark_dead(f"writing its calls failed ({type(error).__name__}: {error})")
 
     def mark_dead(self, cause: str) -> None:
