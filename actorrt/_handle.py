@@ -345,12 +345,8 @@ class ActorConnection:
                 self._call.cancel()
         except asyncio.CancelledError:
             return
-        except Exception as e:  # a bug of ours: fail what is in flight rather than leave it waiting
-            log.exception("reading actor %s's replies failed", self.actor_id)
-            if self._call is not None:
-                self._call.cancel()
-            if self.dead is None:  # the actor lives on, so no restart verdict would ever come
-                self.mark_dead(f"the client could not read its host's replies ({type(e).__name__}: {e})")
+        except Exception as e:  # noqa: BLE001 - a bug of ours: fail what is in flight, not leave it waiting
+            self._failed_on_our_side("the client could not read its host's replies", e)
             return
         if self.dead is not None:
             return
@@ -504,9 +500,16 @@ class ActorConnection:
         failure on our side of a stream still open: end it, and fail the calls with why."""
         if isinstance(error, grpc.RpcError | asyncio.CancelledError) or call is not self._call or call.done():
             return  # the reader, or whoever replaced or ended the stream, settles what is pending
-        log.error("writing calls to actor %s failed: %s: %s", self.actor_id, type(error).__name__, error)
-        call.cancel()
-        self.mark_dead(f"writing its calls failed ({type(error).__name__}: {error})")
+        self._failed_on_our_side("writing its calls failed", error)
+
+    def _failed_on_our_side(self, what: str, error: BaseException) -> None:
+        """A failure of ours on a stream still open: end the stream and fail every call saying
+        why (the actor lives on, so no death or restart word would ever come)."""
+        log.error("actor %s: %s", self.actor_id, what, exc_info=error)
+        if self._call is not None:
+            self._call.cancel()
+        if self.dead is None:
+            self.mark_dead(f"{what} ({type(error).__name__}: {error})")
 
     def mark_dead(self, cause: str) -> None:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""

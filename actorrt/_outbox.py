@@ -48,8 +48,8 @@ class Outbox(Generic[B]):
     ``entries`` names the batch's repeated field of calls or replies. A batch that encodes to
     more than ``split_above`` bytes (0: no limit) leaves split in chunks (``_wire.split``): the
     peer reads messages of bounded size. A failed write stops the outbox (``error`` says why)
-    and calls ``on_error``, which ends the stream when the write did not (a write can fail on
-    our side of it): the stream's reader sees the break and settles what is pending.
+    and calls ``on_error``: a broken stream's reader settles what is pending, and a write that
+    failed on our side of an open stream is the owner's to end.
     """
 
     def __init__(
