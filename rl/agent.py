@@ -92,6 +92,15 @@ class Agent:
         """Preprocess a numpy batch, convert it to tensors, and run one algorithm update."""
         return self.algorithm.learn(to_torch(self.preprocess_batch(batch)))
 
+    def take_statistics(self) -> Any:
+        """What this copy's running statistics (an observation normaliser's, say) took in since
+        the last call, for a learner to merge with :meth:`add_statistics`; ``None`` (the default)
+        when it keeps none. Remote gradient workers send it with their gradients."""
+        return None
+
+    def add_statistics(self, taken: Any) -> None:
+        """Merge what another copy's :meth:`take_statistics` returned. Default: nothing to merge."""
+
     def get_weights(self) -> dict[str, np.ndarray]:
         """Acting-model weights as numpy arrays."""
         return self.algorithm.get_weights()

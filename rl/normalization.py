@@ -44,10 +44,15 @@ class RunningMeanStd(nn.Module):
     def update(self, x: np.ndarray) -> None:
         """Merge a batch (leading dim: samples)."""
         x = np.asarray(x, dtype=np.float64)
-        n = x.shape[0]
-        if n == 0:
+        if x.shape[0] > 0:
+            self.merge(x.mean(0), x.var(0), x.shape[0])
+
+    @torch.no_grad()
+    def merge(self, b_mean: np.ndarray, b_var: np.ndarray, n: float) -> None:
+        """Merge the statistics of ``n`` samples of mean ``b_mean`` and variance ``b_var`` (those
+        of a batch, or of another running statistic: :meth:`moments`)."""
+        if n <= 0:
             return
-        b_mean, b_var = x.mean(0), x.var(0)
         count = float(self.count)
         mean, var = self.mean.numpy(), self.var.numpy()
         total = count + n
@@ -57,6 +62,10 @@ class RunningMeanStd(nn.Module):
         self.mean.copy_(torch.from_numpy(np.asarray(new_mean)))
         self.var.copy_(torch.from_numpy(np.asarray(m2 / total)))
         self.count.fill_(total)
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(mean, var, count)`` as numpy copies, what :meth:`merge` takes."""
+        return self.mean.numpy().copy(), self.var.numpy().copy(), float(self.count)
 
     def normalize(self, x: np.ndarray, clip: float, epsilon: float = 1e-8) -> np.ndarray:
         """``clip((x - mean) / sqrt(var + eps), -clip, clip)`` as float32."""
@@ -94,6 +103,9 @@ class NormalizingAgent(Agent):
         model.add_module("ret_rms", self.ret_rms)
         self._returns: np.ndarray | None = None
         """Discounted return so far of each environment column, for the reward statistics."""
+        self._obs_shape = tuple(obs_shape)
+        self._new_obs, self._new_ret = RunningMeanStd(self._obs_shape), RunningMeanStd(())
+        """What ``obs_rms`` and ``ret_rms`` took in since the last :meth:`take_statistics` (not weights)."""
 
     def preprocess_obs(self, obs: np.ndarray) -> np.ndarray:
         """Standardised observations (what the networks see, when acting and when learning)."""
@@ -114,6 +126,7 @@ class NormalizingAgent(Agent):
             seen[t] = self._returns
             self._returns[done[t]] = 0.0
         self.ret_rms.update(seen.reshape(-1))
+        self._new_ret.update(seen.reshape(-1))
         std = np.sqrt(float(self.ret_rms.var) + 1e-8)
         return np.clip(rewards / std, -self.clip_reward, self.clip_reward).astype(np.float32)
 
@@ -132,4 +145,18 @@ class NormalizingAgent(Agent):
                 bootstrap_obs=self.preprocess_obs(batch.bootstrap_obs),
             )
             self.obs_rms.update(batch.obs.reshape(-1, *batch.obs.shape[2:]))
+            self._new_obs.update(batch.obs.reshape(-1, *batch.obs.shape[2:]))
         return out
+
+    def take_statistics(self) -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
+        """What the observation and return statistics took in since the last call, as ``(mean,
+        var, count)`` each: a gradient worker sends it with its gradients, the learner merges it
+        (:meth:`add_statistics`) and its weights carry the sum back to the workers."""
+        taken = {"obs_rms": self._new_obs.moments(), "ret_rms": self._new_ret.moments()}
+        self._new_obs, self._new_ret = RunningMeanStd(self._obs_shape), RunningMeanStd(())
+        return taken
+
+    def add_statistics(self, taken: Any) -> None:
+        """Merge what another copy's :meth:`take_statistics` returned into this copy's statistics."""
+        self.obs_rms.merge(*taken["obs_rms"])
+        self.ret_rms.merge(*taken["ret_rms"])

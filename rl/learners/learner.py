@@ -45,6 +45,7 @@ from rl.collector import Collector, CollectorConfig
 from rl.learners.workers import (
     Deaths,
     Fed,
+    GradientResult,
     GradientWorker,
     RemoteCollector,
     ReplayActor,
@@ -354,13 +355,13 @@ class Learner:
         configs = [replace(self.config, seed=self.config.seed + 10_000 * (i + 1)) for i in range(n)]
         return _Pool(cls, configs)
 
-    async def _call_all(self, method: str) -> list[Any]:
-        """Call ``method`` on every worker at once; the results of those that answered. A worker
-        that died is replaced (it answers next round); any other error is raised."""
+    async def _call_all(self, method: str) -> dict[int, Any]:
+        """Call ``method`` on every worker at once; the results of those that answered, by their
+        index. A worker that died is replaced (it answers next round); any other error is raised."""
         pool = self._pool
         assert pool is not None
         results = await asyncio.gather(*[getattr(h, method)() for h in pool.handles], return_exceptions=True)
-        answered = []
+        answered = {}
         for i, result in enumerate(results):
             if isinstance(result, BaseException):
                 if not isinstance(result, actorrt.ActorDiedError):
@@ -368,7 +369,7 @@ class Learner:
                 await self._replace(i, result)
             else:
                 pool.deaths.answered(i)
-                answered.append(result)
+                answered[i] = result
         return answered
 
     async def _replace(self, i: int, error: BaseException) -> Any:
@@ -631,7 +632,7 @@ class Learner:
         """A2C: every collector acts with the newest weights; one update on all their rollouts."""
         assert self._pool is not None
         while not self._done(total_steps, stop_at):
-            rollouts = await self._call_all("collect")
+            rollouts = list((await self._call_all("collect")).values())
             if not rollouts:
                 continue
             batch = concat_rollouts([r for r, _ in rollouts])
@@ -725,16 +726,25 @@ class Learner:
         assert self._pool is not None
         optimizer = self.agent.algorithm.optimizer
         while not self._done(total_steps, stop_at):
-            good = await self._call_all("compute_gradients")
-            if not good:
+            answered: dict[int, GradientResult] = await self._call_all("compute_gradients")
+            if not answered:
                 continue
-            mean_grads = [np.mean([r[0][k] for r in good], axis=0) for k in range(len(good[0][0]))]
+            good = list(answered.values())
+            mean_grads = [np.mean([r.grads[k] for r in good], axis=0) for k in range(len(good[0].grads))]
             await self._in_thread(apply_gradients, optimizer, mean_grads)  # the learner's copy, always
+            for r in good:  # a normaliser's statistics, which travel with the weights
+                self.agent.add_statistics(r.statistics)
             self.updates += 1
             self.version += 1
             if self.scheme.update == "decentralised":
                 applied = await asyncio.gather(
-                    *[h.apply_gradients(mean_grads, self.version) for h in self._pool.handles], return_exceptions=True
+                    *[
+                        h.apply_gradients(
+                            mean_grads, self.version, [r.statistics for j, r in answered.items() if j != i]
+                        )
+                        for i, h in enumerate(self._pool.handles)
+                    ],
+                    return_exceptions=True,
                 )
                 for i, error in enumerate(applied):
                     if isinstance(error, actorrt.ActorDiedError):
@@ -744,12 +754,12 @@ class Learner:
             else:
                 self.version -= 1  # _broadcast counts this version itself
                 self._broadcast()
-            stats = {k: float(np.mean([r[1][k] for r in good])) for k in good[0][1]}
-            lag = max(self.version - 1 - r[5] for r in good)
+            stats = {k: float(np.mean([r.stats[k] for r in good])) for k in good[0].stats}
+            lag = max(self.version - 1 - r.version for r in good)
             self._record(
-                np.concatenate([r[2] for r in good]),
-                np.concatenate([r[3] for r in good]),
-                sum(r[4] for r in good),
+                np.concatenate([r.episode_returns for r in good]),
+                np.concatenate([r.episode_lengths for r in good]),
+                sum(r.env_steps for r in good),
                 stats,
                 lag,
             )
@@ -766,15 +776,18 @@ class Learner:
                 for fut in done:
                     i = pending.pop(fut)
                     try:
-                        grads, stats, returns, lengths, steps, version = fut.result()
+                        r: GradientResult = fut.result()
                     except actorrt.ActorDiedError as e:
                         handle = await self._replace(i, e)
                     else:
                         self._pool.deaths.answered(i)
-                        await self._in_thread(apply_gradients, optimizer, grads)
+                        await self._in_thread(apply_gradients, optimizer, r.grads)
+                        self.agent.add_statistics(r.statistics)
                         self.updates += 1
                         self.version += 1
-                        self._record(returns, lengths, steps, stats, self.version - 1 - version)
+                        self._record(
+                            r.episode_returns, r.episode_lengths, r.env_steps, r.stats, self.version - 1 - r.version
+                        )
                         handle = self._pool.handles[i]
                         handle.set_weights(self.agent.get_weights(), self.version)
                     pending[asyncio.ensure_future(handle.compute_gradients())] = i
@@ -889,7 +902,7 @@ class Learner:
         assert self._pool is not None
         if self.scheme.collection_mode == "sync":
             while not self._done(total_steps, stop_at):
-                for rollout, version in await self._call_all("collect"):
+                for rollout, version in (await self._call_all("collect")).values():
                     await self._off_policy_step(rollout, self.version - version)
         else:
             queue = self._start_pumps()

@@ -11,7 +11,7 @@ their lag.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -205,8 +205,20 @@ def apply_gradients(optimizer: torch.optim.Optimizer, grads: list[np.ndarray]) -
     optimizer.step()
 
 
-GradientResult = tuple[list[np.ndarray], dict[str, float], np.ndarray, np.ndarray, int, int]
-"""(gradients, learning statistics, episode returns, episode lengths, env steps, weights version)."""
+class GradientResult(NamedTuple):
+    """What a gradient worker answers for one rollout of its own."""
+
+    grads: list[np.ndarray]
+    stats: dict[str, float]
+    """The algorithm's learning statistics."""
+    episode_returns: np.ndarray
+    episode_lengths: np.ndarray
+    env_steps: int
+    version: int
+    """The version of the weights the gradients were computed with."""
+    statistics: Any
+    """What the agent's running statistics took in (:meth:`rl.Agent.take_statistics`; a
+    normaliser's), for the learner to merge: ``None`` for an agent without any."""
 
 
 @actorrt.remote_class
@@ -251,18 +263,22 @@ class GradientWorker:
         finally:
             algorithm.optimizer = optimizer
         assert self.capture.grads is not None, "the algorithm took no optimizer step"
-        return (
+        return GradientResult(
             self.capture.grads,
             stats,
             rollout.episode_returns,
             rollout.episode_lengths,
             rollout.num_steps,
             self.version,
+            self.agent.take_statistics(),
         )
 
-    def apply_gradients(self, grads: list[np.ndarray], version: int) -> None:
-        """Decentralised update: the same averaged gradients on every worker."""
+    def apply_gradients(self, grads: list[np.ndarray], version: int, others: Sequence[Any] = ()) -> None:
+        """Decentralised update: the same averaged gradients on every worker, and the running
+        statistics the other workers took in this round (this one's own are in it already)."""
         apply_gradients(self.agent.algorithm.optimizer, grads)
+        for taken in others:
+            self.agent.add_statistics(taken)
         self.version = version
 
     def pid(self) -> int:

@@ -125,6 +125,45 @@ def test_decentralised_update_keeps_every_copy_equal(rl_cluster: actorrt.Cluster
             np.testing.assert_allclose(weights[k], central[k], rtol=1e-5, atol=1e-6)
 
 
+def make_normalized_a2c() -> rl.Agent:
+    obs, act = env_spaces(CONFIG)
+    assert obs.shape is not None
+    return rl.NormalizingAgent(rl.A2C(rl.ActorCritic(obs, act), lr=1e-3), obs.shape, gamma=0.99)
+
+
+@pytest.mark.parametrize(
+    "scheme",
+    [
+        Scheme(gradients="remote", num_gradient_workers=2),
+        Scheme(gradients="remote", num_gradient_workers=2, gradient_mode="async"),
+        Scheme(gradients="remote", num_gradient_workers=2, update="decentralised"),
+    ],
+    ids=["sync central", "async central", "decentralised"],
+)
+def test_gradient_workers_statistics_reach_the_learner_and_every_copy(rl_cluster: actorrt.Cluster, scheme: Scheme) -> None:
+    """A normaliser's statistics grow in the gradient workers, which learn from the rollouts: the
+    learner merges what each took in (it used to keep its initial statistics and broadcast them,
+    wiping the workers' every update), and every copy ends up with the same statistics."""
+
+    async def go() -> tuple[int, dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
+        async with Learner(make_normalized_a2c, CONFIG, scheme) as learner:
+            assert learner._pool is not None
+            await learner.train(1280)
+            if scheme.update == "central":  # the newest weights to every copy, as the next round would
+                for h in learner._pool.handles:
+                    await h.set_weights(learner.agent.get_weights(), learner.version)
+            remote = [await h.get_weights() for h in learner._pool.handles]
+            return learner.env_steps, learner.agent.get_weights(), remote
+
+    env_steps, central, remote = on(rl_cluster, go())
+    # every env step the workers learned from, once: observations and discounted returns alike
+    assert central["obs_rms.count"] == env_steps and central["ret_rms.count"] == env_steps
+    assert 0 < central["ret_rms.var"] != 1.0 and not np.allclose(central["obs_rms.mean"], 0.0)
+    for weights in remote:
+        for k in ("obs_rms.mean", "obs_rms.var", "obs_rms.count", "ret_rms.mean", "ret_rms.var", "ret_rms.count"):
+            np.testing.assert_allclose(weights[k], central[k], rtol=1e-9)
+
+
 def test_a_replaced_worker_of_a_decentralised_update_stays_equal_to_the_others(rl_cluster: actorrt.Cluster) -> None:
     """The replacement gets the learner's optimizer state too: from then on the same averaged
     gradients move every copy alike (with fresh Adam moments it would drift away for good)."""
