@@ -215,12 +215,16 @@ def centered_ranks(x: torch.Tensor) -> torch.Tensor:
     scaled to ``[-0.5, 0.5]`` (``rank / (n - 1) - 0.5`` over all ``n`` values, any shape).
 
     Invariant to any increasing transform of the returns, so a few outlier episodes cannot
-    dominate the update. Ties get distinct ranks (in order of appearance), as in the paper's code.
+    dominate the update. Tied values share the mean of their ranks: the paper's code gives them
+    distinct ranks in order of appearance, which, for a mirrored pair that ties (both episodes hit
+    the time limit, say), turns equal returns into a difference of utilities that moves the
+    parameters along that pair's noise for nothing.
     """
     flat = x.reshape(-1)
     n = flat.numel()
-    ranks = torch.empty(n, dtype=torch.float64)
-    ranks[torch.argsort(flat, stable=True)] = torch.arange(n, dtype=torch.float64)
+    _, which, counts = torch.unique(flat, sorted=True, return_inverse=True, return_counts=True)
+    first = torch.cumsum(counts, 0) - counts  # the lowest rank of each distinct value
+    ranks = (first + (counts - 1) / 2.0).to(torch.float64)[which]
     if n > 1:
         ranks = ranks / (n - 1)
     return (ranks - 0.5).reshape(x.shape).to(x.dtype if x.is_floating_point() else torch.float64)

@@ -190,11 +190,13 @@ def test_soft_update_is_polyak_averaging() -> None:
 
 
 def centered_ranks_reference(x: np.ndarray) -> np.ndarray:
-    """The OpenAI-ES code's compute_centered_ranks, restated: rank in [0, n-1], / (n-1), - 0.5."""
+    """The OpenAI-ES code's compute_centered_ranks, restated (rank in [0, n-1], / (n-1), - 0.5),
+    with tied values sharing the mean of their ranks."""
     flat = x.ravel()
+    order = sorted(range(len(flat)), key=lambda i: flat[i])
     ranks = np.empty(len(flat))
-    for rank, i in enumerate(sorted(range(len(flat)), key=lambda i: (flat[i], i))):
-        ranks[i] = rank
+    for rank, i in enumerate(order):
+        ranks[i] = np.mean([r for r, j in enumerate(order) if flat[j] == flat[i]])
     return (ranks / (len(flat) - 1) - 0.5).reshape(x.shape)
 
 
@@ -205,7 +207,22 @@ def test_centered_ranks_matches_reference_and_ignores_scale() -> None:
     out = ops.centered_ranks(_t(x))
     np.testing.assert_allclose(out.numpy(), centered_ranks_reference(x))
     assert out.min() == -0.5 and out.max() == 0.5 and abs(float(out.sum())) < 1e-12
+    assert out[3, 1] == out[0, 0]
     np.testing.assert_allclose(ops.centered_ranks(_t(np.exp(3 * x) + 100)).numpy(), out.numpy())
+
+
+def test_mirrored_pairs_that_tie_add_nothing_to_the_es_gradient() -> None:
+    """Solved CartPole: most pairs hit the time limit on both sides. Only the pair whose returns
+    differ may move the parameters (distinct ranks for ties used to move them along every pair)."""
+    returns_pos = np.array([500.0, 500.0, 500.0, 500.0, 100.0])
+    returns_neg = np.array([500.0, 500.0, 500.0, 500.0, 200.0])
+    u = ops.centered_ranks(_t(np.stack([returns_pos, returns_neg])))
+    np.testing.assert_array_equal((u[0] - u[1])[:4].numpy(), 0.0)
+    assert float(u[0, 4] - u[1, 4]) < 0
+    eps = torch.eye(5, dtype=torch.float64)
+    g = ops.es_gradient(u[0], u[1], eps, sigma=0.1)
+    np.testing.assert_array_equal(g[:4].numpy(), 0.0)
+    assert float(g[4]) < 0
 
 
 def test_es_gradient_matches_sum_and_is_unbiased_on_a_quadratic() -> None:
