@@ -140,7 +140,9 @@ def make_normalized_a2c() -> rl.Agent:
     ],
     ids=["sync central", "async central", "decentralised"],
 )
-def test_gradient_workers_statistics_reach_the_learner_and_every_copy(rl_cluster: actorrt.Cluster, scheme: Scheme) -> None:
+def test_gradient_workers_statistics_reach_the_learner_and_every_copy(
+    rl_cluster: actorrt.Cluster, scheme: Scheme
+) -> None:
     """A normaliser's statistics grow in the gradient workers, which learn from the rollouts: the
     learner merges what each took in (it used to keep its initial statistics and broadcast them,
     wiping the workers' every update), and every copy ends up with the same statistics."""
