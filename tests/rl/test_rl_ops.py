@@ -195,7 +195,7 @@ def centered_ranks_reference(x: np.ndarray) -> np.ndarray:
     flat = x.ravel()
     order = sorted(range(len(flat)), key=lambda i: flat[i])
     ranks = np.empty(len(flat))
-    for rank, i in enumerate(order):
+    for i in order:
         ranks[i] = np.mean([r for r, j in enumerate(order) if flat[j] == flat[i]])
     return (ranks / (len(flat) - 1) - 0.5).reshape(x.shape)
 
