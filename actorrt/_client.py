@@ -165,9 +165,11 @@ class Cluster:
             if conn is not None:
                 conn.restarting(restarting.cause, restarting.restarts)
         elif kind == "actor_moved":
-            conn = self.state.actors.get(notice.actor_moved.actor_id)
-            if conn is not None:
-                self.background(self._follow(conn, notice.actor_moved))
+            moved = notice.actor_moved
+            conn = self.state.actors.get(moved.actor_id)
+            spec = self.state.specs.get(moved.actor_id) if moved.construct else None
+            if conn is not None or spec is not None:
+                self.background(self._follow(conn, moved, spec))
         elif kind == "actor_died":
             died = notice.actor_died
             conn, waiters = self.state.died(died.actor_id, died.cause)
@@ -191,17 +193,38 @@ class Cluster:
             held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
         return self.state.unanswered() + held
 
-    async def _follow(self, conn: ActorConnection, moved: pb.ActorMoved) -> None:
-        """A restarted actor has a new host: construct it there (we created it) or attach."""
+    async def _follow(
+        self, conn: ActorConnection | None, moved: pb.ActorMoved, spec: actor_host_pb2.ConstructActor | None
+    ) -> None:
+        """A restarted actor has a new host: construct it there (``spec``: we created it) or
+        attach. A creator that holds no handle any more constructs it for those who do, then
+        closes that stream."""
+        if spec is not None:
+            del spec.gpu_ids[:]
+            spec.gpu_ids.extend(moved.gpu_ids)
+        builder = conn is None
+        if conn is None:
+            assert spec is not None
+            conn = ActorConnection(self, moved.actor_id, moved.endpoint, {}, spec.class_name)
         try:
-            await conn.moved(moved.endpoint, list(moved.gpu_ids), moved.construct, self.timeout)
+            await conn.moved(moved.endpoint, spec, self.timeout)
         except RemoteError as e:  # its constructor raised this time: the restart failed for good
             cause = f"its constructor failed when restarting it: {e}"
             self._send_release(conn.actor_id, cause)
             conn.mark_dead(cause)
         except ActorDiedError as e:
-            if conn.dead is None and not moved.construct:
+            if conn.dead is not None:
+                pass
+            elif spec is None:
                 await self._relocate(conn, e.cause)
+            elif isinstance(e.__cause__, TimeoutError):  # its host lives, the actor is not built on it
+                cause = f"its constructor did not finish within {self.timeout:g}s when restarting it"
+                self._send_release(conn.actor_id, cause)
+                conn.mark_dead(cause)
+            # else its host is gone: the master places it again or reports its death
+        finally:
+            if builder:
+                await conn.close("constructed for its holders; its creator holds no handle to it")
 
     async def _relocate(self, conn: ActorConnection, detail: str) -> None:
         """Attaching failed: ask the master where the actor is now, and try once more there."""
@@ -473,10 +496,10 @@ class Cluster:
             if self.closed:  # closed while constructing: _close did not see this connection
                 await conn.close("its client closed the cluster connection")
                 raise ClusterConnectionError("the cluster connection was closed")
-            if opts.max_restarts != 0:
-                conn.construct = construct
             with self._refs_lock:
                 self.state.adopt(placed.actor_id, conn)
+                if opts.max_restarts != 0:
+                    self.state.keep_spec(placed.actor_id, construct)
             self._checked()
             return self.make_handle(conn)
         raise AssertionError("unreachable")  # the last attempt returns or raises

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = ["DEATHS_KEPT", "ClientState", "Placement"]
@@ -47,6 +48,10 @@ class ClientState(Generic[W, C]):
         self.placing: dict[int, Placement[W]] = {}
         self.lookups: dict[int, W] = {}  # LookupActor steps not answered yet
         self.actors: dict[str, C] = {}
+        # The construct steps of the restartable actors this client created, until they die: the
+        # master asks their creator to build them again after a restart, whether or not it still
+        # holds a handle to them (others may).
+        self.specs: dict[str, actor_host_pb2.ConstructActor] = {}
         self.deaths: OrderedDict[str, str] = OrderedDict()
         self.death_waiters: dict[str, list[W]] = {}
         self.deaths_kept = deaths_kept
@@ -94,9 +99,16 @@ class ClientState(Generic[W, C]):
             raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
         self.actors[actor_id] = conn
 
+    def keep_spec(self, actor_id: str, construct: actor_host_pb2.ConstructActor) -> None:
+        """``actor_id`` was created here and may restart: keep how to construct it until it dies."""
+        if actor_id in self.deaths:
+            raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
+        self.specs[actor_id] = construct
+
     def died(self, actor_id: str, cause: str) -> tuple[C | None, list[W]]:
         """The master says ``actor_id`` died: its connection (to close), if the client held one,
         and everyone who waited to hear it."""
+        self.specs.pop(actor_id, None)
         self.deaths[actor_id] = cause
         self.deaths.move_to_end(actor_id)
         while len(self.deaths) > self.deaths_kept:
@@ -123,6 +135,7 @@ class ClientState(Generic[W, C]):
         conns = list(self.actors.values())
         waiters = [p.waiter for p in self.placing.values()] + list(self.lookups.values())
         self.actors.clear()
+        self.specs.clear()
         self.placing.clear()
         self.lookups.clear()
         return conns, waiters
@@ -136,6 +149,8 @@ class ClientState(Generic[W, C]):
             assert placement.message.place_actor.request_id == request_id, f"placement {request_id}: message differs"
         for actor_id in self.actors:
             assert actor_id not in self.deaths, f"actor {actor_id} is both held and dead"
+        for actor_id in self.specs:
+            assert actor_id not in self.deaths, f"a construct step kept for {actor_id}, which is dead"
         for actor_id, waiters in self.death_waiters.items():
             assert waiters, f"an empty waiter list for {actor_id}"
             assert actor_id not in self.deaths, f"waiters for {actor_id}, which is known dead"

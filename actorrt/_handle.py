@@ -87,8 +87,6 @@ class ActorConnection:
         self.kinds = kinds
         self.class_name = class_name
         self.max_restarts = max_restarts
-        # The creator keeps the construct step of a restartable actor, to build it again.
-        self.construct: pb.ConstructActor | None = None
         # Live ActorHandle objects of this process on this connection (the cluster's lock guards
         # it), and whether this process has told the master it no longer holds the actor.
         self.handles = 0
@@ -382,6 +380,8 @@ class ActorConnection:
         if self._outbox is not None:
             self._outbox.clear()
             self._outbox = None
+        if self.release_when_idle and not self._queued:  # its last handle went while calls were in flight
+            self.cluster.release(self)
 
     def restarting(self, cause: str, restarts: int) -> None:
         """The master says the actor's process died and it is being placed again. Loop thread."""
@@ -394,17 +394,16 @@ class ActorConnection:
             self._verdict.set_result("restarting")
         self.cluster.background(self._teardown())
 
-    async def moved(self, endpoint: str, gpu_ids: list[int], construct: bool, timeout_s: float) -> None:
-        """The restarted actor has a new host: construct it there (its creator) or attach."""
+    async def moved(self, endpoint: str, construct: pb.ConstructActor | None, timeout_s: float) -> None:
+        """The restarted actor has a new host: construct it there (``construct``: its creator's
+        step) or attach."""
         if self.dead is not None:
             return
         await self._teardown()
         self.endpoint = endpoint
         self.waiting = True
-        if construct and self.construct is not None:
-            del self.construct.gpu_ids[:]
-            self.construct.gpu_ids.extend(gpu_ids)
-            await self.open(self.construct, timeout_s)
+        if construct is not None:
+            await self.open(construct, timeout_s)
         else:
             await self.attach(timeout_s)
 

@@ -46,6 +46,9 @@ class TableInvariantError(AssertionError):
     """``ClusterTable.validate()`` found the table inconsistent: a bug in the table or its caller."""
 
 
+NOT_RESTARTED = "not restarted: its creator, which holds its constructor arguments, is gone"
+
+
 @dataclass
 class Worker:
     worker_id: str
@@ -368,7 +371,7 @@ class ClusterTable:
             )
             return Ended(actor, True, cause)
         if not actor.stopping and actor.may_restart() and actor.max_restarts != 0:
-            cause = f"{cause}; not restarted: its creator, which holds its constructor arguments, is gone"
+            cause = f"{cause}; {NOT_RESTARTED}"
         elif actor.max_restarts != 0 and not actor.stopping:
             cause = f"{cause} (after {actor.restarts} restarts, the last allowed)"
         self._drop_actor(actor_id)
@@ -510,7 +513,7 @@ class ClusterTable:
     def remove_client(self, client_id: str) -> list[Actor]:
         """Forget a client; returns its actors, which the caller must stop (also those released
         because it held their last handle: ``take_released``). Its detached actors live on,
-        with no creator."""
+        with no creator, except one waiting to be placed again (restarting): it ends."""
         client = self.clients.pop(client_id, None)
         self._drop_requests_of(client_id)
         if client is None:
@@ -520,10 +523,11 @@ class ClusterTable:
             actor = self.actors.get(actor_id)
             if actor is None:
                 continue
-            if actor.detached:
+            if actor.detached and not actor.restarting:
                 actor.client_id = ""
                 continue
-            actor.stopping = actor.stopping or "its client is gone"
+            # a detached one waiting to be placed again ends too: nobody is left to construct it
+            actor.stopping = actor.stopping or (NOT_RESTARTED if actor.detached else "its client is gone")
             actors.append(actor)
         for actor_id in client.holding:
             held = self.actors.get(actor_id)

@@ -265,6 +265,22 @@ def test_a_detached_actor_outlives_its_creator_and_holders() -> None:
     t.validate()
 
 
+def test_a_detached_actor_waiting_to_restart_ends_when_its_creator_leaves() -> None:
+    """Its creator holds its constructor arguments: placed again without it, nobody would
+    construct it (the host waited forever, a slot held, the table invalid)."""
+    t, ids = two_nodes(cpus=1)
+    p = t.request(Request("c1", 1, name="ps", detached=True, max_restarts=3))
+    assert p is not None
+    t.remove_worker(ids["a"], "gone")
+    t.remove_worker(ids["b"], "gone")  # nowhere to place it again: its restart waits in the queue
+    assert t.actors[p.actor_id].restarting and t.queue
+    assert t.remove_client("c1") == []
+    [ended] = t.take_released()
+    assert ended.actor_id == p.actor_id and "not restarted: its creator" in ended.stopping
+    assert p.actor_id not in t.actors and not t.queue and "ps" not in t.names
+    t.validate()
+
+
 def test_a_restartable_actor_is_placed_again_then_dies_after_its_last_restart() -> None:
     t, _ = two_nodes(cpus=1)
     p = t.request(Request("c1", 1, max_restarts=1, name="r"))

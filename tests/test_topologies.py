@@ -484,3 +484,80 @@ async def test_another_client_holding_a_restarted_actor_reaches_the_new_instance
 async def _restarted(c: actorrt.Cluster, class_name: str) -> bool:
     rows = await actors_named(c, class_name)
     return bool(rows) and rows[0]["restarts"] == 1 and not rows[0]["restarting"]
+
+
+async def test_a_creator_that_dropped_its_handle_still_constructs_its_restarted_actor(cluster: ProcCluster) -> None:
+    """The creator holds the constructor arguments, handle or not: it used to ignore the master's
+    word to construct the actor again, and the other holders' calls failed (could not reach it)."""
+    async with cluster.connect() as c:
+        counter = await Counter.options(name="orphan", max_restarts=1).remote(5)
+        async with cluster.connect() as other:
+            theirs = await other.get_actor("orphan")
+            assert await theirs.add(1) == 6
+            pid = await theirs.pid()
+            del counter
+            gc.collect()
+            await asyncio.sleep(0.5)  # the creator's DropRef reaches the master; the other client holds it
+            os.kill(pid, signal.SIGKILL)
+            assert await eventually(lambda: _restarted(other, "Counter"), 20)
+            async with asyncio.timeout(20):
+                while True:
+                    try:
+                        assert await theirs.add(1) == 6  # constructed again from start=5
+                        break
+                    except actorrt.ActorDiedError as e:  # sent before it heard of the restart
+                        assert "restarting it" in str(e)
+                        await asyncio.sleep(0.1)
+            await other.kill(theirs)
+        assert await eventually(lambda: _none_left(c), 10)
+
+
+async def test_an_actor_whose_last_handle_went_during_a_call_is_released_when_it_restarts(
+    cluster: ProcCluster,
+) -> None:
+    """The release waits for the call in flight; a restart fails that call, and the release must
+    happen then (it waited for a reply that never came: the actor lived on with no handle)."""
+    async with cluster.connect() as c:
+        counter = await Counter.options(max_restarts=1).remote()
+        pid = await counter.pid()
+        slow = counter.sleep(30)
+        del counter
+        gc.collect()
+        await asyncio.sleep(0.2)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(actorrt.ActorDiedError):
+            await slow
+        assert await eventually(lambda: _none_left(c), 15)
+
+
+@actorrt.remote_class
+class SlowToRestart:
+    """Constructed at once the first time, in ``delay`` seconds every time after."""
+
+    def __init__(self, marker: str, delay: float) -> None:
+        if os.path.exists(marker):
+            time.sleep(delay)
+        with open(marker, "w"):
+            pass
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+async def test_a_restart_whose_constructor_outlasts_the_timeout_ends_the_actor(
+    cluster: ProcCluster, tmp_path: Any
+) -> None:
+    """The creator's calls used to wait forever: its stream was never opened, and nothing failed them."""
+    async with cluster.connect(timeout=3) as c:
+        slow = await SlowToRestart.options(max_restarts=1).remote(str(tmp_path / "built"), 20.0)
+        os.kill(await slow.pid(), signal.SIGKILL)
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    await slow.pid()
+                except actorrt.ActorDiedError as e:
+                    if "did not finish within 3s when restarting it" in str(e):
+                        break
+                    assert "restarting it" in str(e)  # the call in flight when it died
+                    await asyncio.sleep(0.1)
+        assert await eventually(lambda: _none_left(c), 30)
