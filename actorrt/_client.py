@@ -202,6 +202,7 @@ class Cluster:
         if spec is not None:
             del spec.gpu_ids[:]
             spec.gpu_ids.extend(moved.gpu_ids)
+            spec.restarts = moved.restarts
         builder = conn is None
         if conn is None:
             assert spec is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from actorrt._errors import ClusterConnectionError
@@ -15,7 +16,11 @@ from actorrt._errors import ClusterConnectionError
 if TYPE_CHECKING:
     from actorrt._client import Cluster
 
-__all__ = ["current_cluster", "enter", "leave", "set_fallback"]
+__all__ = ["claimed_before", "current_cluster", "enter", "leave", "set_fallback"]
+
+claimed_before: ContextVar[bool] = ContextVar("actorrt_claimed_before", default=False)
+"""True while an actor host unpickles the arguments of a restart's constructor: the handles in
+them hold the actor again, but their copies were claimed by its first construction, once."""
 
 _stack: list[Cluster] = []
 

@@ -25,14 +25,14 @@ import itertools
 import logging
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
 from actorrt import _bulk, _rpc, _shm, _wire
 from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
-from actorrt._current import current_cluster
+from actorrt._current import claimed_before, current_cluster
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
@@ -647,6 +647,8 @@ class HandleRef:
 def _rebuild(ref: HandleRef) -> ActorHandle[Any]:
     """Unpickling a handle: this process's cluster connection (an actor's own, inside an actor)
     holds it from now on."""
+    if claimed_before.get():
+        ref = replace(ref, token="")
     return current_cluster().receive_handle(ref)
 
 

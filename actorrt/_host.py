@@ -572,7 +572,11 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         max_payload_mb = max(1, step.max_payload_bytes // 2**20) if step.max_payload_bytes else 1024
         _current.set_fallback(lambda: _actor_cluster(step.actor_id, self.token, self.tls, max_payload_mb))
         _write_shipped(step.files)
-        cls, args, kwargs = decode(step.spec)
+        claimed = _current.claimed_before.set(step.restarts > 0)
+        try:
+            cls, args, kwargs = decode(step.spec)
+        finally:
+            _current.claimed_before.reset(claimed)
         instance = cls(*args, **kwargs)
         return _Actor(
             step.actor_id,

@@ -94,6 +94,9 @@ class User:
     def lookup(self, name: str) -> int:
         return actorrt.get_actor(name).result().add(1000).result()
 
+    def pid(self) -> int:
+        return os.getpid()
+
 
 async def actors_named(c: actorrt.Cluster, class_name: str) -> list[dict[str, Any]]:
     return [a for a in (await c.status()).actors if a["class_name"] == class_name]
@@ -561,3 +564,26 @@ async def test_a_restart_whose_constructor_outlasts_the_timeout_ends_the_actor(
                     assert "restarting it" in str(e)  # the call in flight when it died
                     await asyncio.sleep(0.1)
         assert await eventually(lambda: _none_left(c), 30)
+
+
+async def test_handles_in_a_restarted_actors_arguments_are_claimed_once(cluster: ProcCluster) -> None:
+    """Each construction unpickles the same arguments: a restart claimed the handle's copy again,
+    the master's count of it went below zero, and the actor it named was never released."""
+    async with cluster.connect() as c:
+        target = await Counter.remote(1)
+        user = await User.options(max_restarts=1).remote(target)
+        assert await user.bump(1) == 2
+        os.kill(await user.pid(), signal.SIGKILL)
+        assert await eventually(lambda: _restarted(c, "User"), 20)
+        async with asyncio.timeout(20):
+            while True:
+                try:
+                    assert await user.bump(1) == 3  # the new instance holds the same target
+                    break
+                except actorrt.ActorDiedError as e:
+                    assert "restarting it" in str(e)
+                    await asyncio.sleep(0.1)
+        await c.kill(user)
+        del target
+        gc.collect()
+        assert await eventually(lambda: _none_left(c), 15)

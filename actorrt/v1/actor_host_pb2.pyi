@@ -46,7 +46,7 @@ class Chunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class ConstructActor(_message.Message):
-    __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files", "max_payload_bytes", "shm_probe")
+    __slots__ = ("version", "actor_id", "class_name", "spec", "max_concurrency", "gpu_ids", "files", "max_payload_bytes", "shm_probe", "restarts")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class ConstructActor(_message.Message):
     FILES_FIELD_NUMBER: _ClassVar[int]
     MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     SHM_PROBE_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
     version: int
     actor_id: str
     class_name: str
@@ -65,7 +66,8 @@ class ConstructActor(_message.Message):
     files: _containers.RepeatedCompositeFieldContainer[ShippedFile]
     max_payload_bytes: int
     shm_probe: str
-    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., max_concurrency: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., files: _Optional[_Iterable[_Union[ShippedFile, _Mapping]]] = ..., max_payload_bytes: _Optional[int] = ..., shm_probe: _Optional[str] = ...) -> None: ...
+    restarts: int
+    def __init__(self, version: _Optional[int] = ..., actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., max_concurrency: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., files: _Optional[_Iterable[_Union[ShippedFile, _Mapping]]] = ..., max_payload_bytes: _Optional[int] = ..., shm_probe: _Optional[str] = ..., restarts: _Optional[int] = ...) -> None: ...
 
 class ShippedFile(_message.Message):
     __slots__ = ("path", "data", "mode")
