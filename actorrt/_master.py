@@ -327,9 +327,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                             extra=ids(worker_id=worker_id, slot=ev.slot_lost.slot),
                         )
                 elif kind == "actor_exited":
-                    ended, placements = self.table.actor_exited(ev.actor_exited.actor_id, ev.actor_exited.cause)
+                    exited = ev.actor_exited
+                    ended, placements = self.table.actor_exited(exited.actor_id, exited.cause, worker_id, exited.slot)
                     if ended is not None:
-                        self._ended(ended, ev.actor_exited.exit_code)
+                        self._ended(ended, exited.exit_code)
                     self._announce(placements)
                 elif kind == "actor_output":
                     self.forward_output(ev.actor_output)

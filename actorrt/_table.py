@@ -341,9 +341,20 @@ class ClusterTable:
 
     # ---- actors -----------------------------------------------------------------------------
 
-    def actor_exited(self, actor_id: str, cause: str = "") -> tuple[Ended | None, list[Placement]]:
+    def actor_exited(
+        self, actor_id: str, cause: str = "", worker_id: str | None = None, slot: int | None = None
+    ) -> tuple[Ended | None, list[Placement]]:
         """The actor's process ended: free its resources; it is placed again if it has restarts
-        left (and was not being stopped). Returns how it ended and any new placements."""
+        left (and was not being stopped). Returns how it ended and any new placements.
+
+        A report from ``worker_id``'s ``slot`` about an instance that is not the one listed (a
+        daemon back from a pause stopped the copy it still hosted, after the actor had been
+        placed again elsewhere) is ignored."""
+        actor = self.actors.get(actor_id)
+        if actor is not None and (
+            (worker_id is not None and actor.worker_id != worker_id) or (slot is not None and actor.slot != slot)
+        ):
+            return None, []
         ended = self._end(actor_id, cause)
         return ended, self.place_waiting() if ended is not None else []
 

@@ -130,6 +130,46 @@ async def test_worker_daemon_killed(two_workers: ProcCluster) -> None:
         assert await b.echo(5) == 5  # the rest of the cluster keeps serving
 
 
+async def test_a_daemon_back_from_a_pause_never_ends_the_instance_that_replaced_its_actor(tmp_path: Path) -> None:
+    """A daemon paused past the worker timeout (SIGSTOP: a VM pause, a partition) is dropped and
+    its restartable actor is placed again on the other node. Back, it still hosts the old copy,
+    which the master has it stop; that copy's exit report used to end the new instance (here,
+    its last restart allowed: the actor died)."""
+    cluster = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=1)
+    try:
+        async with cluster.connect() as c:
+            x = await Worker.options(max_restarts=1).remote()
+            status = await c.status()
+            [row] = [a for a in status.actors if a["actor_id"] == x.actor_id]
+            daemon = next(n["pid"] for n in status.nodes if n["worker_id"] == row["worker_id"])
+
+            async def moved() -> bool:
+                rows = [a for a in (await c.status()).actors if a["actor_id"] == x.actor_id]
+                return bool(rows) and rows[0]["restarts"] == 1 and rows[0]["worker_id"] not in ("", row["worker_id"])
+
+            os.kill(daemon, signal.SIGSTOP)
+            try:
+                await _wait_for(moved, 15.0)
+            finally:
+                os.kill(daemon, signal.SIGCONT)
+
+            async def rejoined() -> bool:
+                return len((await c.status()).nodes) == 2
+
+            await _wait_for(rejoined, 15.0)
+            await asyncio.sleep(2.0)  # it stops its old copy and reports that exit meanwhile
+            for _ in range(100):
+                try:
+                    assert await x.echo(5) == 5
+                    break
+                except actorrt.ActorDiedError as e:  # the call in flight when it moved
+                    assert "restarting it" in str(e), e
+                    await asyncio.sleep(0.1)
+            assert await moved()  # the new instance: still there, still its first restart
+    finally:
+        cluster.stop()
+
+
 async def test_master_restarted_on_the_same_address(tmp_path: Path) -> None:
     cluster = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=1)
     try:

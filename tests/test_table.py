@@ -281,6 +281,34 @@ def test_a_detached_actor_waiting_to_restart_ends_when_its_creator_leaves() -> N
     t.validate()
 
 
+def test_an_exit_reported_for_a_copy_the_table_no_longer_lists_is_ignored() -> None:
+    t, ids = two_nodes(cpus=1)
+    p = t.request(Request("c1", 1, max_restarts=1))
+    assert p is not None
+    first_worker = ids[p.node]
+    [ended] = t.remove_worker(first_worker, "silent past the worker timeout")
+    [moved] = t.place_waiting()
+    assert ended.restarting and moved.actor_id == p.actor_id and moved.worker_id != first_worker
+    _, stale = t.add_worker(
+        node=p.node,
+        node_ip="127.0.0.1",
+        cpus=1,
+        gpus=0,
+        worker_id=first_worker,
+        live_actors=[Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ())],
+    )
+    assert [a.actor_id for a in stale] == [p.actor_id]  # the master has its daemon stop it
+    free = t.workers[moved.worker_id].cpus_free
+    assert t.actor_exited(p.actor_id, "stopped: reported twice by its worker", first_worker, p.slot) == (None, [])
+    assert t.actor_exited(p.actor_id, "a slot it does not hold", moved.worker_id, moved.slot + 1) == (None, [])
+    actor = t.actors[p.actor_id]
+    assert actor.worker_id == moved.worker_id and actor.restarts == 1 and not actor.restarting
+    assert t.workers[moved.worker_id].cpus_free == free
+    ended_now, _ = t.actor_exited(p.actor_id, "killed by signal 9 (SIGKILL)", moved.worker_id, moved.slot)
+    assert ended_now is not None and "the last allowed" in ended_now.cause
+    t.validate()
+
+
 def test_a_restartable_actor_is_placed_again_then_dies_after_its_last_restart() -> None:
     t, _ = two_nodes(cpus=1)
     p = t.request(Request("c1", 1, max_restarts=1, name="r"))
