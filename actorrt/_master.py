@@ -123,6 +123,11 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                         ),
                         gpu_ids=p.gpu_ids,
                         class_name=actor.class_name,
+                        name=actor.name,
+                        detached=actor.detached,
+                        max_restarts=actor.max_restarts,
+                        restarts=actor.restarts,
+                        shape=pb.ActorShape(methods=actor.methods, attributes=actor.attributes),
                     )
                 ),
             )
@@ -257,6 +262,12 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 num_cpus=max(1, a.resources.num_cpus),
                 gpu_ids=tuple(a.gpu_ids),
                 max_memory_mb=a.resources.max_memory_mb,
+                name=a.name,
+                detached=a.detached,
+                max_restarts=a.max_restarts,
+                restarts=a.restarts,
+                methods=tuple(a.shape.methods),
+                attributes=tuple(a.shape.attributes),
             )
             for a in reg.live_actors
         ]

@@ -256,6 +256,10 @@ class ClusterTable:
             actor.num_gpus = len(actor.gpu_ids)
             actor.holders = {actor.client_id}
             actor.refcounted = False  # who else holds it is unknown until they say so again
+            if actor.name and actor.name in self.names:  # another live actor has it: keep theirs
+                actor.name = ""
+            if actor.name:
+                self.names[actor.name] = actor.actor_id
             self.actors[actor.actor_id] = actor
             worker.actors.add(actor.actor_id)
             worker.held[actor.slot] = actor.actor_id

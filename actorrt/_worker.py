@@ -215,6 +215,11 @@ class WorkerDaemon(Service):
                 class_name=h.actor.class_name,
                 resources=h.actor.resources,
                 gpu_ids=h.actor.gpu_ids,
+                name=h.actor.name,
+                detached=h.actor.detached,
+                max_restarts=h.actor.max_restarts,
+                restarts=h.actor.restarts,
+                shape=h.actor.shape,
             )
             for h in self.pool.serving()
             if h.actor is not None and self.hosts.running(h.index)

@@ -170,6 +170,65 @@ async def test_a_daemon_back_from_a_pause_never_ends_the_instance_that_replaced_
         cluster.stop()
 
 
+def _start_master_again(cluster: ProcCluster) -> None:
+    """A new master on the old one's address and token (the old one was killed)."""
+    port = cluster.address.rsplit(":", 1)[1]
+    cluster.spawn(
+        "start", "--port", port, "--cpus", "0", "--token", cluster.token, "--worker-timeout", "3", "--client-grace", "2"
+    )
+
+
+_DETACHED_CREATOR = """
+import sys, actorrt
+
+@actorrt.remote_class
+class Keeper:
+    def __init__(self):
+        self.items = []
+    def add(self, k):
+        self.items.append(k)
+        return sum(self.items)
+
+with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+    h = Keeper.options(name="keeper", lifetime="detached", max_restarts=1).remote().result()
+    print("value", h.add(7).result(), flush=True)
+"""
+
+
+async def test_a_restarted_master_keeps_detached_actors_with_their_names_and_restart_limits(tmp_path: Path) -> None:
+    """The workers' reports now carry what the placement said: a detached actor whose creator
+    had left was stopped ("its client is gone") once the client grace ran out, its name was
+    unknown and its restart limit 0."""
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _DETACHED_CREATOR, cluster.address, cluster.token],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=cluster.env,
+        )
+        assert out.returncode == 0 and "value 7" in out.stdout, out.stderr
+        master = cluster.procs[0]
+        master.kill()
+        master.wait()
+        _start_master_again(cluster)
+        async with cluster.connect() as c:
+
+            async def rebuilt() -> bool:
+                return any(a["class_name"] == "Keeper" for a in (await c.status()).actors)
+
+            await _wait_for(rebuilt, 10.0)
+            await asyncio.sleep(3.0)  # past the client grace (2 s): its creator never comes back
+            keeper = await actorrt.get_actor("keeper")
+            assert await keeper.add(3) == 10
+            [row] = [a for a in (await c.status()).actors if a["class_name"] == "Keeper"]
+            assert row["detached"] and row["name"] == "keeper" and row["max_restarts"] == 1
+            await c.kill(keeper)
+    finally:
+        cluster.stop()
+
+
 async def test_master_restarted_on_the_same_address(tmp_path: Path) -> None:
     cluster = ProcCluster(tmp_path / "home").start(workers=2, cpus_per_worker=1)
     try:
@@ -183,20 +242,7 @@ async def test_master_restarted_on_the_same_address(tmp_path: Path) -> None:
             for i in range(20):
                 assert await a.echo(i) == i and await b.echo(-i) == -i
                 await asyncio.sleep(0.02)
-            port = cluster.address.rsplit(":", 1)[1]
-            cluster.spawn(
-                "start",
-                "--port",
-                port,
-                "--cpus",
-                "0",
-                "--token",
-                cluster.token,
-                "--worker-timeout",
-                "3",
-                "--client-grace",
-                "2",
-            )
+            _start_master_again(cluster)
 
             async def rebuilt() -> bool:
                 try:

@@ -63,7 +63,7 @@ class RegisterWorker(_message.Message):
     def __init__(self, version: _Optional[int] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., gpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker_id: _Optional[str] = ..., live_actors: _Optional[_Iterable[_Union[LiveActor, _Mapping]]] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class LiveActor(_message.Message):
-    __slots__ = ("actor_id", "slot", "endpoint", "client_id", "class_name", "resources", "gpu_ids")
+    __slots__ = ("actor_id", "slot", "endpoint", "client_id", "class_name", "resources", "gpu_ids", "name", "detached", "max_restarts", "restarts", "shape")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SLOT_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,11 @@ class LiveActor(_message.Message):
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETACHED_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     slot: int
     endpoint: str
@@ -78,7 +83,12 @@ class LiveActor(_message.Message):
     class_name: str
     resources: _common_pb2.Resources
     gpu_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., class_name: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., gpu_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    name: str
+    detached: bool
+    max_restarts: int
+    restarts: int
+    shape: ActorShape
+    def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., class_name: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., restarts: _Optional[int] = ..., shape: _Optional[_Union[ActorShape, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("load", "actor_rss_bytes")
@@ -144,20 +154,30 @@ class WorkerRegistered(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., heartbeat_interval_s: _Optional[float] = ...) -> None: ...
 
 class StartActor(_message.Message):
-    __slots__ = ("actor_id", "slot", "client_id", "resources", "gpu_ids", "class_name")
+    __slots__ = ("actor_id", "slot", "client_id", "resources", "gpu_ids", "class_name", "name", "detached", "max_restarts", "restarts", "shape")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SLOT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETACHED_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     slot: int
     client_id: str
     resources: _common_pb2.Resources
     gpu_ids: _containers.RepeatedScalarFieldContainer[int]
     class_name: str
-    def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., class_name: _Optional[str] = ...) -> None: ...
+    name: str
+    detached: bool
+    max_restarts: int
+    restarts: int
+    shape: ActorShape
+    def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., class_name: _Optional[str] = ..., name: _Optional[str] = ..., detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., restarts: _Optional[int] = ..., shape: _Optional[_Union[ActorShape, _Mapping]] = ...) -> None: ...
 
 class StopActor(_message.Message):
     __slots__ = ("actor_id", "reason")
