@@ -484,8 +484,11 @@ class Cluster:
                         "its constructor failed" if not retry else "its host was gone before its constructor ran",
                     )
                     raise
-                self._send_release(placed.actor_id, "its host was gone before its constructor ran")
                 log.info("placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause)
+                if place.name:  # the name is free once the master has heard that this one ended
+                    await self._release_and_wait(placed.actor_id, "its host was gone before its constructor ran")
+                else:
+                    self._send_release(placed.actor_id, "its host was gone before its constructor ran")
                 await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
                 continue
             except asyncio.CancelledError:

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from actorrt._errors import ActorNameTakenError, PlacementError
+from actorrt._errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
 
 __all__ = [
     "DEAD_ACTORS_KEPT",
@@ -367,7 +367,10 @@ class ClusterTable:
         if actor is None or actor.restarting:
             return None
         owner = self.clients.get(actor.client_id)
-        if not actor.stopping and actor.may_restart() and owner is not None and owner.connected:
+        # never constructed (its slot was not ready): its creator places it again itself
+        never_built = cause.startswith(SLOT_NOT_READY)
+        restartable = not actor.stopping and actor.may_restart() and not never_built
+        if restartable and owner is not None and owner.connected:
             actor.num_gpus = len(actor.gpu_ids)
             self._free(actor)
             actor.restarts += 1
@@ -385,9 +388,9 @@ class ClusterTable:
                 )
             )
             return Ended(actor, True, cause)
-        if not actor.stopping and actor.may_restart() and actor.max_restarts != 0:
+        if restartable and actor.max_restarts != 0:
             cause = f"{cause}; {NOT_RESTARTED}"
-        elif actor.max_restarts != 0 and not actor.stopping:
+        elif actor.max_restarts != 0 and not actor.stopping and not never_built:
             cause = f"{cause} (after {actor.restarts} restarts, the last allowed)"
         self._drop_actor(actor_id)
         return Ended(actor, False, actor.stopping or cause)

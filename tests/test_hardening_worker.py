@@ -418,7 +418,9 @@ async def test_placement_right_after_the_warm_hosts_died_is_retried(tmp_path: Pa
                 for pid in _worker_hosts(cluster):
                     os.kill(pid, signal.SIGKILL)
                 t0 = time.monotonic()
-                actors = await asyncio.wait_for(asyncio.gather(Echo.remote(), Echo.remote()), 30)
+                # a named, restartable one too: its name must be free again for the next attempt
+                named = Echo.options(name=f"echo-{round_}", max_restarts=1)
+                actors = await asyncio.wait_for(asyncio.gather(named.remote(), Echo.remote()), 30)
                 took.append(time.monotonic() - t0)
                 assert [await a.echo(round_) for a in actors] == [round_, round_]
                 for a in actors:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorrt._errors import ActorNameTakenError, PlacementError
-from actorrt._table import Actor, ClusterTable, Request
+from actorrt._errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
+from actorrt._table import Actor, ClusterTable, Placement, Request
 
 
 @pytest.fixture(autouse=True)
@@ -307,6 +307,22 @@ def test_an_exit_reported_for_a_copy_the_table_no_longer_lists_is_ignored() -> N
     ended_now, _ = t.actor_exited(p.actor_id, "killed by signal 9 (SIGKILL)", moved.worker_id, moved.slot)
     assert ended_now is not None and "the last allowed" in ended_now.cause
     t.validate()
+
+
+def test_an_actor_whose_slot_was_not_ready_is_never_restarted() -> None:
+    """It was never constructed: its creator places it again itself (a restart burned one of its
+    restarts and placed a copy nobody would construct)."""
+    t, _ = two_nodes(cpus=1)
+    p = t.request(Request("c1", 1, max_restarts=2, name="n"))
+    assert p is not None
+    ended, placed = t.actor_exited(p.actor_id, SLOT_NOT_READY, ids_of(t, p), p.slot)
+    assert ended is not None and not ended.restarting and ended.cause == SLOT_NOT_READY and not placed
+    assert p.actor_id not in t.actors and "n" not in t.names  # the name is free for the next attempt
+    t.validate()
+
+
+def ids_of(t: ClusterTable, p: Placement) -> str:
+    return t.actors[p.actor_id].worker_id
 
 
 def test_a_restartable_actor_is_placed_again_then_dies_after_its_last_restart() -> None:
