@@ -9,6 +9,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, cast, overload
 from actorrt._current import current_cluster
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorHandle
+from actorrt._resources import MAX_CPUS, MAX_GPUS
+
+INT32_MAX = 2**31 - 1  # the largest value the placement's fields carry
 
 __all__ = ["ActorOptions", "RemoteClass", "options_of", "remote_class"]
 
@@ -35,18 +38,22 @@ class ActorOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"remote_class: {name} must be an int, got {value!r}")
-        if self.num_cpus < 1:
-            raise ValueError(f"remote_class: num_cpus must be >= 1, got {self.num_cpus}")
-        if self.num_gpus < 0:
-            raise ValueError(f"remote_class: num_gpus must be >= 0, got {self.num_gpus}")
-        if self.max_concurrency < 1:
-            raise ValueError(f"remote_class: max_concurrency must be >= 1, got {self.max_concurrency}")
+        if not 1 <= self.num_cpus <= MAX_CPUS:
+            raise ValueError(f"remote_class: num_cpus must be 1..{MAX_CPUS} (no worker has more), got {self.num_cpus}")
+        if not 0 <= self.num_gpus <= MAX_GPUS:
+            raise ValueError(f"remote_class: num_gpus must be 0..{MAX_GPUS} (no worker has more), got {self.num_gpus}")
+        if not 1 <= self.max_concurrency <= INT32_MAX:
+            raise ValueError(f"remote_class: max_concurrency must be 1..{INT32_MAX}, got {self.max_concurrency}")
         if self.max_memory_mb is not None and (not isinstance(self.max_memory_mb, int) or self.max_memory_mb < 1):
             raise ValueError(f"remote_class: max_memory_mb must be a positive int or None, got {self.max_memory_mb!r}")
         if self.placement_timeout is not None and self.placement_timeout < 0:
             raise ValueError(f"remote_class: placement_timeout must be >= 0, got {self.placement_timeout}")
-        if not isinstance(self.max_restarts, int) or isinstance(self.max_restarts, bool) or self.max_restarts < -1:
-            raise ValueError(f"max_restarts must be an int >= -1 (-1: forever), got {self.max_restarts!r}")
+        if (
+            not isinstance(self.max_restarts, int)
+            or isinstance(self.max_restarts, bool)
+            or not -1 <= self.max_restarts <= INT32_MAX
+        ):
+            raise ValueError(f"max_restarts must be an int in -1..{INT32_MAX} (-1: forever), got {self.max_restarts!r}")
         if self.name is not None and (not isinstance(self.name, str) or not self.name or len(self.name) > 256):
             raise ValueError(f"name must be a non-empty str of at most 256 characters, got {self.name!r}")
         if self.lifetime not in (None, "detached"):

@@ -423,6 +423,8 @@ class ClusterTable:
         client = self.clients.get(actor.client_id)
         if client is not None:
             client.actors.discard(actor_id)
+        for sender in self.clients.values():  # a long-lived client must not remember every actor it sent
+            sender.sent.discard(actor_id)
         return actor
 
     def release_actor(self, client_id: str, actor_id: str, reason: str) -> Actor | None:
@@ -865,6 +867,7 @@ class ClusterTable:
                 all(a in self.actors and cid in self.actors[a].holders for a in c.holding),
                 f"client {cid} holds actors that do not list it as a holder",
             )
+            check(all(a in self.actors for a in c.sent), f"client {cid} lists copies sent of actors that are gone")
         for (cid, rid), req in self.queue.items():
             check((req.client_id, req.request_id) == (cid, rid), f"request {cid}/{rid} is filed under another key")
             client = self.clients.get(cid)

@@ -239,6 +239,10 @@ def test_an_actor_is_released_when_no_holder_and_no_copy_in_flight_remains() -> 
     released = t.take_released()
     assert [a.actor_id for a in released] == [aid] and "no handle" in released[0].stopping
     t.validate()
+    assert aid in t.clients["c1"].sent
+    t.actor_exited(aid, "stopped")
+    assert aid not in t.clients["c1"].sent  # it remembered every actor it ever sent a copy of
+    t.validate()
 
 
 def test_copies_in_flight_die_with_the_client_that_sent_them() -> None:

@@ -408,6 +408,14 @@ async def test_gpu_actors_see_their_assigned_devices(cluster: ProcCluster) -> No
 async def test_bad_options_are_refused_naming_the_option() -> None:
     with pytest.raises(ValueError, match="max_restarts"):
         Counter.options(max_restarts=-2)
+    with pytest.raises(ValueError, match="max_restarts"):
+        Counter.options(max_restarts=2**31)  # was a raw protobuf "Value out of range" at placement
+    with pytest.raises(ValueError, match="num_cpus must be 1..65536"):
+        Counter.options(num_cpus=2**31)
+    with pytest.raises(ValueError, match="num_gpus"):
+        Counter.options(num_gpus=2**40)
+    with pytest.raises(ValueError, match="max_concurrency"):
+        Counter.options(max_concurrency=2**33)
     with pytest.raises(ValueError, match="scheduling"):
         Counter.options(scheduling="random")
     with pytest.raises(ValueError, match="lifetime"):
