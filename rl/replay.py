@@ -86,6 +86,10 @@ class UniformReplay:
     def __len__(self) -> int:
         return self._size
 
+    def clear(self) -> None:
+        """Forget every transition (the arrays stay allocated; ``total_added`` keeps counting)."""
+        self._pos = self._size = 0
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         if self._size < self.capacity:  # not wrapped: rows [0, size) are the filled ones
@@ -296,6 +300,11 @@ class PrioritizedReplay(UniformReplay):
         self.beta = beta
         """Importance-sampling exponent (0: no correction, 1: full correction)."""
         self.eps = eps
+        self.tree = SumTree(self.capacity)
+        self._max_priority = 1.0
+
+    def clear(self) -> None:
+        super().clear()
         self.tree = SumTree(self.capacity)
         self._max_priority = 1.0
 

@@ -466,8 +466,9 @@ class Learner:
     def restore(self, path: str) -> None:
         """Load what :meth:`save` wrote, before :meth:`start` (or workers get the weights at the
         next broadcast). A checkpoint without the replay (``save(..., replay=False)``) resumes
-        with an empty one, and the first ``learning_starts`` env steps after it only refill it
-        (acting with the restored policy): no update is taken on a replay of a few rollouts."""
+        with an empty one (the learner's replay is emptied), and the first ``learning_starts``
+        env steps after it only refill it (acting with the restored policy): no update is taken
+        on a replay of a few rollouts."""
         if self._training:
             raise RuntimeError("restore() while train() runs: restore before start(), or between train() calls")
         state = torch.load(path, weights_only=False)
@@ -480,15 +481,20 @@ class Learner:
                     f"{path} holds a {type(saved).__name__} of capacity {saved.capacity}; this learner has a "
                     f"{type(self.replay).__name__} of capacity {self.replay.capacity}"
                 )
-            if self.replay_actor is not None:
-                raise RuntimeError("restore a checkpoint with a replay before start(): the replay actor is running")
+        if self.replay_actor is not None:
+            raise RuntimeError(
+                "restore before start() with replay='actor': the replay actor is running and holds the replay"
+            )
         self.agent.algorithm.load_state_dict(state["algorithm"])
         self.env_steps, self.updates, self.version = state["env_steps"], state["updates"], state["version"]
         self._updates_at_broadcast, self._updates_due = self.updates, 0.0
         if saved is not None:
             self.replay = saved
+            self._first_update_at = self.learning_starts
         elif self.replay is not None:
+            self.replay.clear()
             self._first_update_at = self.env_steps + self.learning_starts
+        self._warmup = self.scheme.replay != "none" and self.env_steps < self.learning_starts
 
     # ---- training -----------------------------------------------------------------------------
 

@@ -590,6 +590,11 @@ def test_off_policy_checkpoints_keep_the_replay(rl_cluster: actorrt.Cluster, tmp
             await learner.save(path)
             held = await actorrt.get_attr(learner.replay_actor, "replay") if where == "actor" else learner.replay
             assert held is not None
+            if where == "actor":  # its replay lives in the actor: a restore now could not replace it
+                for replay in (True, False):
+                    await learner.save(path + ".again", replay=replay)
+                    with pytest.raises(RuntimeError, match="replay actor is running"):
+                        learner.restore(path + ".again")
             return learner.updates, held.obs[: len(held)].copy()
 
     async def second() -> tuple[int, np.ndarray, int]:
@@ -644,6 +649,32 @@ def test_an_off_policy_checkpoint_without_its_replay_refills_it_before_learning(
     # No update before the replay held learning_starts transitions again; then 0.25 per step.
     assert refilling == restored_updates > 0
     assert updates_after - refilling >= 0.25 * (512 - 256 - 32)
+
+
+def test_restoring_a_checkpoint_without_its_replay_between_train_calls_empties_the_replay(
+    rl_cluster: actorrt.Cluster, tmp_path: Path
+) -> None:
+    """Between two ``train`` calls too: the learner's replay used to keep the transitions of the
+    run the checkpoint was not saved from, and the next updates sampled them."""
+    path = str(tmp_path / "sac.pt")
+    scheme = off_policy_scheme(1, updates_per_step=0.25)
+
+    async def go() -> tuple[int, int, int]:
+        async with Learner(
+            make_sac, PENDULUM, scheme, replay=_pendulum_replay(), batch_size=32, learning_starts=256
+        ) as learner:
+            await learner.train(600)
+            await learner.save(path, replay=False)
+            await learner.train(1000)
+            learner.restore(path)
+            assert learner.replay is not None
+            emptied = len(learner.replay)
+            updates, start = learner.updates, learner.env_steps
+            await learner.train(start + 192)  # refilling: no update on a replay of a few rollouts
+            return emptied, updates, learner.updates
+
+    emptied, updates, after_refill = on(rl_cluster, go())
+    assert emptied == 0 and after_refill == updates
 
 
 def test_restoring_a_replay_into_a_learner_with_another_replay_is_an_error(

@@ -94,6 +94,20 @@ def test_prioritized_sampling_frequencies_and_weights() -> None:
 
 
 @pytest.mark.parametrize("kind", [UniformReplay, PrioritizedReplay])
+def test_a_cleared_replay_samples_only_what_came_after(kind: type[UniformReplay]) -> None:
+    replay = kind(8, (1,), (1,), seed=0)
+    _add_numbered(replay, 0, 8)
+    if isinstance(replay, PrioritizedReplay):
+        replay.update_priorities(np.arange(8), np.full(8, 5.0))
+    replay.clear()
+    assert len(replay) == 0 and replay.total_added == 8
+    _add_numbered(replay, 100, 3)
+    assert set(replay.sample(300).rewards.tolist()) == {100.0, 101.0, 102.0}
+    if isinstance(replay, PrioritizedReplay):  # fresh priorities: the old maximum (5) is gone too
+        assert replay.tree.total == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("kind", [UniformReplay, PrioritizedReplay])
 @pytest.mark.parametrize("filled", [0, 700, 2500])
 def test_a_pickled_replay_holds_only_its_filled_rows_and_comes_back_equal(
     kind: type[UniformReplay], filled: int
