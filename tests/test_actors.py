@@ -380,7 +380,7 @@ async def test_embedded_cluster_without_an_address(monkeypatch: pytest.MonkeyPat
 
 
 async def test_remote_class_rejects_bad_options() -> None:
-    with pytest.raises(ValueError, match="num_cpus must be 1..65536"):
+    with pytest.raises(ValueError, match=r"num_cpus must be 1\.\.65536"):
         actorrt.remote_class(num_cpus=0)
     with pytest.raises(TypeError, match="max_concurrency must be an int"):
         actorrt.remote_class(max_concurrency="4")  # type: ignore[call-overload]  # the wrong type is the test
