@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -91,6 +92,12 @@ class Agent:
     def learn(self, batch: Any) -> dict[str, float]:
         """Preprocess a numpy batch, convert it to tensors, and run one algorithm update."""
         return self.algorithm.learn(to_torch(self.preprocess_batch(batch)))
+
+    def select_stream(self, key: Hashable) -> None:
+        """Hook: the batches learned next come from the stream ``key`` (a learner whose
+        collectors' rollouts arrive interleaved says which collector's). An agent that carries
+        state from one batch to the next of a stream (a normaliser's running returns) keeps one
+        per key. Default: nothing to keep."""
 
     def take_statistics(self) -> Any:
         """What this copy's running statistics (an observation normaliser's, say) took in since

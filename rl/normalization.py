@@ -10,6 +10,7 @@ normalises a rollout with the statistics the collectors acted with, then updates
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -101,8 +102,10 @@ class NormalizingAgent(Agent):
         self.ret_rms = RunningMeanStd(())
         model.add_module("obs_rms", self.obs_rms)
         model.add_module("ret_rms", self.ret_rms)
-        self._returns: np.ndarray | None = None
-        """Discounted return so far of each environment column, for the reward statistics."""
+        self._returns: dict[Hashable, np.ndarray] = {}
+        """Discounted return so far of each environment column of each stream (collector), for
+        the reward statistics; ``_stream`` is the one the next rollout comes from."""
+        self._stream: Hashable = 0
         self._obs_shape = tuple(obs_shape)
         self._new_obs, self._new_ret = RunningMeanStd(self._obs_shape), RunningMeanStd(())
         """What ``obs_rms`` and ``ret_rms`` took in since the last :meth:`take_statistics` (not weights)."""
@@ -113,18 +116,25 @@ class NormalizingAgent(Agent):
             return super().preprocess_obs(obs)
         return self.obs_rms.normalize(obs, self.clip_obs)
 
+    def select_stream(self, key: Hashable) -> None:
+        """The next rollouts continue the environments of stream ``key`` (a collector): each has
+        its own running returns; the statistics are shared."""
+        self._stream = key
+
     def scale_rewards(self, rollout: Rollout[np.ndarray]) -> np.ndarray:
         """Update the discounted-return statistics with this rollout; rewards ``/ std(return)``."""
         rewards = rollout.rewards
         num_steps, num_envs = rewards.shape
-        if self._returns is None or len(self._returns) != num_envs:
-            self._returns = np.zeros(num_envs)
+        returns = self._returns.get(self._stream)
+        if returns is None or len(returns) != num_envs:
+            returns = np.zeros(num_envs)
         seen = np.empty((num_steps, num_envs))
         done = rollout.terminated | rollout.truncated
         for t in range(num_steps):
-            self._returns = self._returns * self.gamma + rewards[t]
-            seen[t] = self._returns
-            self._returns[done[t]] = 0.0
+            returns = returns * self.gamma + rewards[t]
+            seen[t] = returns
+            returns[done[t]] = 0.0
+        self._returns[self._stream] = returns
         self.ret_rms.update(seen.reshape(-1))
         self._new_ret.update(seen.reshape(-1))
         std = np.sqrt(float(self.ret_rms.var) + 1e-8)

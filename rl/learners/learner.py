@@ -69,6 +69,9 @@ __all__ = [
     "off_policy_scheme",
 ]
 
+Pumped = tuple[Rollout[np.ndarray], int, int]
+"""A rollout from a pump: with the version of the weights it was collected with and its collector's index."""
+
 log = logging.getLogger("rl.learner")
 SETTLE_S = 60.0  # how long train() waits, when it ends, for the collect calls it had queued
 T = TypeVar("T")
@@ -589,7 +592,11 @@ class Learner:
         """Run an update off the event loop, so rollouts keep arriving meanwhile."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def _learn(self, batch: Rollout[np.ndarray]) -> dict[str, float]:
+    async def _learn(self, batch: Rollout[np.ndarray], source: int | None = None) -> dict[str, float]:
+        """One update on ``batch``; ``source``: the collector it came from, when rollouts of
+        several collectors arrive interleaved (one update at a time: the agent hears it first)."""
+        if source is not None:
+            self.agent.select_stream(source)
         stats = await self._in_thread(self.agent.learn, batch)
         self.updates += 1
         return stats
@@ -648,12 +655,12 @@ class Learner:
             self._broadcast()
         return self._solved(stop_at)
 
-    def _start_pumps(self) -> asyncio.Queue[tuple[Rollout[np.ndarray], int]]:
+    def _start_pumps(self) -> asyncio.Queue[Pumped]:
         """One task per collector keeps ``rollouts_in_flight`` collect calls queued on it and puts
         the rollouts into a bounded queue (collectors pause when it is full). Dead ones are replaced."""
         pool = self._pool
         assert pool is not None
-        queue: asyncio.Queue[tuple[Rollout[np.ndarray], int]] = asyncio.Queue(self.scheme.max_queued_rollouts)
+        queue: asyncio.Queue[Pumped] = asyncio.Queue(self.scheme.max_queued_rollouts)
 
         async def pump(i: int) -> None:
             in_flight: deque[Any] = deque()
@@ -668,15 +675,15 @@ class Learner:
                     await self._replace(i, e)
                     continue
                 pool.deaths.answered(i)
-                await queue.put(item)
+                rollout, version = item
+                await queue.put((rollout, version, i))
 
         self._tasks = [asyncio.create_task(pump(i)) for i in range(len(pool.handles))]
         return queue
 
-    async def _next_rollout(
-        self, queue: asyncio.Queue[tuple[Rollout[np.ndarray], int]]
-    ) -> tuple[Rollout[np.ndarray], int]:
-        """The next rollout from the pumps; raises what a pump failed with (other than a dead collector)."""
+    async def _next_rollout(self, queue: asyncio.Queue[Pumped]) -> Pumped:
+        """The next rollout from the pumps, with its weights' version and the index of the
+        collector it came from; raises what a pump failed with (other than a dead collector)."""
         getter = asyncio.ensure_future(queue.get())
         done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
         if getter not in done:
@@ -714,8 +721,8 @@ class Learner:
         queue = self._start_pumps()
         try:
             while not self._done(total_steps, stop_at):
-                rollout, version = await self._next_rollout(queue)
-                stats = await self._learn(rollout)
+                rollout, version, source = await self._next_rollout(queue)
+                stats = await self._learn(rollout, source)
                 self._record(
                     rollout.episode_returns, rollout.episode_lengths, rollout.num_steps, stats, self.version - version
                 )
@@ -914,7 +921,7 @@ class Learner:
             queue = self._start_pumps()
             try:
                 while not self._done(total_steps, stop_at):
-                    rollout, version = await self._next_rollout(queue)
+                    rollout, version, _ = await self._next_rollout(queue)
                     await self._off_policy_step(rollout, self.version - version)
             except BaseException:
                 await self._stop_pumps(settle=False)

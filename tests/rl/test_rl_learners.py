@@ -32,6 +32,13 @@ def make_impala() -> rl.Agent:
     return rl.Agent(rl.IMPALA(rl.ActorCritic(obs, act), lr=1e-3, max_grad_norm=0.5))
 
 
+def make_normalized_impala() -> rl.Agent:
+    obs, act = env_spaces(CONFIG)
+    assert obs.shape is not None
+    algorithm = rl.IMPALA(rl.ActorCritic(obs, act), lr=1e-3, max_grad_norm=0.5)
+    return rl.NormalizingAgent(algorithm, obs.shape, gamma=0.99)
+
+
 def make_a2c() -> rl.Agent:
     obs, act = env_spaces(CONFIG)
     return rl.Agent(rl.A2C(rl.ActorCritic(obs, act), lr=1e-3))
@@ -101,6 +108,7 @@ def _run(cluster: actorrt.Cluster, make: Any, scheme: Scheme, steps: int, tmp_pa
     "name, make, scheme",
     [
         ("impala: async remote collection", make_impala, impala_scheme(2)),
+        ("impala with a normaliser: async remote collection", make_normalized_impala, impala_scheme(2)),
         ("a2c: sync remote collection", make_a2c, a2c_scheme(2)),
         ("local collection", make_a2c, Scheme(collection="local")),
         ("sync gradient workers, central update", make_a2c, Scheme(gradients="remote", num_gradient_workers=2)),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -51,6 +53,29 @@ def test_rewards_are_scaled_by_the_std_of_discounted_returns_reset_at_episode_en
         std = np.sqrt(np.concatenate(seen).var() + 1e-8)
         np.testing.assert_allclose(scaled, np.clip(r.rewards / std, -10, 10), rtol=1e-5)
     assert sum(r.truncated.sum() for r in rollouts) == 3
+
+
+def test_interleaved_collectors_each_keep_their_running_returns() -> None:
+    """Two collectors' rollouts arriving interleaved (an asynchronous learner): each collector's
+    environments continue their own discounted returns; the return statistics take in both. (One
+    tracker per column used to carry one collector's returns into the other's rewards.)"""
+    agent = _agent()
+    collectors = [rl.Collector(dataclasses.replace(CONFIG, seed=s), _agent()) for s in (0, 1)]
+    try:
+        rollouts = [(i, c.collect()) for _ in range(3) for i, c in enumerate(collectors)]
+    finally:
+        for c in collectors:
+            c.close()
+    returns, seen = {0: np.zeros(3), 1: np.zeros(3)}, []
+    for i, r in rollouts:
+        agent.select_stream(i)
+        scaled = agent.scale_rewards(r)
+        for t in range(r.rewards.shape[0]):
+            returns[i] = 0.9 * returns[i] + r.rewards[t]
+            seen.append(returns[i].copy())
+            returns[i][r.terminated[t] | r.truncated[t]] = 0.0
+        std = np.sqrt(np.concatenate(seen).var() + 1e-8)
+        np.testing.assert_allclose(scaled, np.clip(r.rewards / std, -10, 10), rtol=1e-5)
 
 
 def test_statistics_travel_with_the_weights_and_the_learner_normalises_as_collectors_did() -> None:
