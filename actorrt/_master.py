@@ -67,6 +67,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = float("inf")  # the table's clock
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
+        self._event_failures: dict[tuple[str, str], int] = {}  # (side, kind) -> events that raised
         self._init_logs()
 
     def check(self) -> None:
@@ -326,34 +327,40 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     self.table.seen(worker_id, ev.heartbeat.load, ev.heartbeat.actor_rss_bytes)
                     continue  # nothing else changed: no placement, no check
                 self.table.seen(worker_id)
-                if kind == "slot_ready":
-                    self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
-                elif kind == "slot_lost":
-                    if self.table.slot_lost(worker_id, ev.slot_lost.slot):
-                        log.info(
-                            "worker %s: the warm host of slot %d exited (%s); not placing there until it is back",
-                            worker_id,
-                            ev.slot_lost.slot,
-                            ev.slot_lost.cause,
-                            extra=ids(worker_id=worker_id, slot=ev.slot_lost.slot),
-                        )
-                elif kind == "actor_exited":
-                    exited = ev.actor_exited
-                    ended, placements = self.table.actor_exited(exited.actor_id, exited.cause, worker_id, exited.slot)
-                    if ended is not None:
-                        self._ended(ended, exited.exit_code)
-                    self._announce(placements)
-                elif kind == "actor_output":
-                    self.forward_output(ev.actor_output)
-                elif kind == "actor_log":
-                    self.log_read_answered(ev.actor_log)
-                else:
-                    log.warning("worker %s sent an unexpected %s; ignored", worker_id, kind)
+                try:
+                    self._worker_event(worker_id, kind, ev)
+                except Exception:  # noqa: BLE001 - a bug handling one event must not end the session unseen
+                    self._failed_event("worker", worker_id, kind)
                 self.check()
         except (asyncio.CancelledError, grpc.RpcError):
             pass
         finally:
             queue.put_nowait(None)
+
+    def _worker_event(self, worker_id: str, kind: str | None, ev: pb.WorkerEvent) -> None:
+        if kind == "slot_ready":
+            self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
+        elif kind == "slot_lost":
+            if self.table.slot_lost(worker_id, ev.slot_lost.slot):
+                log.info(
+                    "worker %s: the warm host of slot %d exited (%s); not placing there until it is back",
+                    worker_id,
+                    ev.slot_lost.slot,
+                    ev.slot_lost.cause,
+                    extra=ids(worker_id=worker_id, slot=ev.slot_lost.slot),
+                )
+        elif kind == "actor_exited":
+            exited = ev.actor_exited
+            ended, placements = self.table.actor_exited(exited.actor_id, exited.cause, worker_id, exited.slot)
+            if ended is not None:
+                self._ended(ended, exited.exit_code)
+            self._announce(placements)
+        elif kind == "actor_output":
+            self.forward_output(ev.actor_output)
+        elif kind == "actor_log":
+            self.log_read_answered(ev.actor_log)
+        else:
+            log.warning("worker %s sent an unexpected %s; ignored", worker_id, kind)
 
     def _worker_gone(self, worker_id: str, cause: str) -> None:
         self._to_worker.pop(worker_id, None)
@@ -423,42 +430,57 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         try:
             async for ev in events:
                 kind = ev.WhichOneof("event")
-                if kind == "place_actor":
-                    self._place(client_id, ev.place_actor)
-                elif kind == "add_ref":
-                    self.table.add_ref(client_id, ev.add_ref.actor_id, ev.add_ref.token)
-                elif kind == "drop_ref":
-                    self.table.drop_ref(client_id, ev.drop_ref.actor_id, ev.drop_ref.token)
-                    self._released()
-                elif kind == "lookup_actor":
-                    self._lookup(client_id, ev.lookup_actor)
-                elif kind == "withdraw_placement":
-                    if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
-                        self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
-                elif kind == "release_actor":
-                    actor = self.table.release_actor(
-                        client_id, ev.release_actor.actor_id, ev.release_actor.reason or "released by its client"
-                    )
-                    if actor is not None and not actor.restarting:
-                        self._stop(actor)
-                    self._released()
-                    if actor is None:
-                        self._send_client(
-                            client_id,
-                            pb.ClientNotice(
-                                actor_died=pb.ActorDied(actor_id=ev.release_actor.actor_id, cause="no such actor")
-                            ),
-                        )
-                elif kind == "close_session":
+                if kind == "close_session":
                     closed_cleanly.set()
                     break
-                else:
-                    log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
+                try:
+                    self._client_event(client_id, kind, ev)
+                except Exception:  # noqa: BLE001 - a bug handling one event must not end the session unseen
+                    self._failed_event("client", client_id, kind)
                 self.check()
         except (asyncio.CancelledError, grpc.RpcError):
             pass
         finally:
             queue.put_nowait(None)
+
+    def _client_event(self, client_id: str, kind: str | None, ev: pb.ClientEvent) -> None:
+        if kind == "place_actor":
+            self._place(client_id, ev.place_actor)
+        elif kind == "add_ref":
+            self.table.add_ref(client_id, ev.add_ref.actor_id, ev.add_ref.token)
+        elif kind == "drop_ref":
+            self.table.drop_ref(client_id, ev.drop_ref.actor_id, ev.drop_ref.token)
+            self._released()
+        elif kind == "lookup_actor":
+            self._lookup(client_id, ev.lookup_actor)
+        elif kind == "withdraw_placement":
+            if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
+                self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
+        elif kind == "release_actor":
+            actor = self.table.release_actor(
+                client_id, ev.release_actor.actor_id, ev.release_actor.reason or "released by its client"
+            )
+            if actor is not None and not actor.restarting:
+                self._stop(actor)
+            self._released()
+            if actor is None:
+                self._send_client(
+                    client_id,
+                    pb.ClientNotice(actor_died=pb.ActorDied(actor_id=ev.release_actor.actor_id, cause="no such actor")),
+                )
+        else:
+            log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
+
+    def _failed_event(self, side: str, peer_id: str, kind: str | None) -> None:
+        """Log (from within its ``except``) an event of a client's or worker's session that could
+        not be handled; the session reads on. The traceback the first time for each kind, then a
+        count every 1,000."""
+        key = (side, kind or "")
+        failures = self._event_failures[key] = self._event_failures.get(key, 0) + 1
+        if failures == 1:
+            log.exception("could not handle %s %s's %s event; its session goes on", side, peer_id, kind)
+        elif failures % 1000 == 0:
+            log.error("could not handle a %s's %s event, %d times now", side, kind, failures)
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)
