@@ -485,7 +485,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)
         actor = self.table.lookup(client_id, msg.name, msg.actor_id)
-        if actor is None:
+        if actor is None and msg.name and msg.name in self.table.names:  # reserved by a queued placement
+            found.reason = f"no live actor is named {msg.name!r} yet: a placement waiting for a slot reserved the name"
+        elif actor is None:
             found.reason = f"no live actor is named {msg.name!r}" if msg.name else f"actor {msg.actor_id} is gone"
         else:
             found.actor_id, found.endpoint, found.class_name = actor.actor_id, actor.endpoint, actor.class_name

@@ -467,6 +467,8 @@ async def test_a_cancelled_creation_leaves_the_queue_and_frees_its_name(cluster:
         blockers = [await Counter.remote() for _ in range(4)]  # every slot taken
         waiting = Counter.options(name="late").remote()
         assert await eventually(lambda: _waiting_placements(c, 1))
+        with pytest.raises(actorrt.ActorNotFoundError, match="placement waiting for a slot reserved the name"):
+            await actorrt.get_actor("late")
         waiting.cancel()
         assert await eventually(lambda: _waiting_placements(c, 0))  # withdrawn, not left queued
         await c.kill(blockers.pop())
