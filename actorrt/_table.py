@@ -367,13 +367,15 @@ class ClusterTable:
         if actor is None or actor.restarting:
             return None
         owner = self.clients.get(actor.client_id)
-        # never constructed (its slot was not ready): its creator places it again itself
-        never_built = cause.startswith(SLOT_NOT_READY)
-        restartable = not actor.stopping and actor.may_restart() and not never_built
+        # Its slot was not ready: never constructed there. A first placement ends (its creator
+        # places it again itself); a restart's placement is queued again, not counted as a restart.
+        not_ready = cause.startswith(SLOT_NOT_READY)
+        never_built = not_ready and actor.restarts == 0
+        restartable = not actor.stopping and (actor.may_restart() or not_ready) and not never_built
         if restartable and owner is not None and owner.connected:
             actor.num_gpus = len(actor.gpu_ids)
             self._free(actor)
-            actor.restarts += 1
+            actor.restarts += 0 if not_ready else 1
             actor.restarting = True
             actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids, actor.rss_bytes = "", -1, "", (), 0
             self._enqueue(

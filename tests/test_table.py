@@ -325,6 +325,21 @@ def test_an_actor_whose_slot_was_not_ready_is_never_restarted() -> None:
     t.validate()
 
 
+def test_a_restart_placed_on_a_slot_that_was_not_ready_is_placed_again_uncounted() -> None:
+    t, ids = two_nodes(cpus=1)
+    p = t.request(Request("c1", 1, max_restarts=1))
+    assert p is not None
+    [ended] = t.remove_worker(ids[p.node], "lost")
+    [again] = t.place_waiting()
+    assert ended.restarting and t.actors[p.actor_id].restarts == 1
+    requeued, placed = t.actor_exited(p.actor_id, SLOT_NOT_READY, again.worker_id, again.slot)
+    assert requeued is not None and requeued.restarting  # queued again (no slot left now), still restart 1
+    assert t.actors[p.actor_id].restarts == 1 and t.actors[p.actor_id].restarting and not placed
+    [third] = t.slot_ready(again.worker_id, again.slot, "b:0")  # its warm host is back
+    assert third.actor_id == p.actor_id and not t.actors[p.actor_id].restarting
+    t.validate()
+
+
 def ids_of(t: ClusterTable, p: Placement) -> str:
     return t.actors[p.actor_id].worker_id
 
