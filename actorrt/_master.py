@@ -276,11 +276,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         if old_queue is not None:
             old_queue.put_nowait(None)
         if reg.worker_id in self.table.workers:  # a reconnect: what it no longer reports is gone
-            live_ids = {a.actor_id for a in live}
-            lost = self.table.remove_worker(reg.worker_id, "lost while its worker daemon reconnected")
-            for ended in lost:
-                if ended.actor.actor_id not in live_ids:
-                    self._ended(ended)
+            keep = self.table.still_hosted(reg.worker_id, live)
+            for ended in self.table.remove_worker(reg.worker_id, "lost while its worker daemon reconnected", keep):
+                self._ended(ended)
         worker, stale = self.table.add_worker(
             node=reg.node,
             node_ip=reg.node_ip,

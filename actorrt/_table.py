@@ -20,7 +20,7 @@ import itertools
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from actorrt._errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
@@ -204,6 +204,9 @@ class ClusterTable:
         self._released: list[Actor] = []
         # Queued requests that place a restarting actor again: actor id -> queue key.
         self._restart_keys: dict[str, tuple[str, int]] = {}
+        # Actors a rejoining worker still hosted a stale copy of, which it was told to stop:
+        # actor id -> those workers. The actor is not placed again until every copy's exit is in.
+        self._stale_copies: dict[str, set[str]] = {}
         self._restart_seq = itertools.count(1)
 
     # ---- workers ----------------------------------------------------------------------------
@@ -227,7 +230,7 @@ class ClusterTable:
         if cpus < 1:
             raise ValueError(f"a worker needs at least 1 cpu, got {cpus}")
         if worker_id in self.workers:
-            self.remove_worker(worker_id)
+            self.remove_worker(worker_id, keep=self.still_hosted(worker_id, live_actors))
         worker_id = worker_id or f"w{next(self._worker_seq)}-{secrets.token_hex(3)}"
         worker = Worker(
             worker_id=worker_id,
@@ -244,6 +247,14 @@ class ClusterTable:
         self.workers[worker_id] = worker
         stale = []
         for actor in live_actors:
+            known = self.actors.get(actor.actor_id)
+            if known is not None and known.worker_id == worker_id and known.slot == actor.slot and not known.restarting:
+                # the same instance (kept by remove_worker): what the table knew of it stays
+                worker.actors.add(known.actor_id)
+                worker.held[known.slot] = known.actor_id
+                worker.cpus_free -= known.num_cpus
+                worker.gpus_free -= set(known.gpu_ids)
+                continue
             actor.worker_id = worker_id
             if actor.actor_id in self.dead:
                 actor.stopping = f"it was reported dead: {self.dead[actor.actor_id].cause}"
@@ -252,6 +263,8 @@ class ClusterTable:
             if actor.actor_id in self.actors or actor.slot in worker.held:
                 actor.stopping = "reported twice by its worker"
                 stale.append(actor)
+                if actor.actor_id in self.actors:
+                    self._stale_copies.setdefault(actor.actor_id, set()).add(worker_id)
                 continue
             actor.num_gpus = len(actor.gpu_ids)
             actor.holders = {actor.client_id}
@@ -311,18 +324,33 @@ class ClusterTable:
         deadline = self.clock() - timeout_s
         return [w.worker_id for w in self.workers.values() if w.last_seen < deadline]
 
-    def remove_worker(self, worker_id: str, cause: str = "") -> list[Ended]:
+    def remove_worker(self, worker_id: str, cause: str = "", keep: Collection[str] = ()) -> list[Ended]:
         """Drop a worker and everything on it; returns how each of its actors ended (placed
-        again, or dead)."""
+        again, or dead). ``keep``: actors it still hosts as it registers again (``add_worker``
+        with the same id takes them back as they were: ``still_hosted``)."""
         worker = self.workers.get(worker_id)
         if worker is None:
             return []
-        actor_ids = list(worker.actors)
+        actor_ids = [a for a in worker.actors if a not in keep]
         worker.connected = False  # no placement there, nor in the index, while its actors end
         self._unindex(worker_id)
         ended = [self._end(a, cause) for a in actor_ids]
         del self.workers[worker_id]
+        for actor_id, copies in list(self._stale_copies.items()):  # gone with it
+            copies.discard(worker_id)
+            if not copies:
+                del self._stale_copies[actor_id]
         return [e for e in ended if e is not None]
+
+    def still_hosted(self, worker_id: str, live_actors: Iterable[Actor]) -> set[str]:
+        """Which of a known worker's actors its registration reports on the slots the table has
+        them on: the same instances (its session came back before the master saw it go)."""
+        worker = self.workers.get(worker_id)
+        return {
+            a.actor_id
+            for a in live_actors
+            if worker is not None and a.actor_id in worker.actors and self.actors[a.actor_id].slot == a.slot
+        }
 
     def slot_ready(self, worker_id: str, slot: int, endpoint: str) -> list[Placement]:
         """A warm host waits in ``slot``. Ignored while an actor holds the slot: the worker sent
@@ -358,7 +386,13 @@ class ClusterTable:
         if actor is not None and (
             (worker_id is not None and actor.worker_id != worker_id) or (slot is not None and actor.slot != slot)
         ):
-            return None, []
+            copies = self._stale_copies.get(actor_id)
+            if copies is None or worker_id not in copies:
+                return None, []
+            copies.discard(worker_id)  # a stale copy's exit: the actor may be placed again now
+            if not copies:
+                del self._stale_copies[actor_id]
+            return None, self.place_waiting()
         ended = self._end(actor_id, cause)
         return ended, self.place_waiting() if ended is not None else []
 
@@ -421,6 +455,7 @@ class ClusterTable:
         key = self._restart_keys.pop(actor_id, None)
         if key is not None:
             self.queue.pop(key, None)
+        self._stale_copies.pop(actor_id, None)
         self._free(actor)
         client = self.clients.get(actor.client_id)
         if client is not None:
@@ -689,6 +724,8 @@ class ClusterTable:
         return None
 
     def _try_place(self, req: Request) -> Placement | None:
+        if req.restart_of in self._stale_copies:  # a stale copy of it is still being stopped
+            return None
         worker = self._pick(req)
         if worker is None:
             return None
@@ -870,6 +907,9 @@ class ClusterTable:
                 f"client {cid} holds actors that do not list it as a holder",
             )
             check(all(a in self.actors for a in c.sent), f"client {cid} lists copies sent of actors that are gone")
+        for aid, copies in self._stale_copies.items():
+            check(aid in self.actors and bool(copies), f"stale copies of {aid}: {copies}, but it is not a live actor")
+            check(all(w in self.workers for w in copies), f"stale copies of {aid} on workers not in the table")
         for (cid, rid), req in self.queue.items():
             check((req.client_id, req.request_id) == (cid, rid), f"request {cid}/{rid} is filed under another key")
             client = self.clients.get(cid)
@@ -893,7 +933,7 @@ class ClusterTable:
             "the free-slot index's keys are not sorted, or a bucket is empty",
         )
         check(
-            not (self.queue and any(self._pick(r) for r in self.queue.values())),
+            not any(self._pick(r) for r in self.queue.values() if r.restart_of not in self._stale_copies),
             "a queued request fits a ready slot but was not placed",
         )
         check(len(self.dead) <= self.dead_kept, f"{len(self.dead)} dead actors kept, the bound is {self.dead_kept}")

@@ -340,6 +340,52 @@ def test_a_restart_placed_on_a_slot_that_was_not_ready_is_placed_again_uncounted
     t.validate()
 
 
+def test_an_actor_is_not_placed_again_while_a_stale_copy_of_it_is_being_stopped() -> None:
+    """One worker drops out and comes back still hosting the copy; the master has it stop that
+    copy. Placed again on that worker meanwhile, the worker refused it (already hosted) silently,
+    and the copy's exit no longer counts: the actor stayed listed where nothing hosted it."""
+    t, wid, _ = table_with_worker(cpus=2)
+    p = t.request(Request("c1", 1, max_restarts=1))
+    assert p is not None
+    [ended] = t.remove_worker(wid, "silent past the worker timeout")
+    assert ended.restarting and t.queue  # no worker left to place it on
+    _, stale = t.add_worker(
+        node="n1",
+        node_ip="127.0.0.1",
+        cpus=2,
+        gpus=0,
+        worker_id=wid,
+        live_actors=[Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ())],
+    )
+    assert [a.actor_id for a in stale] == [p.actor_id]
+    assert t.slot_ready(wid, 1, "127.0.0.1:9001") == []  # not while its copy is stopping
+    t.validate()
+    ended_now, placed = t.actor_exited(p.actor_id, "stopped: reported twice by its worker", wid, p.slot)
+    assert ended_now is None and [x.actor_id for x in placed] == [p.actor_id] and placed[0].slot == 1
+    assert t.actors[p.actor_id].restarts == 1
+    t.validate()
+
+
+def test_a_worker_registering_again_with_its_actors_keeps_them_as_they_were() -> None:
+    """Its session came back before the master saw it go: the same instances, with their holders
+    and restarts. (Each restartable one was restarted, and its live copy stopped as stale.)"""
+    t, wid, _ = table_with_worker(cpus=2)
+    t.open_client("c2", "h", 2)
+    a = t.request(Request("c1", 1, max_restarts=1))
+    b = t.request(Request("c1", 2))
+    assert a is not None and b is not None
+    t.add_ref("c2", a.actor_id)
+    live = [Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ()) for p in (a, b)]
+    assert t.still_hosted(wid, live) == {a.actor_id, b.actor_id}
+    assert t.remove_worker(wid, "lost while its worker daemon reconnected", t.still_hosted(wid, live)) == []
+    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id=wid, live_actors=live)
+    assert stale == [] and not t.queue
+    kept = t.actors[a.actor_id]
+    assert kept.restarts == 0 and not kept.restarting and kept.holders == {"c1", "c2"} and kept.refcounted
+    assert t.workers[wid].cpus_free == 0 and t.workers[wid].held == {a.slot: a.actor_id, b.slot: b.actor_id}
+    t.validate()
+
+
 def ids_of(t: ClusterTable, p: Placement) -> str:
     return t.actors[p.actor_id].worker_id
 
