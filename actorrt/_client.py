@@ -167,15 +167,17 @@ class Cluster:
         elif kind == "actor_moved":
             moved = notice.actor_moved
             conn = self.state.actors.get(moved.actor_id)
-            spec = self.state.specs.get(moved.actor_id) if moved.construct else None
+            spec = self.state.spec(moved.actor_id) if moved.construct else None
             if conn is not None or spec is not None:
                 self.background(self._follow(conn, moved, spec))
         elif kind == "actor_died":
             died = notice.actor_died
-            conn, waiters = self.state.died(died.actor_id, died.cause)
+            conn, waiters, holds = self.state.died(died.actor_id, died.cause)
             if conn is not None:
                 conn.mark_dead(died.cause)
                 self.background(conn.close(died.cause))
+            for held in holds:  # its arguments will not be needed again
+                self.drop(held)
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(died.cause)
@@ -197,14 +199,14 @@ class Cluster:
         self, conn: ActorConnection | None, moved: pb.ActorMoved, spec: actor_host_pb2.ConstructActor | None
     ) -> None:
         """A restarted actor has a new host: construct it there (``spec``: we created it) or
-        attach. A creator that holds no handle any more constructs it for those who do, then
-        closes that stream."""
+        attach. A creator that holds no handle any more (or whose connection gave up on it)
+        constructs it for those who do, then closes that stream."""
         if spec is not None:
             del spec.gpu_ids[:]
             spec.gpu_ids.extend(moved.gpu_ids)
             spec.restarts = moved.restarts
-        builder = conn is None
-        if conn is None:
+        builder = conn is None or (spec is not None and conn.dead is not None)  # ours gave up on it
+        if conn is None or builder:
             assert spec is not None
             conn = ActorConnection(self, moved.actor_id, moved.endpoint, {}, spec.class_name)
         try:
@@ -439,7 +441,12 @@ class Cluster:
         opts = options_of(cls)
         class_name = cls.__qualname__
         ship_local_modules()
-        spec = _dump_spec(cls, args, kwargs)
+        holds: list[ActorConnection] = []  # a restartable one's arguments hold the actors of their handles
+        pickling = _current.handles_pickled.set(holds if opts.max_restarts != 0 else None)
+        try:
+            spec = _dump_spec(cls, args, kwargs)
+        finally:
+            _current.handles_pickled.reset(pickling)
         if self.closed:
             raise ClusterConnectionError("the cluster connection is closed")
         timeout = opts.placement_timeout if opts.placement_timeout is not None else self.placement_timeout
@@ -503,7 +510,9 @@ class Cluster:
             with self._refs_lock:
                 self.state.adopt(placed.actor_id, conn)
                 if opts.max_restarts != 0:
-                    self.state.keep_spec(placed.actor_id, construct)
+                    self.state.keep_spec(placed.actor_id, construct, holds)
+                    for held in holds:
+                        held.handles += 1  # as ``hold`` does (this lock)
             self._checked()
             return self.make_handle(conn)
         raise AssertionError("unreachable")  # the last attempt returns or raises

@@ -50,8 +50,9 @@ class ClientState(Generic[W, C]):
         self.actors: dict[str, C] = {}
         # The construct steps of the restartable actors this client created, until they die: the
         # master asks their creator to build them again after a restart, whether or not it still
-        # holds a handle to them (others may).
-        self.specs: dict[str, actor_host_pb2.ConstructActor] = {}
+        # holds a handle to them (others may). With each, the connections of the handles in its
+        # arguments: the client holds those actors for as long as it keeps the step.
+        self.specs: dict[str, tuple[actor_host_pb2.ConstructActor, list[C]]] = {}
         self.deaths: OrderedDict[str, str] = OrderedDict()
         self.death_waiters: dict[str, list[W]] = {}
         self.deaths_kept = deaths_kept
@@ -99,22 +100,27 @@ class ClientState(Generic[W, C]):
             raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
         self.actors[actor_id] = conn
 
-    def keep_spec(self, actor_id: str, construct: actor_host_pb2.ConstructActor) -> None:
-        """``actor_id`` was created here and may restart: keep how to construct it until it dies."""
+    def keep_spec(self, actor_id: str, construct: actor_host_pb2.ConstructActor, holds: list[C]) -> None:
+        """``actor_id`` was created here and may restart: keep how to construct it, and hold the
+        actors whose handles its arguments carry (``holds``), until it dies."""
         if actor_id in self.deaths:
             raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
-        self.specs[actor_id] = construct
+        self.specs[actor_id] = (construct, holds)
 
-    def died(self, actor_id: str, cause: str) -> tuple[C | None, list[W]]:
+    def spec(self, actor_id: str) -> actor_host_pb2.ConstructActor | None:
+        kept = self.specs.get(actor_id)
+        return kept[0] if kept is not None else None
+
+    def died(self, actor_id: str, cause: str) -> tuple[C | None, list[W], list[C]]:
         """The master says ``actor_id`` died: its connection (to close), if the client held one,
-        and everyone who waited to hear it."""
-        self.specs.pop(actor_id, None)
+        everyone who waited to hear it, and the connections its kept arguments held (to drop)."""
+        _, holds = self.specs.pop(actor_id, (None, []))
         self.deaths[actor_id] = cause
         self.deaths.move_to_end(actor_id)
         while len(self.deaths) > self.deaths_kept:
             forgotten, _ = self.deaths.popitem(last=False)
             self.death_waiters.pop(forgotten, None)
-        return self.actors.pop(actor_id, None), self.death_waiters.pop(actor_id, [])
+        return self.actors.pop(actor_id, None), self.death_waiters.pop(actor_id, []), holds
 
     def cause(self, actor_id: str) -> str | None:
         return self.deaths.get(actor_id)

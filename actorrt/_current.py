@@ -9,14 +9,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from actorrt._errors import ClusterConnectionError
 
 if TYPE_CHECKING:
     from actorrt._client import Cluster
 
-__all__ = ["claimed_before", "current_cluster", "enter", "leave", "set_fallback"]
+__all__ = ["claimed_before", "current_cluster", "enter", "handles_pickled", "leave", "set_fallback"]
+
+handles_pickled: ContextVar[list[Any] | None] = ContextVar("actorrt_handles_pickled", default=None)
+"""A list while a restartable actor's constructor arguments are pickled: the connections of the
+handles in them (its creator holds those actors as long as it keeps the arguments)."""
 
 claimed_before: ContextVar[bool] = ContextVar("actorrt_claimed_before", default=False)
 """True while an actor host unpickles the arguments of a restart's constructor: the handles in

@@ -32,7 +32,7 @@ import grpc
 
 from actorrt import _bulk, _rpc, _shm, _wire
 from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
-from actorrt._current import claimed_before, current_cluster
+from actorrt._current import claimed_before, current_cluster, handles_pickled
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
@@ -710,6 +710,9 @@ class ActorHandle(Generic[T]):
     def __reduce__(self) -> Any:
         conn = self._conn
         token = conn.cluster.send_copy(conn)
+        pickled = handles_pickled.get()
+        if pickled is not None:
+            pickled.append(conn)
         methods = tuple(n for n, is_method in conn.kinds.items() if is_method)
         attributes = tuple(n for n, is_method in conn.kinds.items() if not is_method)
         ref = HandleRef(conn.actor_id, conn.endpoint, conn.class_name, methods, attributes, conn.max_restarts, token)

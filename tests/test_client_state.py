@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from actorrt._client_state import ClientState
+from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import master_pb2 as pb
 
 
@@ -39,11 +40,23 @@ def test_a_death_wakes_its_waiters_and_drops_the_connection(state: ClientState[s
     state.await_death("x", "w1")
     state.await_death("x", "w2")
     assert state.cause("x") is None
-    assert state.died("x", "killed by signal 9") == ("conn-x", ["w1", "w2"])
+    assert state.died("x", "killed by signal 9") == ("conn-x", ["w1", "w2"], [])
     assert state.cause("x") == "killed by signal 9" and "x" not in state.actors
-    assert state.died("never-held", "node lost") == (None, [])
+    assert state.died("never-held", "node lost") == (None, [], [])
     with pytest.raises(ValueError, match="is dead"):
         state.adopt("x", "again")
+
+
+def test_a_kept_spec_and_what_it_holds_go_with_the_death(state: ClientState[str, str]) -> None:
+    spec = actor_host_pb2.ConstructActor(actor_id="r", class_name="R")
+    state.adopt("r", "conn-r")
+    state.keep_spec("r", spec, ["conn-target"])
+    assert state.spec("r") is spec and state.spec("other") is None
+    assert state.died("r", "after 1 restarts, the last allowed") == ("conn-r", [], ["conn-target"])
+    assert state.spec("r") is None and state.specs == {}
+    with pytest.raises(ValueError, match="is dead"):
+        state.keep_spec("r", spec, [])
+    state.validate()
 
 
 def test_waiters_can_give_up(state: ClientState[str, str]) -> None:
