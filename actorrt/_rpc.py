@@ -48,7 +48,9 @@ log = logging.getLogger("actorrt")
 
 # 2: large payloads between hosts stream in chunks (Payload.streamed, CallBatch/ReplyBatch.chunk).
 # 3: actor hosts read bounded messages; a larger CallBatch is split (CallBatch.split_bytes).
-PROTOCOL_VERSION = 4
+# 5: a restart's ConstructActor says so (restarts); StartActor and LiveActor carry the actor's
+#    name, lifetime, restart limit and count and shape (a restarted master rebuilds them).
+PROTOCOL_VERSION = 5
 # What an actor host prints on stdout, with its port, once it serves (its daemon reads it).
 HOST_READY_PREFIX = "ACTORRT-HOST-READY"
 AUTH_KEY = "authorization"

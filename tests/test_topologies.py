@@ -606,7 +606,7 @@ async def test_a_creator_whose_connection_gave_up_still_constructs_the_restarted
     """The creator's own connection can end while the actor lives (a reader bug of ours, a restart
     verdict that never came: marked dead here). A restart then returned at once on that dead
     connection, and nobody constructed the actor for its other holders."""
-    async with cluster.connect() as c:
+    async with cluster.connect():
         counter = await Counter.options(name="given-up", max_restarts=1).remote(20)
         async with cluster.connect() as other:
             theirs = await other.get_actor("given-up")

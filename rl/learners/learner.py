@@ -734,6 +734,13 @@ class Learner:
         await self._stop_pumps()
         return self._solved(stop_at)
 
+    def _apply(self, optimizer: torch.optim.Optimizer, grads: list[np.ndarray], statistics: list[Any]) -> None:
+        """The learner's thread: one optimizer step on its copy, and what the workers' running
+        statistics (a normaliser's) took in, which its weights carry back to them."""
+        apply_gradients(optimizer, grads)
+        for taken in statistics:
+            self.agent.add_statistics(taken)
+
     async def _train_sync_gradients(self, total_steps: int, stop_at: float | None) -> bool:
         """Synchronous gradient workers: average their gradients; one step centrally or in each."""
         assert self._pool is not None
@@ -744,9 +751,7 @@ class Learner:
                 continue
             good = list(answered.values())
             mean_grads = [np.mean([r.grads[k] for r in good], axis=0) for k in range(len(good[0].grads))]
-            await self._in_thread(apply_gradients, optimizer, mean_grads)  # the learner's copy, always
-            for r in good:  # a normaliser's statistics, which travel with the weights
-                self.agent.add_statistics(r.statistics)
+            await self._in_thread(self._apply, optimizer, mean_grads, [r.statistics for r in good])
             self.updates += 1
             self.version += 1
             if self.scheme.update == "decentralised":
@@ -794,8 +799,7 @@ class Learner:
                         handle = await self._replace(i, e)
                     else:
                         self._pool.deaths.answered(i)
-                        await self._in_thread(apply_gradients, optimizer, r.grads)
-                        self.agent.add_statistics(r.statistics)
+                        await self._in_thread(self._apply, optimizer, r.grads, [r.statistics])
                         self.updates += 1
                         self.version += 1
                         self._record(
