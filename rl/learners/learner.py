@@ -69,8 +69,9 @@ __all__ = [
     "off_policy_scheme",
 ]
 
-Pumped = tuple[Rollout[np.ndarray], int, int]
-"""A rollout from a pump: with the version of the weights it was collected with and its collector's index."""
+Pumped = tuple[Rollout[np.ndarray], int, str]
+"""A rollout from a pump: with the version of the weights it was collected with and the actor id
+of the collector it came from."""
 
 log = logging.getLogger("rl.learner")
 SETTLE_S = 60.0  # how long train() waits, when it ends, for the collect calls it had queued
@@ -592,7 +593,7 @@ class Learner:
         """Run an update off the event loop, so rollouts keep arriving meanwhile."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def _learn(self, batch: Rollout[np.ndarray], source: int | None = None) -> dict[str, float]:
+    async def _learn(self, batch: Rollout[np.ndarray], source: str | None = None) -> dict[str, float]:
         """One update on ``batch``; ``source``: the collector it came from, when rollouts of
         several collectors arrive interleaved (one update at a time: the agent hears it first)."""
         if source is not None:
@@ -676,14 +677,14 @@ class Learner:
                     continue
                 pool.deaths.answered(i)
                 rollout, version = item
-                await queue.put((rollout, version, i))
+                await queue.put((rollout, version, handle.actor_id))  # a replacement is another stream
 
         self._tasks = [asyncio.create_task(pump(i)) for i in range(len(pool.handles))]
         return queue
 
     async def _next_rollout(self, queue: asyncio.Queue[Pumped]) -> Pumped:
-        """The next rollout from the pumps, with its weights' version and the index of the
-        collector it came from; raises what a pump failed with (other than a dead collector)."""
+        """The next rollout from the pumps, with its weights' version and the collector it came
+        from; raises what a pump failed with (other than a dead collector)."""
         getter = asyncio.ensure_future(queue.get())
         done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
         if getter not in done:
