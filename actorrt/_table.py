@@ -95,6 +95,7 @@ class Actor:
     # it left). A non-detached, refcounted actor with neither is released.
     holders: set[str] = field(default_factory=set)
     tokens: dict[str, int] = field(default_factory=dict)
+    senders: set[str] = field(default_factory=set)  # clients that sent a copy (their ``sent`` lists it)
     # False for an actor a restarted master learned of from its worker: who holds it is unknown
     # until a client says so again, so it is not released for lack of holders.
     refcounted: bool = True
@@ -460,8 +461,10 @@ class ClusterTable:
         client = self.clients.get(actor.client_id)
         if client is not None:
             client.actors.discard(actor_id)
-        for sender in self.clients.values():  # a long-lived client must not remember every actor it sent
-            sender.sent.discard(actor_id)
+        for sender_id in actor.senders:  # a long-lived client must not remember every actor it sent
+            sender = self.clients.get(sender_id)
+            if sender is not None:
+                sender.sent.discard(actor_id)
         return actor
 
     def release_actor(self, client_id: str, actor_id: str, reason: str) -> Actor | None:
@@ -494,6 +497,7 @@ class ClusterTable:
         if token:
             self._count_token(actor, token, +1)
             client.sent.add(actor_id)
+            actor.senders.add(client_id)
         else:
             actor.holders.add(client_id)
             client.holding.add(actor_id)
