@@ -24,18 +24,21 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 import actorrt
 from actorrt import _shm
 from actorrt._forked import HOST_NAME, SERVER_NAME
+
+T = TypeVar("T")
 
 ASYNC_TEST_TIMEOUT_S = 120
 
@@ -320,3 +323,49 @@ def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("ACTORRT_TOKEN", raising=False)
     monkeypatch.delenv("ACTORRT_ADDRESS", raising=False)
     return home
+
+
+def run_driver(cluster: ProcCluster, script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` as a separate driver process of ``cluster`` (argv: address, token, ``args``)."""
+    env = dict(cluster.env, PYTHONPATH=os.getcwd())
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), cluster.address, cluster.token, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd="/",  # tests/ is not importable there: the class is not either
+    )
+
+
+DETACHED_CREATOR = """
+import sys, actorrt
+
+@actorrt.remote_class
+class Keeper:
+    def __init__(self):
+        self.items = []
+    def add(self, k):
+        self.items.append(k)
+        return sum(self.items)
+
+with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+    restarts = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    h = Keeper.options(name=sys.argv[3], lifetime="detached", max_restarts=restarts).remote().result()
+    print("value", h.add(int(sys.argv[4])).result(), flush=True)
+"""
+"""A driver that creates a detached ``Keeper`` named argv[3], adds argv[4] and exits (argv[5]:
+its ``max_restarts``)."""
+
+
+async def after_restart(call: Callable[[], Awaitable[T]], timeout: float = 20.0) -> T:
+    """``call()``'s result once a restarted actor answers it: a call sent before its caller heard
+    of the restart fails ("... restarting it ..."), and is made again."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                return await call()
+            except actorrt.ActorDiedError as e:
+                if "restarting it" not in str(e):
+                    raise
+                await asyncio.sleep(0.1)

@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from tests.conftest import ProcCluster, fork_server_pids, host_pids, wait_until
+from tests.conftest import (
+    DETACHED_CREATOR,
+    ProcCluster,
+    after_restart,
+    fork_server_pids,
+    host_pids,
+    run_driver,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,13 +166,7 @@ async def test_a_daemon_back_from_a_pause_never_ends_the_instance_that_replaced_
 
             await _wait_for(rejoined, 15.0)
             await asyncio.sleep(2.0)  # it stops its old copy and reports that exit meanwhile
-            for _ in range(100):
-                try:
-                    assert await x.echo(5) == 5
-                    break
-                except actorrt.ActorDiedError as e:  # the call in flight when it moved
-                    assert "restarting it" in str(e), e
-                    await asyncio.sleep(0.1)
+            assert await after_restart(lambda: x.echo(5)) == 5
             assert await moved()  # the new instance: still there, still its first restart
     finally:
         cluster.stop()
@@ -178,36 +180,13 @@ def _start_master_again(cluster: ProcCluster) -> None:
     )
 
 
-_DETACHED_CREATOR = """
-import sys, actorrt
-
-@actorrt.remote_class
-class Keeper:
-    def __init__(self):
-        self.items = []
-    def add(self, k):
-        self.items.append(k)
-        return sum(self.items)
-
-with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
-    h = Keeper.options(name="keeper", lifetime="detached", max_restarts=1).remote().result()
-    print("value", h.add(7).result(), flush=True)
-"""
-
-
 async def test_a_restarted_master_keeps_detached_actors_with_their_names_and_restart_limits(tmp_path: Path) -> None:
     """The workers' reports now carry what the placement said: a detached actor whose creator
     had left was stopped ("its client is gone") once the client grace ran out, its name was
     unknown and its restart limit 0."""
     cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
     try:
-        out = subprocess.run(
-            [sys.executable, "-c", _DETACHED_CREATOR, cluster.address, cluster.token],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=cluster.env,
-        )
+        out = await asyncio.to_thread(run_driver, cluster, DETACHED_CREATOR, "keeper", "7", "1")
         assert out.returncode == 0 and "value 7" in out.stdout, out.stderr
         master = cluster.procs[0]
         master.kill()

@@ -8,9 +8,6 @@ import contextlib
 import gc
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +15,15 @@ from typing import Any
 import pytest
 
 import actorrt
-from tests.conftest import ProcCluster, free_port, shm_files_left, wait_until
+from tests.conftest import (
+    DETACHED_CREATOR,
+    ProcCluster,
+    after_restart,
+    free_port,
+    run_driver,
+    shm_files_left,
+    wait_until,
+)
 from tests.obs_helpers import scrape
 
 
@@ -198,18 +203,6 @@ with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
 """
 
 
-def run_driver(cluster: ProcCluster, script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(cluster.env, PYTHONPATH=os.getcwd())
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), cluster.address, cluster.token, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd="/",  # tests/ is not importable there: the class is not either
-    )
-
-
 async def test_a_named_actor_is_found_by_a_client_that_cannot_import_its_class(cluster: ProcCluster) -> None:
     async with cluster.connect() as c:
         replay = await Counter.options(name="replay").remote(100)
@@ -233,26 +226,9 @@ async def test_a_named_actor_is_found_by_a_client_that_cannot_import_its_class(c
         await c.kill(again)
 
 
-_DETACHED_CREATOR = """
-import sys, actorrt
-
-@actorrt.remote_class
-class Keeper:
-    def __init__(self):
-        self.items = []
-    def add(self, k):
-        self.items.append(k)
-        return sum(self.items)
-
-with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
-    h = Keeper.options(name=sys.argv[3], lifetime="detached").remote().result()
-    print("value", h.add(int(sys.argv[4])).result(), flush=True)
-"""
-
-
 async def test_a_detached_actor_outlives_its_creator_until_killed(cluster: ProcCluster) -> None:
     async with cluster.connect() as c:
-        out = await asyncio.to_thread(run_driver, cluster, _DETACHED_CREATOR, "keeper", "7")
+        out = await asyncio.to_thread(run_driver, cluster, DETACHED_CREATOR, "keeper", "7")
         assert out.returncode == 0, out.stderr
         assert "value 7" in out.stdout  # the creator has exited
         await asyncio.sleep(2.5)  # past the client grace period
@@ -513,14 +489,7 @@ async def test_a_creator_that_dropped_its_handle_still_constructs_its_restarted_
             await asyncio.sleep(0.5)  # the creator's DropRef reaches the master; the other client holds it
             os.kill(pid, signal.SIGKILL)
             assert await eventually(lambda: _restarted(other, "Counter"), 20)
-            async with asyncio.timeout(20):
-                while True:
-                    try:
-                        assert await theirs.add(1) == 6  # constructed again from start=5
-                        break
-                    except actorrt.ActorDiedError as e:  # sent before it heard of the restart
-                        assert "restarting it" in str(e)
-                        await asyncio.sleep(0.1)
+            assert await after_restart(lambda: theirs.add(1)) == 6  # constructed again from start=5
             await other.kill(theirs)
         assert await eventually(lambda: _none_left(c), 10)
 
@@ -590,14 +559,7 @@ async def test_handles_in_a_restarted_actors_arguments_are_claimed_once(cluster:
         await asyncio.sleep(0.5)  # the driver's DropRef would have reached the master
         os.kill(await user.pid(), signal.SIGKILL)
         assert await eventually(lambda: _restarted(c, "User"), 20)
-        async with asyncio.timeout(20):
-            while True:
-                try:
-                    assert await user.bump(1) == 3  # the new instance holds the same target
-                    break
-                except actorrt.ActorDiedError as e:
-                    assert "restarting it" in str(e)
-                    await asyncio.sleep(0.1)
+        assert await after_restart(lambda: user.bump(1)) == 3  # the new instance holds the same target
         await c.kill(user)  # its arguments are not needed again: what they held is released
         assert await eventually(lambda: _none_left(c), 15)
 
@@ -614,13 +576,6 @@ async def test_a_creator_whose_connection_gave_up_still_constructs_the_restarted
             counter._conn.mark_dead("the client gave up on it (test)")
             os.kill(await theirs.pid(), signal.SIGKILL)
             assert await eventually(lambda: _restarted(other, "Counter"), 20)
-            async with asyncio.timeout(20):
-                while True:
-                    try:
-                        assert await theirs.add(1) == 21  # constructed again from start=20
-                        break
-                    except actorrt.ActorDiedError as e:
-                        assert "restarting it" in str(e)
-                        await asyncio.sleep(0.1)
+            assert await after_restart(lambda: theirs.add(1)) == 21  # constructed again from start=20
             await other.kill(theirs)
         del counter
