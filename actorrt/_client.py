@@ -205,10 +205,10 @@ class Cluster:
             del spec.gpu_ids[:]
             spec.gpu_ids.extend(moved.gpu_ids)
             spec.restarts = moved.restarts
-        builder = conn is None or (spec is not None and conn.dead is not None)  # ours gave up on it
-        if conn is None or builder:
+        builder = None
+        if conn is None or (spec is not None and conn.dead is not None):  # none of ours, or ours gave up on it
             assert spec is not None
-            conn = ActorConnection(self, moved.actor_id, moved.endpoint, {}, spec.class_name)
+            conn = builder = ActorConnection(self, moved.actor_id, moved.endpoint, {}, spec.class_name)
         try:
             await conn.moved(moved.endpoint, spec, self.timeout)
         except RemoteError as e:  # its constructor raised this time: the restart failed for good
@@ -226,8 +226,8 @@ class Cluster:
                 conn.mark_dead(cause)
             # else its host is gone: the master places it again or reports its death
         finally:
-            if builder:
-                await conn.close("constructed for its holders; its creator holds no handle to it")
+            if builder is not None:
+                await builder.close("constructed for its holders; its creator uses no stream of its own to it")
 
     async def _relocate(self, conn: ActorConnection, detail: str) -> None:
         """Attaching failed: ask the master where the actor is now, and try once more there."""
