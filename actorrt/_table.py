@@ -382,7 +382,8 @@ class ClusterTable:
 
         A report from ``worker_id``'s ``slot`` about an instance that is not the one listed (a
         daemon back from a pause stopped the copy it still hosted, after the actor had been
-        placed again elsewhere) is ignored."""
+        placed again elsewhere) does not end the actor; it only lets one that waited for that
+        stale copy to go be placed again."""
         actor = self.actors.get(actor_id)
         if actor is not None and (
             (worker_id is not None and actor.worker_id != worker_id) or (slot is not None and actor.slot != slot)
