@@ -120,7 +120,7 @@ async def test_logs_of_a_live_actor_and_bad_ids(cluster: ProcCluster) -> None:
             got = actorrt_cli("logs", a.actor_id, *cli)
             return got.returncode == 0 and got.stdout == "first line\n"
 
-        assert await asyncio.to_thread(wait_until, has_line, 10)
+        assert await asyncio.to_thread(wait_until, has_line, 30)  # each try starts the CLI: ~2 s on a loaded machine
         got = await asyncio.to_thread(actorrt_cli, "logs", a.actor_id, *cli)
         assert "alive" in got.stderr
         missing = await asyncio.to_thread(actorrt_cli, "logs", "ffffffffffff", *cli)
