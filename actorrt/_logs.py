@@ -25,7 +25,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -378,6 +378,24 @@ def _safe(actor_id: str) -> str:
 # ---- structured logs of the daemons ----------------------------------------------------------
 
 _FIELDS = ("worker_id", "actor_id", "class_name", "client_id", "node", "slot", "pid", "cause", "address")
+
+
+class RepeatedFailures:
+    """Logs failures of work that goes on after each (called from within the ``except``): the
+    traceback the first time for each key, then a count every ``every`` (some fail once per line
+    of output)."""
+
+    def __init__(self, logger: logging.Logger, every: int = 1000) -> None:
+        self.logger = logger
+        self.every = every
+        self._counts: dict[Hashable, int] = {}
+
+    def failed(self, key: Hashable, message: str, *args: Any) -> None:
+        count = self._counts[key] = self._counts.get(key, 0) + 1
+        if count == 1:
+            self.logger.exception(message, *args)
+        elif count % self.every == 0:
+            self.logger.error(message + ", %d times now", *args, count)
 
 
 def ids(**fields: Any) -> dict[str, Any]:

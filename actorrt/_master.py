@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from actorrt import _resources, _rpc
 from actorrt._errors import ActorNameTakenError, PlacementError
 from actorrt._lifecycle import Service
-from actorrt._logs import ids
+from actorrt._logs import RepeatedFailures, ids
 from actorrt._master_logs import ClientOutbox, MasterLogs
 from actorrt._metrics import MasterMetrics
 from actorrt._table import Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
@@ -29,6 +29,7 @@ from actorrt.v1 import master_pb2_grpc as pb_grpc
 __all__ = ["Master", "MasterServicer"]
 
 log = logging.getLogger("actorrt.master")
+FAILED_EVENT = "could not handle %s %s's %s event; its session goes on"
 
 # Set to 1: the master checks ``ClusterTable.validate()`` after every transition, and a broken
 # invariant ends the process (exit status 70). The test suite sets it for all its masters.
@@ -67,7 +68,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = float("inf")  # the table's clock
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
-        self._event_failures: dict[tuple[str, str], int] = {}  # (side, kind) -> events that raised
+        self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
         self._init_logs()
 
     def check(self) -> None:
@@ -328,7 +329,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 try:
                     self._worker_event(worker_id, kind, ev)
                 except Exception:  # noqa: BLE001 - a bug handling one event must not end the session unseen
-                    self._failed_event("worker", worker_id, kind)
+                    self._event_failures.failed(("worker", kind), FAILED_EVENT, "worker", worker_id, kind)
                 self.check()
         except (asyncio.CancelledError, grpc.RpcError):
             pass
@@ -434,7 +435,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 try:
                     self._client_event(client_id, kind, ev)
                 except Exception:  # noqa: BLE001 - a bug handling one event must not end the session unseen
-                    self._failed_event("client", client_id, kind)
+                    self._event_failures.failed(("client", kind), FAILED_EVENT, "client", client_id, kind)
                 self.check()
         except (asyncio.CancelledError, grpc.RpcError):
             pass
@@ -468,17 +469,6 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 )
         else:
             log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
-
-    def _failed_event(self, side: str, peer_id: str, kind: str | None) -> None:
-        """Log (from within its ``except``) an event of a client's or worker's session that could
-        not be handled; the session reads on. The traceback the first time for each kind, then a
-        count every 1,000."""
-        key = (side, kind or "")
-        failures = self._event_failures[key] = self._event_failures.get(key, 0) + 1
-        if failures == 1:
-            log.exception("could not handle %s %s's %s event; its session goes on", side, peer_id, kind)
-        elif failures % 1000 == 0:
-            log.error("could not handle a %s's %s event, %d times now", side, kind, failures)
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)

@@ -19,6 +19,7 @@ import grpc
 
 from actorrt import _rpc
 from actorrt._errors import ClusterConnectionError, MasterUnreachableError
+from actorrt._logs import RepeatedFailures
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 
@@ -51,7 +52,7 @@ class MasterSession:
         self.timeout = timeout
         self.mute_output = mute_output
         self.on_notice = on_notice
-        self._notice_failures: dict[str | None, int] = {}
+        self._notice_failures = RepeatedFailures(log)  # by notice kind: the reader goes on
         self.unanswered = unanswered
         self.closed = False
         self._channel: grpc.aio.Channel | None = None
@@ -151,15 +152,6 @@ class MasterSession:
         if not isinstance(first, pb.ClientNotice) or not first.HasField("session_opened"):  # or EOF
             raise ClusterConnectionError(f"connect: the master at {self.address} closed the session")
 
-    def _failed_notice(self, kind: str | None) -> None:
-        """Log (from within its ``except``) a notice that could not be handled: the traceback
-        the first time for each kind, then a count every 1,000 (output notices come per line)."""
-        failures = self._notice_failures[kind] = self._notice_failures.get(kind, 0) + 1
-        if failures == 1:
-            log.exception("could not handle the master's %s notice", kind)
-        elif failures % 1000 == 0:
-            log.error("could not handle the master's %s notice, %d times now", kind, failures)
-
     async def _read_forever(self) -> None:
         """Hand notices to ``on_notice``; reopen the session with backoff if the master goes."""
         backoff = 0.1
@@ -171,7 +163,8 @@ class MasterSession:
                     try:
                         self.on_notice(notice)
                     except Exception:  # noqa: BLE001 - a bug handling one notice must not stop the ones after it
-                        self._failed_notice(notice.WhichOneof("notice"))
+                        kind = notice.WhichOneof("notice")
+                        self._notice_failures.failed(kind, "could not handle the master's %s notice", kind)
                 if self.closed:
                     return
                 reason = "the master closed the session"
