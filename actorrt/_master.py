@@ -21,7 +21,7 @@ from actorrt._lifecycle import Service
 from actorrt._logs import RepeatedFailures, ids
 from actorrt._master_logs import ClientOutbox, MasterLogs
 from actorrt._metrics import MasterMetrics
-from actorrt._table import Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
+from actorrt._table import RESTART_STABLE_S, Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
@@ -176,14 +176,19 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             self._report_death(actor, ended.cause, exit_code, node)
             return
         log.info(
-            "actor %s (%s) died: %s; restarting it (restart %d of %s)",
+            "actor %s (%s) died: %s; restarting it (restart %d of %s)%s",
             actor.actor_id,
             actor.class_name,
             ended.cause,
             actor.restarts,
             "unlimited" if actor.max_restarts < 0 else actor.max_restarts,
+            f" in {ended.delay_s:g}s: its last {actor.quick_exits} instances lived under {RESTART_STABLE_S:g}s each"
+            if ended.delay_s
+            else "",
             extra=ids(actor_id=actor.actor_id, client_id=actor.client_id),
         )
+        if ended.delay_s:
+            self._arm_deadline()
         self.metrics.actor_restarted(ended.cause)
         notice = pb.ClientNotice(
             actor_restarting=pb.ActorRestarting(actor_id=actor.actor_id, cause=ended.cause, restarts=actor.restarts)
@@ -533,8 +538,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._arm_deadline()
 
     def _arm_deadline(self) -> None:
-        """One timer, at the table's earliest placement deadline (the sweep is the backstop)."""
-        deadline = self.table.next_deadline()
+        """One timer, at the table's next wake-up: the earliest placement deadline or the end of
+        a restart's backoff (the sweep is the backstop)."""
+        deadline = self.table.next_wakeup()
         if deadline is None or deadline >= self._deadline_at:
             return
         if self._deadline_timer is not None:
@@ -545,6 +551,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _deadline_reached(self) -> None:
         self._deadline_timer, self._deadline_at = None, float("inf")
+        self._announce(self.table.place_waiting())  # restarts whose backoff ended
         self.expire_placements()
         self.check()
 
@@ -595,6 +602,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         for client_id in self.table.expired_clients(self.client_grace_s):
             log.warning("client %s did not return within %.0fs: stopping its actors", client_id, self.client_grace_s)
             self._client_gone(client_id)
+        self._announce(self.table.place_waiting())  # a backstop for restarts whose backoff ended
         self.expire_placements()
         self.check()
 
@@ -636,7 +644,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 class_name=a.class_name,
                 worker_id=a.worker_id,
                 node=node_of.get(a.worker_id, ""),
-                slot=a.slot,
+                slot=max(a.slot, 0),  # a restarting actor has none (-1): `restarting` says so
                 client_id=a.client_id,
                 endpoint=a.endpoint,
                 rss_bytes=a.rss_bytes,

@@ -4,7 +4,7 @@ A plain synchronous state object with no I/O: the master's servicer turns protob
 calls on it and turns what it returns (placements to announce, actors to stop, deaths to report,
 requests whose time ran out) back into messages. Not thread-safe: the master calls it from its
 event loop only. Time comes from the injected ``clock``; the master's periodic sweep (and a
-wake-up at ``next_deadline()``) drives what depends on it.
+wake-up at ``next_wakeup()``) drives what depends on it.
 
 Sized for thousands of nodes: placing an actor does not scan the workers. Workers with a ready
 slot are indexed by ``(cpus_free, ready slots)``; a placement takes the highest key that fits
@@ -48,6 +48,21 @@ class TableInvariantError(AssertionError):
 
 NOT_RESTARTED = "not restarted: its creator, which holds its constructor arguments, is gone"
 
+# Restart backoff: an instance that lived less than RESTART_STABLE_S (a constructor that raises,
+# a process killed at once) counts as a quick exit. The first quick exit in a row restarts at
+# once; each further one waits twice as long as the one before, from RESTART_BACKOFF_S up to
+# RESTART_BACKOFF_MAX_S, so an actor that can never start (max_restarts=-1) does not spin.
+RESTART_STABLE_S = 10.0
+RESTART_BACKOFF_S = 0.5
+RESTART_BACKOFF_MAX_S = 30.0
+
+
+def restart_delay(quick_exits: int) -> float:
+    """How long a restart waits after ``quick_exits`` quick exits in a row."""
+    if quick_exits <= 1:
+        return 0.0
+    return min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2.0 ** min(quick_exits - 2, 32))
+
 
 @dataclass
 class Worker:
@@ -86,6 +101,8 @@ class Actor:
     detached: bool = False
     max_restarts: int = 0  # -1: forever
     restarts: int = 0
+    placed_at: float = 0.0  # the table's clock when its current instance was placed
+    quick_exits: int = 0  # instances in a row that lived less than RESTART_STABLE_S
     # Waiting for a new slot after its process died: no worker, slot -1, no endpoint.
     restarting: bool = False
     methods: tuple[str, ...] = ()
@@ -135,6 +152,7 @@ class Request:
     methods: tuple[str, ...] = ()
     attributes: tuple[str, ...] = ()
     restart_of: str = ""  # the actor this request places again after its process died
+    not_before: float = 0.0  # a restart's backoff: not placed before this (the table's clock)
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,7 @@ class Ended:
     actor: Actor
     restarting: bool
     cause: str
+    delay_s: float = 0.0  # a restart's backoff
 
 
 @dataclass(frozen=True)
@@ -269,6 +288,7 @@ class ClusterTable:
                 continue
             actor.num_gpus = len(actor.gpu_ids)
             actor.holders = {actor.client_id}
+            actor.placed_at = self.clock()  # as far as this table knows
             actor.refcounted = False  # who else holds it is unknown until they say so again
             if actor.name and actor.name in self.names:  # another live actor has it: keep theirs
                 actor.name = ""
@@ -409,6 +429,12 @@ class ClusterTable:
         never_built = not_ready and actor.restarts == 0
         restartable = not actor.stopping and (actor.may_restart() or not_ready) and not never_built
         if restartable and owner is not None and owner.connected:
+            now = self.clock()
+            delay = 0.0
+            if not not_ready:
+                quick = now - actor.placed_at < RESTART_STABLE_S
+                actor.quick_exits = actor.quick_exits + 1 if quick else 0
+                delay = restart_delay(actor.quick_exits)
             actor.num_gpus = len(actor.gpu_ids)
             self._free(actor)
             actor.restarts += 0 if not_ready else 1
@@ -423,9 +449,10 @@ class ClusterTable:
                     max_memory_mb=actor.max_memory_mb,
                     class_name=actor.class_name,
                     restart_of=actor_id,
+                    not_before=now + delay,
                 )
             )
-            return Ended(actor, True, cause)
+            return Ended(actor, True, cause, delay)
         if restartable and actor.max_restarts != 0:
             cause = f"{cause}; {NOT_RESTARTED}"
         elif actor.max_restarts != 0 and not actor.stopping and not never_built:
@@ -679,6 +706,17 @@ class ClusterTable:
             heapq.heappop(self._deadlines)
         return None
 
+    def next_wakeup(self) -> float | None:
+        """When the table next needs the clock looked at (``expire_requests`` and
+        ``place_waiting``): the earliest placement timeout, or the end of a restart's backoff."""
+        now = self.clock()
+        restarts = (self.queue.get(k) for k in self._restart_keys.values())
+        times = [r.not_before for r in restarts if r is not None and r.not_before > now]
+        deadline = self.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
+        return min(times, default=None)
+
     def expire_requests(self) -> list[Request]:
         """Drop the queued requests whose placement timeout has ended; returns them."""
         now = self.clock()
@@ -728,8 +766,13 @@ class ClusterTable:
                     return worker
         return None
 
+    def _waits(self, req: Request) -> bool:
+        """A restart that may not be placed yet: its backoff runs, or a stale copy of the actor
+        is still being stopped."""
+        return req.restart_of != "" and (req.restart_of in self._stale_copies or req.not_before > self.clock())
+
     def _try_place(self, req: Request) -> Placement | None:
-        if req.restart_of in self._stale_copies:  # a stale copy of it is still being stopped
+        if self._waits(req):
             return None
         worker = self._pick(req)
         if worker is None:
@@ -743,7 +786,7 @@ class ClusterTable:
         if actor is not None:  # the same actor, placed again
             self._restart_keys.pop(actor.actor_id, None)
             actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids = worker.worker_id, slot, endpoint, gpu_ids
-            actor.restarting = False
+            actor.restarting, actor.placed_at = False, self.clock()
         else:
             actor = Actor(
                 actor_id=secrets.token_hex(8),
@@ -762,6 +805,7 @@ class ClusterTable:
                 methods=req.methods,
                 attributes=req.attributes,
                 holders={req.client_id},
+                placed_at=self.clock(),
             )
             self.actors[actor.actor_id] = actor
             client = self.clients.get(req.client_id)
@@ -938,7 +982,7 @@ class ClusterTable:
             "the free-slot index's keys are not sorted, or a bucket is empty",
         )
         check(
-            not any(self._pick(r) for r in self.queue.values() if r.restart_of not in self._stale_copies),
+            not any(self._pick(r) for r in self.queue.values() if not self._waits(r)),
             "a queued request fits a ready slot but was not placed",
         )
         check(len(self.dead) <= self.dead_kept, f"{len(self.dead)} dead actors kept, the bound is {self.dead_kept}")

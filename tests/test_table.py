@@ -10,7 +10,16 @@ from collections.abc import Iterator
 import pytest
 
 from actorrt._errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
-from actorrt._table import Actor, ClusterTable, Placement, Request
+from actorrt._table import (
+    RESTART_BACKOFF_MAX_S,
+    RESTART_BACKOFF_S,
+    RESTART_STABLE_S,
+    Actor,
+    ClusterTable,
+    Placement,
+    Request,
+    restart_delay,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -404,6 +413,48 @@ def test_a_restartable_actor_is_placed_again_then_dies_after_its_last_restart() 
     assert "after 1 restarts, the last allowed" in ended.cause
     assert p.actor_id not in t.actors and "r" not in t.names
     t.validate()
+
+
+def test_restarts_after_quick_exits_back_off_and_an_instance_that_lived_resets_it() -> None:
+    """An actor that can never start (max_restarts=-1) must not spin: the first quick exit
+    restarts at once, each further one waits twice as long (capped); one that lived resets it."""
+    t, w, clock = table_with_worker(cpus=1)
+    t.slot_ready(w, 1, "127.0.0.1:9001")  # a second warm host: a restart could be placed at once
+    p = t.request(Request("c1", 1, max_restarts=-1))
+    assert p is not None
+    waits = []
+    for _ in range(10):
+        ended, placed = t.actor_exited(p.actor_id, "exit 1")
+        assert ended is not None and ended.restarting
+        waits.append(ended.delay_s)
+        if ended.delay_s:
+            assert placed == [] and t.next_wakeup() == clock.now + ended.delay_s
+            clock.now += ended.delay_s - 0.01
+            assert t.place_waiting() == []  # not before its backoff ends
+            t.validate()  # waiting is not "fits a ready slot but was not placed"
+            clock.now += 0.01
+            placed = t.place_waiting()
+        assert [x.actor_id for x in placed] == [p.actor_id]
+        t.slot_ready(w, placed[0].slot ^ 1, f"127.0.0.1:{9000 + (placed[0].slot ^ 1)}")
+    assert waits == [0.0, RESTART_BACKOFF_S, 1.0, 2.0, 4.0, 8.0, 16.0, RESTART_BACKOFF_MAX_S, 30.0, 30.0]
+    assert restart_delay(10**6) == RESTART_BACKOFF_MAX_S
+    clock.now += RESTART_STABLE_S  # this instance lived: the next exit restarts at once
+    ended, placed = t.actor_exited(p.actor_id, "exit 1")
+    assert ended is not None and ended.delay_s == 0.0 and [x.actor_id for x in placed] == [p.actor_id]
+    assert t.actors[p.actor_id].restarts == 11
+
+
+def test_a_restart_waiting_out_its_backoff_ends_when_killed() -> None:
+    t, w, _ = table_with_worker(cpus=2)
+    p = t.request(Request("c1", 1, max_restarts=-1))
+    assert p is not None
+    t.actor_exited(p.actor_id, "exit 1")
+    t.slot_ready(w, p.slot, "127.0.0.1:9000")
+    ended, _ = t.actor_exited(p.actor_id, "exit 1")
+    assert ended is not None and ended.delay_s > 0 and t.actors[p.actor_id].restarting
+    t.release_actor("c1", p.actor_id, "killed")
+    assert [x.actor_id for x in t.take_released()] == [p.actor_id]
+    assert not t.queue and t.next_wakeup() is None
 
 
 def test_a_killed_actor_is_not_restarted_and_a_restarting_one_ends_at_once() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import os
 import signal
 import time
@@ -337,6 +338,43 @@ async def test_calls_made_while_an_actor_restarts_wait_for_it(cluster: ProcClust
         await c.kill(counter)
         with pytest.raises(actorrt.ActorDiedError):
             await counter.add(1)  # a kill is final, whatever max_restarts says
+
+
+@actorrt.remote_class
+class StartsOnce:
+    """Logs each construction to ``path``; every construction after the first dies at once."""
+
+    def __init__(self, path: str) -> None:
+        with open(path, "a") as f:
+            f.write(f"{time.monotonic()}\n")
+        with open(path) as f:
+            if len(f.read().split()) > 1:
+                os._exit(3)
+
+    def crash(self) -> None:
+        os._exit(1)
+
+
+async def test_an_actor_that_cannot_start_again_backs_off_instead_of_spinning(
+    cluster: ProcCluster, tmp_path: Any
+) -> None:
+    """max_restarts=-1 and a constructor that dies every time: restarts go on, at growing
+    intervals (0, then 0.5 s doubling), not as fast as hosts can be forked."""
+    path = tmp_path / "starts"
+    async with cluster.connect() as c:
+        h = await StartsOnce.options(max_restarts=-1).remote(str(path))
+        with contextlib.suppress(actorrt.ActorDiedError):
+            await h.crash()
+        await asyncio.sleep(4.5)
+        starts = [float(x) for x in path.read_text().split()]
+        gaps = [round(b - a, 2) for a, b in itertools.pairwise(starts)]
+        # the first start, the crash's restart at once, then 0.5 s, 1 s, 2 s after each quick exit
+        assert 4 <= len(starts) <= 6, gaps
+        assert gaps[2] >= 0.45 and gaps[3] >= 0.9 and all(g >= 1.8 for g in gaps[4:]), gaps
+        [row] = await actors_named(c, "StartsOnce")
+        assert row["restarts"] >= 3 and row["max_restarts"] == -1
+        await c.kill(h)  # also while it waits out its backoff: nothing leaks
+        assert await eventually(lambda: _none_left(c))
 
 
 # ---- placement --------------------------------------------------------------------------------
