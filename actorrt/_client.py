@@ -190,10 +190,14 @@ class Cluster:
         task.add_done_callback(self._closing.discard)
 
     def _unanswered(self) -> list[pb.ClientEvent]:
-        """What a new master must hear again: placements it never answered, actors held."""
+        """What a new master must hear again: placements it never answered, actors held, and
+        which actors this client still counts on (held, or kept to construct again): those that
+        died while the master was down are reported dead then."""
         with self._refs_lock:
             held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
-        return self.state.unanswered() + held
+            counted_on = sorted(set(self.state.actors) | set(self.state.specs))
+        confirm = [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on))] if counted_on else []
+        return self.state.unanswered() + held + confirm
 
     async def _follow(
         self, conn: ActorConnection | None, moved: pb.ActorMoved, spec: actor_host_pb2.ConstructActor | None

@@ -34,6 +34,10 @@ FAILED_EVENT = "could not handle %s %s's %s event; its session goes on"
 # Set to 1: the master checks ``ClusterTable.validate()`` after every transition, and a broken
 # invariant ends the process (exit status 70). The test suite sets it for all its masters.
 VALIDATE_ENV = "ACTORRT_VALIDATE"
+LOST_WHILE_MASTER_DOWN = (
+    "gone: no worker reported it to the restarted master (it ended, or waited to be placed again, "
+    "while the master was down)"
+)
 INVARIANT_EXIT_STATUS = 70
 # Heartbeats per second the master budgets for all its workers together. Past that many nodes
 # (x the base interval) the interval it gives workers grows with the cluster, up to a quarter of
@@ -67,6 +71,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._to_client: dict[str, ClientOutbox] = {}
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = float("inf")  # the table's clock
+        self._started_at = table.clock()
+        self._confirm_timers: set[asyncio.TimerHandle] = set()
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
         self._init_logs()
@@ -457,6 +463,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             self._released()
         elif kind == "lookup_actor":
             self._lookup(client_id, ev.lookup_actor)
+        elif kind == "confirm_actors":
+            self._confirm(client_id, list(ev.confirm_actors.actor_ids))
         elif kind == "withdraw_placement":
             if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
                 self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
@@ -474,6 +482,30 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 )
         else:
             log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
+
+    def _confirm(self, client_id: str, actor_ids: list[str]) -> None:
+        """A client back from a lost session names the actors it holds or would construct again:
+        report those this master does not list as dead (they ended, or waited to be placed
+        again, while the master was down), or the client would keep them forever. Until this
+        master has lived a worker timeout its workers may still be registering (with their
+        actors): the ids it does not know yet are checked again then."""
+        unknown = [a for a in actor_ids if a not in self.table.actors]
+        wait = self._started_at + self.worker_timeout_s - self.table.clock()
+        if wait > 0:
+            later = [a for a in unknown if a not in self.table.dead]
+            if later:
+
+                def check_again() -> None:
+                    self._confirm_timers.discard(handle)
+                    self._confirm(client_id, later)
+
+                handle = asyncio.get_running_loop().call_later(wait, check_again)
+                self._confirm_timers.add(handle)
+            unknown = [a for a in unknown if a in self.table.dead]
+        for actor_id in unknown:
+            dead = self.table.dead.get(actor_id)
+            cause = dead.cause if dead is not None else LOST_WHILE_MASTER_DOWN
+            self._send_client(client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=cause)))
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)
@@ -735,6 +767,8 @@ class Master(Service):
             self._sweeper.cancel()
         if self.servicer._deadline_timer is not None:
             self.servicer._deadline_timer.cancel()
+        for timer in self.servicer._confirm_timers:
+            timer.cancel()
         for queue in self.servicer._to_worker.values():
             queue.put_nowait(None)
         for outbox in self.servicer._to_client.values():

@@ -7,6 +7,7 @@ The times asserted are the upper bounds the failure model promises.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
@@ -204,6 +205,48 @@ async def test_a_restarted_master_keeps_detached_actors_with_their_names_and_res
             [row] = [a for a in (await c.status()).actors if a["class_name"] == "Keeper"]
             assert row["detached"] and row["name"] == "keeper" and row["max_restarts"] == 1
             await c.kill(keeper)
+    finally:
+        cluster.stop()
+
+
+async def test_actors_that_died_while_the_master_was_down_are_reported_dead_to_their_creator(tmp_path: Path) -> None:
+    """The master that saw them die is gone and no worker reports them to the new one: their
+    creator kept the connection of one it held and the constructor arguments of a restartable,
+    detached one whose handle it had dropped, waiting forever for a death notice nobody would
+    send."""
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    try:
+        async with cluster.connect() as c:
+            held = await Worker.remote()
+            kept = await Worker.options(max_restarts=1, lifetime="detached").remote()
+            held_id, kept_id = held._conn.actor_id, kept._conn.actor_id
+            pids = [await held.pid(), await kept.pid()]
+            del kept
+            gc.collect()
+
+            async def dropped() -> bool:
+                return kept_id not in c.state.actors
+
+            async def both_dead() -> bool:
+                return c.state.cause(held_id) is not None and c.state.cause(kept_id) is not None
+
+            await _wait_for(dropped, 10.0)
+            assert c.state.spec(kept_id) is not None  # the creator may still have to construct it
+            master = cluster.procs[0]
+            master.kill()
+            master.wait()
+            for pid in pids:  # they die while no master is there to hear it
+                os.kill(pid, signal.SIGKILL)
+            _start_master_again(cluster)
+            waited = await _wait_for(both_dead, 20.0)
+            assert "while the master was down" in (c.state.cause(held_id) or "")
+            assert c.state.specs == {} and held_id not in c.state.actors
+            with pytest.raises(actorrt.ActorDiedError):  # its connection saw the host go
+                await held.echo(1)
+            print(f"\nreported dead {waited:.2f}s after the new master was started (its worker timeout: 3 s)")
+            fresh = await asyncio.wait_for(Worker.remote(), 10)  # both slots are free again
+            again = await asyncio.wait_for(Worker.remote(), 10)
+            assert await fresh.echo(2) == 2 and await again.echo(3) == 3
     finally:
         cluster.stop()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import time
 from collections.abc import AsyncIterator
 
@@ -26,6 +27,9 @@ pytestmark = pytest.mark.timeout(90)
 class Echo:
     def echo(self, x: int) -> int:
         return x
+
+    def pid(self) -> int:
+        return os.getpid()
 
 
 @contextlib.asynccontextmanager
@@ -91,6 +95,46 @@ async def test_an_event_the_master_cannot_handle_is_logged_and_the_session_reads
     failures = [r for r in caplog.records if "could not handle client" in r.getMessage()]
     assert len(failures) == 1 and failures[0].exc_info is not None, messages
     assert not any("lost the master" in m for m in messages), messages  # the session never ended
+
+
+async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unknown_ones_after_the_worker_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a reopened session's ConfirmActors gets: a death the master recorded is reported at
+    once with its cause (its first notice went nowhere while the client was away); an id the
+    master does not know only once it has lived a worker timeout (its workers may still be
+    registering with their actors); a live actor never."""
+    async with master_and_worker(worker_timeout_s=2.0) as (master, _):
+        async with actorrt.connect(master.address, token="t", log_to_driver=False) as c:
+            live, victim = await Echo.remote(), await Echo.remote()
+            live_id, victim_id, unknown_id = live._conn.actor_id, victim._conn.actor_id, "feedfacefeedface"
+            os.kill(await victim.pid(), signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while c.state.cause(victim_id) is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            cause = c.state.cause(victim_id)
+            assert cause is not None and "SIGKILL" in cause
+            servicer = master.servicer
+            sent: list[tuple[str, pb.ActorDied, float]] = []
+            send = servicer._send_client
+
+            def recording(client_id: str, msg: pb.ClientNotice) -> None:
+                if msg.HasField("actor_died"):
+                    sent.append((client_id, msg.actor_died, time.monotonic()))
+                send(client_id, msg)
+
+            monkeypatch.setattr(servicer, "_send_client", recording)
+            servicer._started_at = servicer.table.clock()  # as young as a master that just restarted
+            t0 = time.monotonic()
+            servicer._confirm(c.client_id, [victim_id, unknown_id, live_id])
+            assert [(to, d.actor_id, d.cause) for to, d, _ in sent] == [(c.client_id, victim_id, cause)]
+            deadline = time.monotonic() + 10
+            while c.state.cause(unknown_id) is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert [d.actor_id for _, d, _ in sent] == [victim_id, unknown_id]
+            assert sent[1][2] - t0 >= 1.9  # not before the worker timeout (2 s)
+            assert "no worker reported it to the restarted master" in (c.state.cause(unknown_id) or "")
+            assert await live.echo(5) == 5 and c.state.cause(live_id) is None
 
 
 async def test_a_worker_whose_session_raises_says_so_and_registers_again(

@@ -188,7 +188,7 @@ class StopActor(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ClientEvent(_message.Message):
-    __slots__ = ("open_session", "place_actor", "release_actor", "close_session", "add_ref", "drop_ref", "lookup_actor", "withdraw_placement")
+    __slots__ = ("open_session", "place_actor", "release_actor", "close_session", "add_ref", "drop_ref", "lookup_actor", "withdraw_placement", "confirm_actors")
     OPEN_SESSION_FIELD_NUMBER: _ClassVar[int]
     PLACE_ACTOR_FIELD_NUMBER: _ClassVar[int]
     RELEASE_ACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +197,7 @@ class ClientEvent(_message.Message):
     DROP_REF_FIELD_NUMBER: _ClassVar[int]
     LOOKUP_ACTOR_FIELD_NUMBER: _ClassVar[int]
     WITHDRAW_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_ACTORS_FIELD_NUMBER: _ClassVar[int]
     open_session: OpenSession
     place_actor: PlaceActor
     release_actor: ReleaseActor
@@ -205,7 +206,14 @@ class ClientEvent(_message.Message):
     drop_ref: DropRef
     lookup_actor: LookupActor
     withdraw_placement: WithdrawPlacement
-    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ..., add_ref: _Optional[_Union[AddRef, _Mapping]] = ..., drop_ref: _Optional[_Union[DropRef, _Mapping]] = ..., lookup_actor: _Optional[_Union[LookupActor, _Mapping]] = ..., withdraw_placement: _Optional[_Union[WithdrawPlacement, _Mapping]] = ...) -> None: ...
+    confirm_actors: ConfirmActors
+    def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ..., add_ref: _Optional[_Union[AddRef, _Mapping]] = ..., drop_ref: _Optional[_Union[DropRef, _Mapping]] = ..., lookup_actor: _Optional[_Union[LookupActor, _Mapping]] = ..., withdraw_placement: _Optional[_Union[WithdrawPlacement, _Mapping]] = ..., confirm_actors: _Optional[_Union[ConfirmActors, _Mapping]] = ...) -> None: ...
+
+class ConfirmActors(_message.Message):
+    __slots__ = ("actor_ids",)
+    ACTOR_IDS_FIELD_NUMBER: _ClassVar[int]
+    actor_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, actor_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WithdrawPlacement(_message.Message):
     __slots__ = ("request_id",)
