@@ -71,7 +71,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._to_client: dict[str, ClientOutbox] = {}
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = float("inf")  # the table's clock
-        self._started_at = table.clock()
+        self.started_at = table.clock()  # the table's clock; set again when the server starts
+        self.closed = False
         self._confirm_timers: set[asyncio.TimerHandle] = set()
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
@@ -404,21 +405,24 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         old = self._to_client.pop(client_id, None)
         if old is not None:
             old.put_nowait(None)
+        queue = ClientOutbox(client_id)  # written to after SessionOpened
+        self._to_client[client_id] = queue
         self.table.open_client(client_id, opening.hostname, opening.pid, opening.actor_id)
         self.set_muted(client_id, opening.mute_actor_output)
+        self._announce(self.table.place_waiting())  # restarts waited for their creator to be back
         self.check()
-        queue = ClientOutbox(client_id)
-        self._to_client[client_id] = queue
-        await context.write(
-            pb.ClientNotice(session_opened=pb.SessionOpened(client_id=client_id, version=_rpc.PROTOCOL_VERSION))
-        )
         closed_cleanly = asyncio.Event()
-        reader = asyncio.create_task(self._read_client(client_id, request_iterator, queue, closed_cleanly))
-        try:
+        reader = None
+        try:  # a client gone before SessionOpened reached it is lost like any other
+            await context.write(
+                pb.ClientNotice(session_opened=pb.SessionOpened(client_id=client_id, version=_rpc.PROTOCOL_VERSION))
+            )
+            reader = asyncio.create_task(self._read_client(client_id, request_iterator, queue, closed_cleanly))
             while (notice := await queue.get()) is not None:
                 await context.write(notice)
         finally:
-            reader.cancel()
+            if reader is not None:
+                reader.cancel()
             if self._to_client.get(client_id) is queue:
                 del self._to_client[client_id]
                 if closed_cleanly.is_set():
@@ -487,10 +491,13 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         """A client back from a lost session names the actors it holds or would construct again:
         report those this master does not list as dead (they ended, or waited to be placed
         again, while the master was down), or the client would keep them forever. Until this
-        master has lived a worker timeout its workers may still be registering (with their
-        actors): the ids it does not know yet are checked again then."""
+        master has served a worker timeout and a reconnect period, its workers may still be
+        registering (with their actors): the ids it does not know yet are checked again then.
+        Those reported are remembered dead: a worker registering later still stops them."""
+        if self.closed:
+            return
         unknown = [a for a in actor_ids if a not in self.table.actors]
-        wait = self._started_at + self.worker_timeout_s - self.table.clock()
+        wait = self.started_at + self.worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S - self.table.clock()
         if wait > 0:
             later = [a for a in unknown if a not in self.table.dead]
             if later:
@@ -503,8 +510,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 self._confirm_timers.add(handle)
             unknown = [a for a in unknown if a in self.table.dead]
         for actor_id in unknown:
-            dead = self.table.dead.get(actor_id)
-            cause = dead.cause if dead is not None else LOST_WHILE_MASTER_DOWN
+            dead = self.table.dead.get(actor_id) or self.table.record_lost(actor_id, LOST_WHILE_MASTER_DOWN)
+            cause = dead.cause
             self._send_client(client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=cause)))
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
@@ -573,7 +580,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         """One timer, at the table's next wake-up: the earliest placement deadline or the end of
         a restart's backoff (the sweep is the backstop)."""
         deadline = self.table.next_wakeup()
-        if deadline is None or deadline >= self._deadline_at:
+        if self.closed or deadline is None or deadline >= self._deadline_at:
             return
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
@@ -749,6 +756,7 @@ class Master(Service):
         self.port = _rpc.listen(self._server, f"{self.host}:{self.port}", self.tls)
         self.servicer.address = self.address
         await self._server.start()
+        self.servicer.started_at = self.table.clock()
         self._sweeper = asyncio.create_task(self._sweep_forever())
         log.info("master listening on %s", self.address)
 
@@ -763,6 +771,7 @@ class Master(Service):
             due = now + period
 
     async def _close(self) -> None:
+        self.servicer.closed = True  # arms no timer from now on
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self.servicer._deadline_timer is not None:

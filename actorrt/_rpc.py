@@ -51,6 +51,8 @@ log = logging.getLogger("actorrt")
 # 5: a restart's ConstructActor says so (restarts); StartActor and LiveActor carry the actor's
 #    name, lifetime, restart limit and count and shape (a restarted master rebuilds them).
 PROTOCOL_VERSION = 5
+# Workers and clients that lost the master try again after 0.1 s, doubling up to this.
+RECONNECT_BACKOFF_MAX_S = 2.0
 # What an actor host prints on stdout, with its port, once it serves (its daemon reads it).
 HOST_READY_PREFIX = "ACTORRT-HOST-READY"
 AUTH_KEY = "authorization"

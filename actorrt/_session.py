@@ -178,7 +178,7 @@ class MasterSession:
             self._up.clear()
             while not self.closed:
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                backoff = min(backoff * 2, _rpc.RECONNECT_BACKOFF_MAX_S)
                 try:
                     await self._open_stream()
                 except (ClusterConnectionError, grpc.RpcError):

@@ -152,7 +152,6 @@ class Request:
     methods: tuple[str, ...] = ()
     attributes: tuple[str, ...] = ()
     restart_of: str = ""  # the actor this request places again after its process died
-    not_before: float = 0.0  # a restart's backoff: not placed before this (the table's clock)
 
 
 @dataclass(frozen=True)
@@ -227,6 +226,10 @@ class ClusterTable:
         # Actors a rejoining worker still hosted a stale copy of, which it was told to stop:
         # actor id -> those workers. The actor is not placed again until every copy's exit is in.
         self._stale_copies: dict[str, set[str]] = {}
+        # Restarts waiting out a backoff: actor id -> when it ends (the table's clock). Only
+        # ``place_waiting`` ends one (and then tries to place it), so a restart outside this map
+        # that fits a ready slot is a bug ``validate`` catches.
+        self._backoff: dict[str, float] = {}
         self._restart_seq = itertools.count(1)
 
     # ---- workers ----------------------------------------------------------------------------
@@ -312,8 +315,16 @@ class ClusterTable:
         ran, when its worker has already left the table."""
         worker = self.workers.get(actor.worker_id)
         dead = DeadActor(actor.actor_id, actor.class_name, actor.worker_id, worker.node if worker else node, cause)
-        self.dead[actor.actor_id] = dead
-        self.dead.move_to_end(actor.actor_id)
+        return self._remember(dead)
+
+    def record_lost(self, actor_id: str, cause: str) -> DeadActor:
+        """Remember an actor this table never listed as reported dead: a worker that registers
+        with it later must stop it, not bring it back."""
+        return self._remember(DeadActor(actor_id, "", "", "", cause))
+
+    def _remember(self, dead: DeadActor) -> DeadActor:
+        self.dead[dead.actor_id] = dead
+        self.dead.move_to_end(dead.actor_id)
         while len(self.dead) > self.dead_kept:
             self.dead.popitem(last=False)
         return dead
@@ -449,9 +460,10 @@ class ClusterTable:
                     max_memory_mb=actor.max_memory_mb,
                     class_name=actor.class_name,
                     restart_of=actor_id,
-                    not_before=now + delay,
                 )
             )
+            if delay > 0:
+                self._backoff[actor_id] = now + delay
             return Ended(actor, True, cause, delay)
         if restartable and actor.max_restarts != 0:
             cause = f"{cause}; {NOT_RESTARTED}"
@@ -485,6 +497,7 @@ class ClusterTable:
         if key is not None:
             self.queue.pop(key, None)
         self._stale_copies.pop(actor_id, None)
+        self._backoff.pop(actor_id, None)
         self._free(actor)
         client = self.clients.get(actor.client_id)
         if client is not None:
@@ -709,13 +722,9 @@ class ClusterTable:
     def next_wakeup(self) -> float | None:
         """When the table next needs the clock looked at (``expire_requests`` and
         ``place_waiting``): the earliest placement timeout, or the end of a restart's backoff."""
-        now = self.clock()
-        restarts = (self.queue.get(k) for k in self._restart_keys.values())
-        times = [r.not_before for r in restarts if r is not None and r.not_before > now]
         deadline = self.next_deadline()
-        if deadline is not None:
-            times.append(deadline)
-        return min(times, default=None)
+        backoff = min(self._backoff.values(), default=None)
+        return min((t for t in (deadline, backoff) if t is not None), default=None)
 
     def expire_requests(self) -> list[Request]:
         """Drop the queued requests whose placement timeout has ended; returns them."""
@@ -732,6 +741,10 @@ class ClusterTable:
     def place_waiting(self) -> list[Placement]:
         """Place queued requests, oldest first, as far as free slots allow."""
         placed: list[Placement] = []
+        if self._backoff:
+            now = self.clock()
+            for actor_id in [a for a, until in self._backoff.items() if until <= now]:
+                del self._backoff[actor_id]
         if not self.queue:
             return placed
         for key, req in list(self.queue.items()):
@@ -767,9 +780,15 @@ class ClusterTable:
         return None
 
     def _waits(self, req: Request) -> bool:
-        """A restart that may not be placed yet: its backoff runs, or a stale copy of the actor
-        is still being stopped."""
-        return req.restart_of != "" and (req.restart_of in self._stale_copies or req.not_before > self.clock())
+        """A restart that may not be placed yet: its backoff runs, a stale copy of the actor is
+        still being stopped, or its creator (who constructs it) is away: it would be placed and
+        never constructed, the notice saying so lost with the creator's session."""
+        if not req.restart_of:
+            return False
+        if req.restart_of in self._stale_copies or req.restart_of in self._backoff:
+            return True
+        creator = self.clients.get(req.client_id)
+        return creator is None or not creator.connected
 
     def _try_place(self, req: Request) -> Placement | None:
         if self._waits(req):
@@ -905,6 +924,7 @@ class ClusterTable:
                 self._key_of.get(wid) == self._key(w),
                 f"worker {wid}: indexed under {self._key_of.get(wid)}, its state says {self._key(w)}",
             )
+        check(set(self._backoff) <= set(self.actors), "a restart backoff is kept for an actor no longer listed")
         for aid, a in self.actors.items():
             check(a.actor_id == aid, f"actor {aid} is filed under another id ({a.actor_id})")
             if a.restarting:
@@ -915,6 +935,7 @@ class ClusterTable:
                 )
                 check(not a.worker_id and a.slot == -1, f"actor {aid} is restarting but still on a slot")
             else:
+                check(aid not in self._backoff, f"actor {aid} waits out a restart backoff but is placed")
                 worker = self.workers.get(a.worker_id)
                 check(
                     worker is not None and aid in worker.actors,

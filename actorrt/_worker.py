@@ -270,7 +270,7 @@ class WorkerDaemon(Service):
             if self._closing or not self.reconnect:
                 return
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
+            backoff = min(backoff * 2, _rpc.RECONNECT_BACKOFF_MAX_S)
 
     async def _refused(self, err: BaseException) -> None:
         """The master we had joined refuses us now (a new token, another version): the actors

@@ -239,11 +239,12 @@ async def test_actors_that_died_while_the_master_was_down_are_reported_dead_to_t
                 os.kill(pid, signal.SIGKILL)
             _start_master_again(cluster)
             waited = await _wait_for(both_dead, 20.0)
-            assert "while the master was down" in (c.state.cause(held_id) or "")
+            # the daemon may have reported the SIGKILL itself, if it registered with it pending
+            assert any(s in (c.state.cause(held_id) or "") for s in ("while the master was down", "SIGKILL"))
             assert c.state.specs == {} and held_id not in c.state.actors
             with pytest.raises(actorrt.ActorDiedError):  # its connection saw the host go
                 await held.echo(1)
-            print(f"\nreported dead {waited:.2f}s after the new master was started (its worker timeout: 3 s)")
+            print(f"\nreported dead {waited:.2f}s after the new master was started (worker timeout 3 s + 2 s)")
             fresh = await asyncio.wait_for(Worker.remote(), 10)  # both slots are free again
             again = await asyncio.wait_for(Worker.remote(), 10)
             assert await fresh.echo(2) == 2 and await again.echo(3) == 3

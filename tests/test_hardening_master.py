@@ -102,8 +102,9 @@ async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unkn
 ) -> None:
     """What a reopened session's ConfirmActors gets: a death the master recorded is reported at
     once with its cause (its first notice went nowhere while the client was away); an id the
-    master does not know only once it has lived a worker timeout (its workers may still be
-    registering with their actors); a live actor never."""
+    master does not know only once it has lived a worker timeout and a reconnect period (its
+    workers may still be registering with their actors), and it is remembered dead; a live
+    actor never."""
     async with master_and_worker(worker_timeout_s=2.0) as (master, _):
         async with actorrt.connect(master.address, token="t", log_to_driver=False) as c:
             live, victim = await Echo.remote(), await Echo.remote()
@@ -124,7 +125,7 @@ async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unkn
                 send(client_id, msg)
 
             monkeypatch.setattr(servicer, "_send_client", recording)
-            servicer._started_at = servicer.table.clock()  # as young as a master that just restarted
+            servicer.started_at = servicer.table.clock()  # as young as a master that just restarted
             t0 = time.monotonic()
             servicer._confirm(c.client_id, [victim_id, unknown_id, live_id])
             assert [(to, d.actor_id, d.cause) for to, d, _ in sent] == [(c.client_id, victim_id, cause)]
@@ -132,9 +133,10 @@ async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unkn
             while c.state.cause(unknown_id) is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             assert [d.actor_id for _, d, _ in sent] == [victim_id, unknown_id]
-            assert sent[1][2] - t0 >= 1.9  # not before the worker timeout (2 s)
+            assert sent[1][2] - t0 >= 3.9  # not before the worker timeout (2 s) and a reconnect period (2 s)
             assert "no worker reported it to the restarted master" in (c.state.cause(unknown_id) or "")
             assert await live.echo(5) == 5 and c.state.cause(live_id) is None
+            assert unknown_id in master.table.dead  # a worker registering with it now must stop it
 
 
 async def test_a_worker_whose_session_raises_says_so_and_registers_again(

@@ -433,6 +433,7 @@ def test_restarts_after_quick_exits_back_off_and_an_instance_that_lived_resets_i
             assert t.place_waiting() == []  # not before its backoff ends
             t.validate()  # waiting is not "fits a ready slot but was not placed"
             clock.now += 0.01
+            t.validate()  # ended but not woken yet: the master's timer or sweep places it
             placed = t.place_waiting()
         assert [x.actor_id for x in placed] == [p.actor_id]
         t.slot_ready(w, placed[0].slot ^ 1, f"127.0.0.1:{9000 + (placed[0].slot ^ 1)}")
@@ -442,6 +443,21 @@ def test_restarts_after_quick_exits_back_off_and_an_instance_that_lived_resets_i
     ended, placed = t.actor_exited(p.actor_id, "exit 1")
     assert ended is not None and ended.delay_s == 0.0 and [x.actor_id for x in placed] == [p.actor_id]
     assert t.actors[p.actor_id].restarts == 11
+
+
+def test_a_restart_waits_for_its_creator_to_be_back_to_construct_it() -> None:
+    """Placed while its creator was away, the restart's construct notice went nowhere: it was
+    listed on a slot and never constructed."""
+    t, w, _ = table_with_worker(cpus=1)
+    p = t.request(Request("c1", 1, max_restarts=1))
+    assert p is not None
+    ended, placed = t.actor_exited(p.actor_id, "exit 1")
+    assert ended is not None and ended.restarting and placed == []  # its slot's host is not back yet
+    t.client_lost("c1")  # its creator's session breaks meanwhile
+    assert t.slot_ready(w, 0, "127.0.0.1:9000") == []
+    t.validate()  # a ready slot, a queued restart, not placed: it waits for its creator
+    t.open_client("c1", "host", 1)
+    assert [x.actor_id for x in t.place_waiting()] == [p.actor_id]
 
 
 def test_a_restart_waiting_out_its_backoff_ends_when_killed() -> None:
