@@ -120,7 +120,7 @@ class Link:
         self.bytes_out = 0
         self._send_lock = threading.Lock()
         # key -> its frame, arrived before anyone claimed it; key -> who waits for it
-        self._arrived: dict[int, list[Any] | None] = {}
+        self._arrived: dict[int, Arrival] = {}
         self._consumers: dict[int, Consumer] = {}
         self._dropped: set[int] = set()
         self._ended = False  # the reader thread ended and what waited was failed (loop thread)
@@ -131,15 +131,18 @@ class Link:
 
     def send(self, key: int, buffers: Sequence[memoryview]) -> bool:
         """Write one frame: True once its bytes are all in the kernel; False when the link is
-        closed or breaks meanwhile (then nothing was delivered: send the payload another way)."""
+        closed or breaks meanwhile, or the frame has more buffers than a peer reads (then
+        nothing was delivered: send the payload another way)."""
+        if len(buffers) > MAX_BUFFERS:
+            return False
         head = _FRAME.pack(key, len(buffers)) + struct.pack(f"!{len(buffers)}Q", *(b.nbytes for b in buffers))
         with self._send_lock:
             if self.closed:
                 return False
             try:
-                self.send_sock.sendall(head)
+                _send_all(self.send_sock, head)
                 for buffer in buffers:
-                    self.send_sock.sendall(buffer)
+                    _send_all(self.send_sock, buffer)
             except OSError as e:  # the peer is gone or stuck: the reader side fails what waits
                 self._break(f"sending on the bulk connection failed: {e}")
                 return False
@@ -160,8 +163,19 @@ class Link:
     async def take(self, key: int) -> list[Any] | None:
         """Frame ``key``'s buffers (None: over the limit, dropped). Raises BulkError."""
         fut: asyncio.Future[Arrival] = self.loop.create_future()
-        self.expect(key, fut.set_result)
-        got = await fut
+
+        def deliver(got: Arrival) -> None:
+            if not fut.done():
+                fut.set_result(got)
+
+        self.expect(key, deliver)
+        try:
+            got = await fut
+        except asyncio.CancelledError:  # nobody takes it now: let it go when it comes
+            if self._consumers.get(key) is deliver:
+                del self._consumers[key]
+                self._dropped.add(key)
+            raise
         if isinstance(got, BaseException):
             raise got
         return got
@@ -171,7 +185,7 @@ class Link:
         if self._arrived.pop(key, 0) == 0:
             self._dropped.add(key)
 
-    def _arrive(self, key: int, buffers: list[Any] | None) -> None:
+    def _arrive(self, key: int, buffers: Arrival) -> None:
         consumer = self._consumers.pop(key, None)
         if consumer is not None:
             consumer(buffers)
@@ -194,13 +208,22 @@ class Link:
                     self._skip(total)
                     buffers = None
                 else:
-                    buffers = [_fresh(n) for n in sizes]
+                    try:
+                        buffers = [_fresh(n) for n in sizes]
+                    except MemoryError:  # this frame is lost, the connection is not
+                        self._skip(total)
+                        self.bytes_in += 8 * count + _FRAME.size + total
+                        lost = BulkError(f"no memory for a bulk payload of {total} bytes")
+                        self.loop.call_soon_threadsafe(self._arrive, key, lost)
+                        continue
                     for buffer in buffers:
                         self._read_into(buffer)
                 self.bytes_in += 8 * count + _FRAME.size + total
                 self.loop.call_soon_threadsafe(self._arrive, key, buffers)
         except (OSError, ValueError, struct.error) as e:
             reason = f"the bulk connection broke: {e}"
+        except Exception as e:  # noqa: BLE001 - whatever ends the reader must fail what waits for it
+            reason = f"the bulk connection's reader failed: {e!r}"
         except RuntimeError:  # the loop is closed: the process is going
             reason = ""
         finally:
@@ -347,6 +370,15 @@ class StreamLinks:
                 ready.result().close()
             else:
                 ready.cancel()
+
+
+def _send_all(sock: socket.socket, data: Any) -> None:
+    """``sock.sendall(data)``, with the socket's timeout bounding a stall rather than the whole
+    transfer (a plain socket's ``sendall`` gives up once the timeout has passed since it began,
+    even while bytes still flow: a 1 GiB reply over a shared 1 GbE link takes longer)."""
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[sock.send(view) :]
 
 
 def _tune(sock: socket.socket) -> None:

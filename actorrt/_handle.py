@@ -427,7 +427,9 @@ class ActorConnection:
                     continue
                 self._incoming = (_wire.Incoming(value.streamed, keep=live is not None), live, value.pickle)
                 continue
-            if entry is None or entry[0].done():
+            if entry is None or entry[0].done():  # cancelled, or timed out: nobody maps its segments
+                if value.shared and self.exchange is not None:
+                    self.exchange.unused(value.shared)
                 continue
             if value.shared and self.exchange is not None:
                 self.exchange.saw(value.shared)

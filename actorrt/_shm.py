@@ -333,6 +333,12 @@ class Exchange:
         """The peer's segments a payload maps (its ``shared``)."""
         self._seen.update(s.name for s in shared)
 
+    def unused(self, shared: Iterable[SharedBuffer]) -> None:
+        """The peer's segments of a payload nobody will map (its call was cancelled): named back
+        at once, or the peer keeps them busy until the stream ends. Loop thread."""
+        for s in shared:
+            self._released(s.name)
+
     def peer_released(self, names: Iterable[str]) -> None:
         self.pool.release(names)
 

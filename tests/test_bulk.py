@@ -217,6 +217,86 @@ async def test_a_broken_bulk_connection_falls_back_to_chunks_then_opens_again(cl
         await c.kill(s)
 
 
+async def test_a_payload_of_more_buffers_than_a_frame_carries_goes_in_chunks(cluster: ProcCluster) -> None:
+    """Every numpy array is an out-of-band buffer: 70,000 small ones made a frame the reader
+    refuses (over 65,536 buffers), which broke the connection and lost the call, every time."""
+    async with cluster.connect() as c:
+        s = await Store.remote()
+        link = await bulk_up(s)
+        many = [np.full(16, i % 251, np.uint8) for i in range(_bulk.MAX_BUFFERS + 4_464)]  # 1.1 MB in all
+        back = await s.echo(many)
+        assert len(back) == len(many) and all(int(b[0]) == i % 251 for i, b in enumerate(back))
+        assert s._conn.bulk is link and not link.closed  # sent in chunks; the connection lives on
+        got = await s.echo(np.full(3 * MIB, 7, np.uint8))
+        assert int(got[-1]) == 7 and link.bytes_out >= 3 * MIB
+        await c.kill(s)
+
+
+def _link_pair(loop: asyncio.AbstractEventLoop) -> tuple[_bulk.Link, _bulk.Link]:
+    a, b = socket.socketpair()
+    for sock in (a, b):
+        sock.settimeout(_bulk.SEND_STALL_S)
+    return _bulk.Link(a, a, loop, 0, "a"), _bulk.Link(b, b, loop, 0, "b")
+
+
+async def test_a_frame_there_is_no_memory_for_fails_alone_and_the_link_lives_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MemoryError making a frame's buffers escaped the reader thread: the link never said it
+    ended, so every call waiting on it (and the host's whole stream) waited forever."""
+    fresh = _bulk._fresh
+
+    def no_memory_for_big(n: int) -> Any:
+        if n >= 2 * MIB:
+            raise MemoryError
+        return fresh(n)
+
+    monkeypatch.setattr(_bulk, "_fresh", no_memory_for_big)
+    sender, receiver = _link_pair(asyncio.get_running_loop())
+    try:
+        big, small = np.full(3 * MIB, 1, np.uint8), np.full(MIB, 2, np.uint8)
+        assert await asyncio.to_thread(sender.send, 1, [big.data])
+        assert await asyncio.to_thread(sender.send, 2, [small.data])
+        with pytest.raises(_bulk.BulkError, match="no memory for a bulk payload of 3145728 bytes"):
+            await asyncio.wait_for(receiver.take(1), 10)
+        [got] = await asyncio.wait_for(receiver.take(2), 10) or [None]
+        assert bytes(got) == small.tobytes() and not receiver.closed
+    finally:
+        sender.close()
+        receiver.close()
+
+
+def test_a_slow_but_moving_send_is_not_cut_off_by_the_stall_timeout() -> None:
+    """The socket's timeout is meant as "no progress for that long"; a plain socket's sendall
+    applies it to the whole call, so a transfer slower than 60 s broke the link while its bytes
+    still flowed. Here: a 0.3 s timeout, a reader that takes ~1.5 s to drain 6 MiB."""
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    a.settimeout(0.3)
+    got = bytearray()
+
+    def slow_reader() -> None:
+        while len(got) < 6 * MIB:
+            chunk = b.recv(256 * 1024)
+            if not chunk:
+                return
+            got.extend(chunk)
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    try:
+        data = np.arange(6 * MIB, dtype=np.uint8)
+        t0 = time.monotonic()
+        _bulk._send_all(a, data.data)
+        took = time.monotonic() - t0
+        reader.join(10)
+        assert bytes(got) == data.tobytes()
+        assert took > 0.6, took  # longer than the timeout: sendall would have raised
+    finally:
+        a.close()
+        b.close()
+
+
 async def test_the_bulk_connection_keeps_mutual_tls(tmp_path: Path) -> None:
     from tests.test_security import make_pki, mutual_tls_client, start_mutual_tls
 

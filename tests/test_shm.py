@@ -46,6 +46,10 @@ class Store:
     def make(self, n: int) -> np.ndarray:
         return np.ones(n, dtype=np.uint8)
 
+    def make_after(self, n: int, s: float) -> np.ndarray:
+        time.sleep(s)
+        return np.ones(n, dtype=np.uint8)
+
     def fail_with(self, x: np.ndarray) -> None:
         raise ValueError(f"no thanks ({x.nbytes} bytes)")
 
@@ -140,6 +144,23 @@ async def test_large_arrays_travel_through_shared_memory_both_ways(cluster: Proc
             await s.make(4 * MIB)
         mine = [n for n in os.listdir(_shm.SHM_DIR) if n.startswith(f"{_shm.PREFIX}{os.getpid()}-")]
         assert len(mine) <= 6, mine
+        await actorrt.kill(s)
+
+
+async def test_replies_of_cancelled_calls_give_their_segments_back(cluster: ProcCluster, no_shm_leak: None) -> None:
+    """A reply nobody waited for any more (a timeout, a cancel) was never mapped, so its segment
+    was never named back: the host kept it busy and made a new one for each, until the stream
+    ended (a long-lived actor and a caller with timeouts filled /dev/shm)."""
+    async with cluster.connect():
+        s = await Store.remote()
+        host = await s.pid()
+        for _ in range(6):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(s.make_after(4 * MIB, 0.2), 0.02)
+            await s.sleep(0.3)  # its reply has come (calls are answered in order)
+        segments = [n for n in os.listdir(_shm.SHM_DIR) if n.startswith(f"{_shm.PREFIX}{host}-")]
+        assert len(segments) <= 2, segments  # the one reply segment, reused (6 without the fix)
+        assert int((await s.make(4 * MIB)).sum()) == 4 * MIB
         await actorrt.kill(s)
 
 
