@@ -305,15 +305,22 @@ OFF_POLICY = ("sac", "td3", "td3-256", "td3-256-zoo")
 """The off-policy configurations of ``MUJOCO_HPARAMS`` (the rest is PPO)."""
 
 
-class _Tracker:
-    """Mean of the last ``MUJOCO_WINDOW`` finished training episodes, at each checkpoint, and the
-    first time it reaches ``TARGET``. ``start`` is set at the first env step."""
+CURVE_EVERY = 10_000
+"""Env steps between two points of a run's learning curve (``curve`` in its row)."""
 
-    def __init__(self, checkpoints: list[int]) -> None:
+
+class _Tracker:
+    """Mean of the last ``MUJOCO_WINDOW`` finished training episodes, at each checkpoint and every
+    ``CURVE_EVERY`` env steps (the learning curve), and the first time it reaches ``TARGET``.
+    ``start`` is set at the first env step."""
+
+    def __init__(self, checkpoints: list[int], curve_every: int = CURVE_EVERY) -> None:
+        self.curve_every = curve_every
         self.recent: deque[float] = deque(maxlen=MUJOCO_WINDOW)
         self.episodes = 0
         self.pending = sorted(checkpoints)
         self.at: dict[str, dict] = {}
+        self.curve: list[tuple[int, float | None]] = []
         self.reached: dict | None = None
         self.start = 0.0
         self.learn_start: float | None = None
@@ -339,6 +346,8 @@ class _Tracker:
                 self.reached = {"env_steps": steps, "wall_s": round(now, 2)}
         while self.pending and steps >= self.pending[0]:
             self.at[str(self.pending.pop(0))] = {"mean_return": self.mean(), "wall_s": round(now, 2)}
+        while steps >= self.curve_every * (len(self.curve) + 1):
+            self.curve.append((self.curve_every * (len(self.curve) + 1), self.mean()))
 
     def result(self, steps: int, updates: int) -> dict:
         wall = time.perf_counter() - self.start
@@ -352,9 +361,14 @@ class _Tracker:
             "learning_env_steps_per_s": round(learn_steps / learn_s, 1) if learn_s else None,
             "episodes": self.episodes,
             "checkpoints": self.at,
+            "curve": self.curve,
             f"reached_{TARGET:.0f}": self.reached,
             "final_mean_return": self.mean(),
         }
+
+
+def _curve_every(steps: int, quick: bool) -> int:
+    return max(1, steps // 3) if quick else CURVE_EVERY
 
 
 def _checkpoints(steps: int, quick: bool) -> list[int]:
@@ -391,7 +405,7 @@ def run_ours_offpolicy(
     agent = rl.Agent(algorithm)
     collector = rl.Collector(config, agent)
     replay = rl.UniformReplay(hp["buffer_size"], obs_space.shape, act_space.shape, seed=seed)
-    tracker = _Tracker(_checkpoints(steps, quick))
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
     batch_size = hp["batch_size"]
     tracker.begin()
     while collector.total_steps < steps:
@@ -439,7 +453,7 @@ def run_ours_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
     )
     agent = NormalizingAgent(algorithm, obs_space.shape, hp["gamma"])
     collector = rl.Collector(config, agent)
-    tracker = _Tracker(_checkpoints(steps, quick))
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
     tracker.begin()
     updates = 0
     while collector.total_steps < steps:
@@ -461,7 +475,7 @@ def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
     from stable_baselines3.common.vec_env import VecNormalize
 
     hp = MUJOCO_HPARAMS["ppo"]
-    tracker = _Tracker(_checkpoints(steps, quick))
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
 
     env = VecNormalize(make_vec_env(env_id, n_envs=hp["n_envs"], seed=seed), gamma=hp["gamma"])
     model = PPO(
@@ -581,7 +595,7 @@ def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_st
     torch.set_num_threads(1)
     from stable_baselines3.common.env_util import make_vec_env
 
-    tracker = _Tracker(_checkpoints(steps, quick))
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
 
     env = make_vec_env(env_id, n_envs=1, seed=seed)
     model = _sb3_quiet(_sb3_offpolicy_model(algo, env, seed, learning_starts))

@@ -40,6 +40,7 @@ def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
     for name in ("ours_sac", f"{compiled}_sac", "sb3_sac", "ours_td3", f"{compiled}_td3", "sb3_td3"):
         r = by_runner[name]
         assert r["env_steps"] == 1500, r
+        assert [step for step, _ in r["curve"]] == [500, 1000, 1500], r  # the learning curve's points
         assert r["updates"] == 500, r  # one per env step after learning_starts (1000)
         assert set(r["checkpoints"]) == {"750", "1500"}, r
         assert r["checkpoints"]["1500"]["mean_return"] is not None, r  # one 1000-step episode finished
