@@ -100,8 +100,9 @@ class Cluster:
         self._thread: threading.Thread | None = None
         self._closing: set[asyncio.Future[None]] = set()  # connections closing: the loop keeps only weak refs
         # Guards every ActorConnection.handles count and which connection ``state.actors`` maps
-        # an actor to: handles are made and dropped on any thread.
-        self._refs_lock = threading.Lock()
+        # an actor to: handles are made and dropped on any thread. Reentrant: a garbage
+        # collection can run a handle's __del__ (``drop``) on a thread that holds it already.
+        self._refs_lock = threading.RLock()
         self._copies = itertools.count(1)
         self._printer = OutputPrinter()  # actors' output, printed off the loop
 
@@ -303,7 +304,9 @@ class Cluster:
             if self.state.actors.get(conn.actor_id) is conn:
                 del self.state.actors[conn.actor_id]
         conn.release_when_idle = False
-        if conn.dead is None and self._session is not None and not self.closed:
+        # Also when the connection gave up on its own (a verdict that never came, a failure on
+        # our side): the actor may live on, and only the master's count can let it go.
+        if self.state.cause(conn.actor_id) is None and self._session is not None and not self.closed:
             self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=conn.actor_id)))
         self.background(conn.close("its last handle in this process was dropped"))
 
@@ -330,19 +333,23 @@ class Cluster:
         if self.closed:
             raise ClusterConnectionError("a handle arrived, but this process's cluster connection is closed")
         conn, first = self._connection_for(ref.actor_id, ref.endpoint, ref.class_name, ref.kinds, ref.max_restarts)
-        handle = self.make_handle(conn)
+        handle: ActorHandle[Any] = ActorHandle(conn)  # counted by _connection_for
         self.loop.call_soon_threadsafe(self._claim, conn, ref.token, first)
         return handle
 
     def _connection_for(
         self, actor_id: str, endpoint: str, class_name: str, kinds: dict[str, bool], max_restarts: int
     ) -> tuple[ActorConnection, bool]:
-        """The connection this process has to ``actor_id``, or a new one (True) to attach."""
+        """The connection this process has to ``actor_id``, or a new one (True) to attach, with
+        one more handle counted on it: counted under the lock that found it, or a release on
+        the loop thread could close it in between (the new handle's calls would fail)."""
         with self._refs_lock:
             conn = self.state.actors.get(actor_id)
             if conn is not None and not conn.released and conn.dead is None:
+                conn.handles += 1
                 return conn, False
             conn = ActorConnection(self, actor_id, endpoint, kinds, class_name, max_restarts)
+            conn.handles += 1
             conn.waiting = True  # calls wait for the stream (or for the restart) to be up
             cause = self.state.cause(actor_id)
             if cause is None:
@@ -382,7 +389,7 @@ class Cluster:
             raise ActorNotFoundError(f"get_actor({name!r}): {found.reason}")
         kinds = {**dict.fromkeys(found.shape.attributes, False), **dict.fromkeys(found.shape.methods, True)}
         conn, first = self._connection_for(found.actor_id, found.endpoint, found.class_name, kinds, found.max_restarts)
-        handle = self.make_handle(conn)
+        handle: ActorHandle[Any] = ActorHandle(conn)  # counted by _connection_for
         if first:  # the master counts us as a holder already
             self.background(self._attach(conn))
         return handle

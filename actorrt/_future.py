@@ -63,10 +63,32 @@ class CallFuture(asyncio.Future[T]):
         if _get_running_loop() is loop:
             raise RuntimeError("CallFuture.result() would block the event loop it waits for; use 'await'")
         ready = threading.Event()
-        loop.call_soon_threadsafe(self.add_done_callback, lambda _: ready.set())
+
+        def wake(_: asyncio.Future[T]) -> None:
+            ready.set()
+
+        loop.call_soon_threadsafe(self.add_done_callback, wake)
         if not ready.wait(timeout):
+            try:  # a thread polling a long call must not pile up callbacks on it
+                loop.call_soon_threadsafe(self.remove_done_callback, wake)
+            except RuntimeError:  # the loop is closed
+                pass
             raise TimeoutError(f"no result within {timeout}s")
         return _future_result(self)
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        """Cancel the call's future. From a thread other than its loop's (a plain script after
+        ``result(timeout)`` ran out), the cancel is done on the loop, in turn with the reply
+        that may be settling it there: asyncio's futures are not thread-safe. True unless it
+        was done already."""
+        loop = self._loop
+        if _get_running_loop() is loop or _future_done(self):
+            return super().cancel(msg)
+        try:
+            loop.call_soon_threadsafe(functools.partial(asyncio.Future.cancel, self, msg))
+        except RuntimeError:  # the loop is closed: nothing settles it any more
+            return super().cancel(msg)
+        return True
 
 
 def _await_elsewhere(fut: CallFuture[T]) -> Generator[Any, None, T]:

@@ -143,6 +143,9 @@ class Outbox(Generic[B]):
                 self._idle.set_result(None)
             if self._on_error is not None:
                 self._on_error(e)
+            # Kept, its traceback would keep the frames that flushed this outbox, with their
+            # locals (a caller's bound method holds a handle: its actor was never released).
+            e.__traceback__ = None
             return
         if awaited is None:  # a bare yield: run again on the next iteration
             self._loop.call_soon(self._step, coro)

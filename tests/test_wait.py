@@ -72,6 +72,39 @@ async def test_cancelling_the_await_on_another_loop_cancels_the_call_future(back
     await actorrt.kill(napper)
 
 
+def test_cancelling_from_another_thread_never_races_the_reply_that_settles_it() -> None:
+    """``f.result(timeout)`` ran out, then ``f.cancel()`` from the script's thread, while the
+    reply settled the future on the loop: asyncio's futures are not thread-safe, the reply's
+    set_result raised InvalidStateError, and the connection's reader died with every call in
+    flight. Here the reply settles the future between the cancel and the loop's next turn."""
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    try:
+        fut: actorrt.CallFuture[int] = actorrt.CallFuture(loop=loop)
+        cancel_asked, errors = threading.Event(), []
+
+        def reply() -> None:  # on the loop, as the reader settles a call: done() was False
+            cancel_asked.wait(5)
+            try:
+                fut.set_result(7)
+            except asyncio.InvalidStateError as e:
+                errors.append(e)
+
+        loop.call_soon_threadsafe(reply)
+        time.sleep(0.05)  # the loop is inside reply(), waiting
+        assert fut.cancel()  # from this thread: done on the loop, in turn
+        cancel_asked.set()
+        assert fut.result(timeout=5) == 7 and not errors  # the reply won; the cancel found it done
+        other: actorrt.CallFuture[int] = actorrt.CallFuture(loop=loop)
+        assert other.cancel()
+        assert wait_until(other.cancelled, 5)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)
+        loop.close()
+
+
 def test_a_loop_on_another_thread_awaits_the_futures_of_this_one(background: actorrt.Cluster) -> None:
     """The shape of a client inside an actor: its futures belong to a loop thread of its own
     and are awaited by coroutines on a second loop, here run on yet another thread."""
