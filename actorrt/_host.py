@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import bisect
 import collections
+import contextlib
 import importlib
 import inspect
 import os
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 # How long a stream that attaches to this host's actor waits for the actor's construction (its
 # creator constructs it once placed; others holding a handle may attach first).
 ATTACH_WAIT_S = 60.0
+EXIT_CODE_SHOWN = 300  # characters of a sys.exit() argument in the exit cause
 # A reply batch is flushed early when a sync call has kept the loop this long.
 _FLUSH_AFTER_S = 0.002
 
@@ -371,8 +373,11 @@ class CallStream:
         status = code if isinstance(code, int) and 0 <= code <= 255 else 0 if code is None else 1
         if code is not None and not isinstance(code, int):
             print(code, file=sys.stderr, flush=True)  # as the interpreter does for sys.exit("why")
+        shown = repr(code)
+        if len(shown) > EXIT_CODE_SHOWN:  # the cause travels as one line of a bounded pipe
+            shown = f"{shown[:EXIT_CODE_SHOWN]}... ({len(shown)} characters)"
         self.actor.stats.exit_cause = (
-            f"{self.actor.class_name}.{method} called sys.exit({code!r}): the actor exited with code {status}"
+            f"{self.actor.class_name}.{method} called sys.exit({shown}): the actor exited with code {status}"
         )
         self.outbox.flush()
         try:
@@ -656,6 +661,9 @@ def _exit_when_parent_dies() -> None:
             pass
     finally:
         _shm.remove_owned_by(os.getpid())
+        if os.getpgid(0) == os.getpid():  # what the actor started (a pool, a Popen) goes too
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpid(), signal.SIGKILL)  # this process with it
         os._exit(70)
 
 

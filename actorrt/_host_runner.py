@@ -37,6 +37,9 @@ __all__ = ["OUTPUT_CHUNK", "HostRunner"]
 
 log = logging.getLogger("actorrt.worker")
 OUTPUT_CHUNK = 256 * 2**10  # bytes read from an actor's pipe at a time
+# A host may print this many lines (a preloaded module's banner) before its ready line.
+_MAX_LINES_BEFORE_READY = 1000
+_SHOWN_BEFORE_READY = 500
 
 
 @dataclass
@@ -117,6 +120,7 @@ class HostRunner:
                 await asyncio.wait(pending, timeout=2.0)
         for pid in every_pid:  # _keep_host, which would have, is cancelled
             _shm.remove_owned_by(pid)
+            kill_group(pid)  # what its actor started (a pool, a Popen) goes too
         for index, (io, host) in enumerate(zip(self._io, self.pool.hosts, strict=True)):
             tasks = io.tasks()
             if tasks:
@@ -133,7 +137,7 @@ class HostRunner:
                         task.cancel()
                     await asyncio.wait(tasks, timeout=5.0)
                 await asyncio.gather(*(t for t in tasks if t.done()), return_exceptions=True)  # retrieved
-            remove_dir(host.workdir)
+            await asyncio.to_thread(remove_dir, host.workdir)
         if self._forks is not None:
             await self._forks.close()
 
@@ -199,9 +203,15 @@ class HostRunner:
         assert proc.stdout is not None and proc.stderr is not None
         io.stats = asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics))
         io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
-        line = (await proc.stdout.readline()).decode(errors="replace").strip()
+        # What a preloaded module or sitecustomize prints on import comes first: passed on.
+        for _ in range(_MAX_LINES_BEFORE_READY):
+            raw = await proc.stdout.readline()
+            line = raw.decode(errors="replace").strip()
+            if not raw or line.startswith(_rpc.HOST_READY_PREFIX):
+                break
+            log.info("actor host %d printed before it was ready: %s", index, line[:_SHOWN_BEFORE_READY])
         if not line.startswith(_rpc.HOST_READY_PREFIX):
-            raise ValueError(f"unexpected first line from actor host: {line!r}")
+            raise ValueError(f"no ready line from actor host (last line: {line[:_SHOWN_BEFORE_READY]!r})")
         port = int(line.split()[1])
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
         self.apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
@@ -256,7 +266,7 @@ class HostRunner:
         io.stats = io.stderr = io.stdout = None
         if proc is not None:
             own_cause = self.metrics.exit_causes.pop(proc.pid, "")  # sys.exit in a method
-        remove_dir(host.workdir)
+        await asyncio.to_thread(remove_dir, host.workdir)  # many files can take seconds: not on the loop
         io.proc = None
         return own_cause
 

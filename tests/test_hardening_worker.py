@@ -534,3 +534,75 @@ def test_a_worker_whose_hosts_start_slowly_serves_with_those_that_started(tmp_pa
             actorrt.kill(a).result(15)
     finally:
         cluster.stop()
+
+
+# ---- what an actor started ends with its daemon; hosts that print before they are ready ------
+
+
+@actorrt.remote_class
+class Spawner:
+    def start_sleeper(self) -> int:
+        """A child process of the actor's (as a multiprocessing pool or a Popen would be)."""
+        return subprocess.Popen(["sleep", "300"]).pid
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+async def test_the_children_of_actors_end_with_their_daemon(tmp_path: Path, how: str) -> None:
+    """A daemon stopping (SIGTERM: ``actorrt stop``, a refusal, a closing embedded cluster)
+    cancelled the tasks that would have ended each actor's process group; one SIGKILLed left
+    its hosts to exit alone. Either way what the actors had started ran on, orphaned (code
+    sent under a token the master may have revoked)."""
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=1)
+    children: list[int] = []
+    try:
+        daemon = cluster.procs[1]
+        async with cluster.connect(log_to_driver=False):
+            s = await Spawner.remote()
+            children.append(await s.start_sleeper())
+            assert not _gone(children[0])
+            daemon.send_signal(getattr(signal, how))
+            await asyncio.to_thread(daemon.wait, 20)
+            assert wait_until(lambda: _gone(children[0]), 10), f"the actor's child {children[0]} outlived its daemon"
+    except actorrt.ActorRTError:
+        pass  # closing the client after its actor's node went may complain
+    finally:
+        for pid in children:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        cluster.stop()
+
+
+async def test_hosts_that_print_before_their_ready_line_still_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hosts started as new interpreters (ACTORRT_FORK_SERVER=0, or after the fork server
+    failed) whose preloaded module printed on import (a banner) failed to start: the banner was
+    read as their ready line, and every slot retried every 5 s, forever."""
+    (tmp_path / "noisy_banner.py").write_text("print('Hello from the noisy banner')\nprint('second line')\n")
+    monkeypatch.setenv("ACTORRT_FORK_SERVER", "0")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=1, worker_args=("--preload", "noisy_banner"))
+    try:
+        async with cluster.connect(log_to_driver=False, placement_timeout=30) as c:
+            e = await Echo.remote()
+            assert await e.echo(5) == 5
+            await c.kill(e)
+        log_text = (cluster.home / "proc-1.log").read_text()
+        assert "printed before it was ready: Hello from the noisy banner" in log_text, log_text[-2000:]
+    finally:
+        cluster.stop()
+
+
+@actorrt.remote_class
+class Quitter:
+    def quit_saying(self, n: int) -> None:
+        sys.exit("why " * n)
+
+
+async def test_a_huge_sys_exit_message_keeps_the_exit_cause(one_worker: ProcCluster) -> None:
+    """The cause of a ``sys.exit(<message>)`` travels to the daemon as one line of a pipe read
+    64 KiB at most: a longer message broke that reader and the cause became "exited with code 1"."""
+    async with one_worker.connect(log_to_driver=False):
+        q = await Quitter.remote()
+        with pytest.raises(actorrt.ActorDiedError, match=r"Quitter.quit_saying called sys.exit\('why why .*\.\.\. \(80002 characters\)\): the actor exited with code 1"):
+            await q.quit_saying(20_000)
