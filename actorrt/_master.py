@@ -290,8 +290,16 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             old_queue.put_nowait(None)
         if reg.worker_id in self.table.workers:  # a reconnect: what it no longer reports is gone
             keep = self.table.still_hosted(reg.worker_id, live)
-            for ended in self.table.remove_worker(reg.worker_id, "lost while its worker daemon reconnected", keep):
-                self._ended(ended)
+            # with the causes of the exits it could not send before, where they are this instance's
+            exits = {
+                e.actor_id: e
+                for e in reg.exited
+                if (a := self.table.actors.get(e.actor_id)) is not None and a.worker_id == reg.worker_id and a.slot == e.slot
+            }
+            causes = {actor_id: e.cause for actor_id, e in exits.items()}
+            lost = "lost while its worker daemon reconnected"
+            for ended in self.table.remove_worker(reg.worker_id, lost, keep, causes):
+                self._ended(ended, exits[ended.actor.actor_id].exit_code if ended.actor.actor_id in exits else 0)
         worker, stale = self.table.add_worker(
             node=reg.node,
             node_ip=reg.node_ip,

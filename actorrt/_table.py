@@ -356,17 +356,20 @@ class ClusterTable:
         deadline = self.clock() - timeout_s
         return [w.worker_id for w in self.workers.values() if w.last_seen < deadline]
 
-    def remove_worker(self, worker_id: str, cause: str = "", keep: Collection[str] = ()) -> list[Ended]:
+    def remove_worker(
+        self, worker_id: str, cause: str = "", keep: Collection[str] = (), causes: Mapping[str, str] | None = None
+    ) -> list[Ended]:
         """Drop a worker and everything on it; returns how each of its actors ended (placed
         again, or dead). ``keep``: actors it still hosts as it registers again (``add_worker``
-        with the same id takes them back as they were: ``still_hosted``)."""
+        with the same id takes them back as they were: ``still_hosted``). ``causes``: how some
+        of them ended, instead of ``cause`` (exits it reports as it registers again)."""
         worker = self.workers.get(worker_id)
         if worker is None:
             return []
         actor_ids = [a for a in worker.actors if a not in keep]
         worker.connected = False  # no placement there, nor in the index, while its actors end
         self._unindex(worker_id)
-        ended = [self._end(a, cause) for a in actor_ids]
+        ended = [self._end(a, (causes or {}).get(a, cause)) for a in actor_ids]
         del self.workers[worker_id]
         for actor_id, copies in list(self._stale_copies.items()):  # gone with it
             copies.discard(worker_id)

@@ -87,6 +87,7 @@ class WorkerDaemon(Service):
         self.heartbeat_interval_s = 1.0
         self.pool = HostPool(self.cpus, validate_each=os.environ.get(VALIDATE_ENV) == "1")
         self._events: asyncio.Queue[pb.WorkerEvent] = asyncio.Queue()
+        self._in_flight: pb.WorkerEvent | None = None  # being written when the session broke?
         self._registered = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
         self._monitor_task: asyncio.Task[None] | None = None
@@ -294,10 +295,15 @@ class WorkerDaemon(Service):
             self._channel = _rpc.open_channel(self.master_address, tls)
         stub = pb_grpc.MasterStub(self._channel)
         call = stub.WorkerSession(metadata=_rpc.auth_metadata(self.token))
-        # Anything queued for the old master is stale: the registration re-reports the truth.
+        # Anything queued for the old master is stale: the registration re-reports the truth,
+        # with the exits it may not have heard of (their causes).
+        exited = [self._in_flight] if self._in_flight is not None else []
+        self._in_flight = None
         while not self._events.empty():
-            self._events.get_nowait()
-        await call.write(self._registration())
+            exited.append(self._events.get_nowait())
+        registration = self._registration()
+        registration.register_worker.exited.extend(e.actor_exited for e in exited if e.HasField("actor_exited"))
+        await call.write(registration)
         reply = await call.read()
         if reply is grpc.aio.EOF or not reply.HasField("worker_registered"):
             raise ClusterConnectionError("the master closed the worker session during registration")
@@ -325,5 +331,6 @@ class WorkerDaemon(Service):
 
     async def _write_events(self, call: grpc.aio.StreamStreamCall[pb.WorkerEvent, pb.WorkerCommand]) -> None:
         while True:
-            event = await self._events.get()
+            self._in_flight = event = await self._events.get()
             await call.write(event)
+            self._in_flight = None

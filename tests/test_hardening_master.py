@@ -214,3 +214,40 @@ async def test_a_host_started_after_the_daemon_began_closing_is_killed_and_the_c
         await asyncio.wait_for(daemon.close(), 30)
         assert any("started as its daemon closed: killed" in r.getMessage() for r in caplog.records)
         assert not [pid for pid, owner in host_pids().items() if owner == os.getpid()]
+
+
+async def test_an_exit_the_worker_could_not_send_before_its_session_broke_keeps_its_cause() -> None:
+    """A daemon whose session breaks (unseen by the master yet) with an actor's exit still
+    queued dropped it as it registered again: the master ended the actor "lost while its worker
+    daemon reconnected" instead of its cause (a signal, the memory limit, sys.exit), and a
+    slot-not-ready refusal became a counted restart. The registration now carries those exits."""
+    async with master_and_worker(reconnect=True) as (master, daemon):
+        async with actorrt.connect(master.address, token="t", log_to_driver=False) as c:
+            echo = await Echo.remote()
+            actor_id, pid = echo._conn.actor_id, await echo.pid()
+            queue = daemon._events
+            stalled, entered, get = asyncio.Event(), asyncio.Event(), queue.get
+
+            async def stalled_get() -> pb.WorkerEvent:  # writes no longer get through
+                entered.set()
+                await stalled.wait()
+                return await get()
+
+            queue.get = stalled_get  # type: ignore[method-assign]
+            await asyncio.wait_for(entered.wait(), 10)  # after the event it was waiting for (a heartbeat)
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while not any(e.HasField("actor_exited") for e in list(queue._queue)):  # type: ignore[attr-defined]
+                assert time.monotonic() < deadline, "the daemon never queued the exit"
+                await asyncio.sleep(0.05)
+            worker_queue = master.servicer._to_worker.pop(daemon.worker_id)
+            worker_queue.put_nowait(None)  # the session ends; the master keeps the worker listed
+            del queue.get
+            stalled.set()
+            deadline = time.monotonic() + 15
+            while c.state.cause(actor_id) is None:
+                assert time.monotonic() < deadline, "no death notice"
+                await asyncio.sleep(0.05)
+            assert "SIGKILL" in (c.state.cause(actor_id) or ""), c.state.cause(actor_id)
+            fresh = await Echo.remote()
+            assert await fresh.echo(4) == 4

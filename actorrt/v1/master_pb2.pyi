@@ -41,7 +41,7 @@ class WorkerEvent(_message.Message):
     def __init__(self, register_worker: _Optional[_Union[RegisterWorker, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., slot_ready: _Optional[_Union[SlotReady, _Mapping]] = ..., actor_exited: _Optional[_Union[ActorExited, _Mapping]] = ..., actor_output: _Optional[_Union[ActorOutput, _Mapping]] = ..., actor_log: _Optional[_Union[ActorLog, _Mapping]] = ..., slot_lost: _Optional[_Union[SlotLost, _Mapping]] = ...) -> None: ...
 
 class RegisterWorker(_message.Message):
-    __slots__ = ("version", "node", "node_ip", "cpus", "gpus", "memory_bytes", "worker_id", "live_actors", "pid")
+    __slots__ = ("version", "node", "node_ip", "cpus", "gpus", "memory_bytes", "worker_id", "live_actors", "pid", "exited")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     NODE_IP_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class RegisterWorker(_message.Message):
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     LIVE_ACTORS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    EXITED_FIELD_NUMBER: _ClassVar[int]
     version: int
     node: str
     node_ip: str
@@ -60,7 +61,8 @@ class RegisterWorker(_message.Message):
     worker_id: str
     live_actors: _containers.RepeatedCompositeFieldContainer[LiveActor]
     pid: int
-    def __init__(self, version: _Optional[int] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., gpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker_id: _Optional[str] = ..., live_actors: _Optional[_Iterable[_Union[LiveActor, _Mapping]]] = ..., pid: _Optional[int] = ...) -> None: ...
+    exited: _containers.RepeatedCompositeFieldContainer[ActorExited]
+    def __init__(self, version: _Optional[int] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., gpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker_id: _Optional[str] = ..., live_actors: _Optional[_Iterable[_Union[LiveActor, _Mapping]]] = ..., pid: _Optional[int] = ..., exited: _Optional[_Iterable[_Union[ActorExited, _Mapping]]] = ...) -> None: ...
 
 class LiveActor(_message.Message):
     __slots__ = ("actor_id", "slot", "endpoint", "client_id", "class_name", "resources", "gpu_ids", "name", "detached", "max_restarts", "restarts", "shape")
