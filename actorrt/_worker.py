@@ -88,6 +88,8 @@ class WorkerDaemon(Service):
         self.pool = HostPool(self.cpus, validate_each=os.environ.get(VALIDATE_ENV) == "1")
         self._events: asyncio.Queue[pb.WorkerEvent] = asyncio.Queue()
         self._in_flight: pb.WorkerEvent | None = None  # being written when the session broke?
+        self._connected = False  # a session is up: events queued now are written to it
+        self._unsent_exits: list[pb.ActorExited] = []  # drained, until a registration carried them
         self._registered = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
         self._monitor_task: asyncio.Task[None] | None = None
@@ -187,7 +189,11 @@ class WorkerDaemon(Service):
     # ---- the session with the master -----------------------------------------------------------
 
     def _emit(self, event: pb.WorkerEvent) -> None:
-        self._events.put_nowait(event)
+        # With no session, only exits are kept (the registration carries them; it re-reports
+        # the rest): an outage of the master must not grow the daemon by its actors' output
+        # (that stays in their log files) and heartbeats.
+        if self._connected or event.HasField("actor_exited"):
+            self._events.put_nowait(event)
 
     def _start_actor(self, cmd: pb.StartActor) -> None:
         """Daemon loop: the master placed an actor on one of our hosts."""
@@ -297,19 +303,22 @@ class WorkerDaemon(Service):
         call = stub.WorkerSession(metadata=_rpc.auth_metadata(self.token))
         # Anything queued for the old master is stale: the registration re-reports the truth,
         # with the exits it may not have heard of (their causes).
-        exited = [self._in_flight] if self._in_flight is not None else []
+        pending = [self._in_flight] if self._in_flight is not None else []
         self._in_flight = None
         while not self._events.empty():
-            exited.append(self._events.get_nowait())
+            pending.append(self._events.get_nowait())
+        self._unsent_exits += [e.actor_exited for e in pending if e.HasField("actor_exited")]
         registration = self._registration()
-        registration.register_worker.exited.extend(e.actor_exited for e in exited if e.HasField("actor_exited"))
+        registration.register_worker.exited.extend(self._unsent_exits)
         await call.write(registration)
         reply = await call.read()
         if reply is grpc.aio.EOF or not reply.HasField("worker_registered"):
             raise ClusterConnectionError("the master closed the worker session during registration")
+        self._unsent_exits = []
         self.worker_id = self.hosts.worker_id = reply.worker_registered.worker_id
         self.heartbeat_interval_s = reply.worker_registered.heartbeat_interval_s or 1.0
         log.info("registered with %s as %s", self.master_address, self.worker_id)
+        self._connected = True
         for event in self.pool.ready_events():
             self._emit(event)
         self._registered.set()
@@ -326,6 +335,7 @@ class WorkerDaemon(Service):
                 elif kind == "worker_registered":  # mid-session: the master retuned the interval
                     self.heartbeat_interval_s = cmd.worker_registered.heartbeat_interval_s or self.heartbeat_interval_s
         finally:
+            self._connected = False
             writer.cancel()
             call.cancel()
 

@@ -251,3 +251,32 @@ async def test_an_exit_the_worker_could_not_send_before_its_session_broke_keeps_
             assert "SIGKILL" in (c.state.cause(actor_id) or ""), c.state.cause(actor_id)
             fresh = await Echo.remote()
             assert await fresh.echo(4) == 4
+
+
+async def test_a_daemon_keeps_no_output_or_heartbeats_queued_while_its_master_is_away() -> None:
+    """While the master was unreachable every line an actor printed (up to 1000 per second,
+    8 KiB each) and every heartbeat queued up in the daemon, to be thrown away at the reconnect:
+    a long outage could grow the daemon past its memory limit. Now only exits wait (their
+    causes go with the next registration); the output stays in the actors' log files."""
+    async with master_and_worker(reconnect=True) as (master, daemon):
+        async with actorrt.connect(master.address, token="t", log_to_driver=False) as c:
+            loud = await Loud.remote()
+            assert await loud.shout(1) == 1
+            await master.close()  # calls go on without it: the data plane bypasses the master
+            deadline = time.monotonic() + 10
+            while daemon._connected:
+                assert time.monotonic() < deadline, "the daemon never noticed its master was gone"
+                await asyncio.sleep(0.05)
+            for _ in range(6):  # 3 s of output (500 lines a message) and heartbeats (one a second)
+                assert await loud.shout(1000) == 1000
+                await asyncio.sleep(0.5)
+            assert daemon._events.qsize() == 0, daemon._events.qsize()
+            c.state.actors.clear()  # its master is gone for good: nothing to release at close
+
+
+@actorrt.remote_class
+class Loud:
+    def shout(self, n: int) -> int:
+        for i in range(n):
+            print(f"line {i} " + "x" * 100, flush=True)
+        return n
