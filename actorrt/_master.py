@@ -294,7 +294,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             exits = {
                 e.actor_id: e
                 for e in reg.exited
-                if (a := self.table.actors.get(e.actor_id)) is not None and a.worker_id == reg.worker_id and a.slot == e.slot
+                if (a := self.table.actors.get(e.actor_id)) is not None
+                and a.worker_id == reg.worker_id
+                and a.slot == e.slot
             }
             causes = {actor_id: e.cause for actor_id, e in exits.items()}
             lost = "lost while its worker daemon reconnected"

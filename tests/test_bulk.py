@@ -239,7 +239,9 @@ def _link_pair(loop: asyncio.AbstractEventLoop) -> tuple[_bulk.Link, _bulk.Link]
     return _bulk.Link(a, a, loop, 0, "a"), _bulk.Link(b, b, loop, 0, "b")
 
 
-async def test_a_frame_there_is_no_memory_for_fails_alone_and_the_link_lives_on(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_frame_there_is_no_memory_for_fails_alone_and_the_link_lives_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A MemoryError making a frame's buffers escaped the reader thread: the link never said it
     ended, so every call waiting on it (and the host's whole stream) waited forever."""
     fresh = _bulk._fresh

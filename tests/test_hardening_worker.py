@@ -581,7 +581,9 @@ async def test_hosts_that_print_before_their_ready_line_still_start(
     (tmp_path / "noisy_banner.py").write_text("print('Hello from the noisy banner')\nprint('second line')\n")
     monkeypatch.setenv("ACTORRT_FORK_SERVER", "0")
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=1, worker_args=("--preload", "noisy_banner"))
+    cluster = ProcCluster(tmp_path / "home").start(
+        workers=1, cpus_per_worker=1, worker_args=("--preload", "noisy_banner")
+    )
     try:
         async with cluster.connect(log_to_driver=False, placement_timeout=30) as c:
             e = await Echo.remote()
@@ -604,5 +606,8 @@ async def test_a_huge_sys_exit_message_keeps_the_exit_cause(one_worker: ProcClus
     64 KiB at most: a longer message broke that reader and the cause became "exited with code 1"."""
     async with one_worker.connect(log_to_driver=False):
         q = await Quitter.remote()
-        with pytest.raises(actorrt.ActorDiedError, match=r"Quitter.quit_saying called sys.exit\('why why .*\.\.\. \(80002 characters\)\): the actor exited with code 1"):
+        with pytest.raises(
+            actorrt.ActorDiedError,
+            match=r"Quitter.quit_saying called sys.exit\('why why .*\.\.\. \(80002 characters\)\): the actor exited with code 1",
+        ):
             await q.quit_saying(20_000)
