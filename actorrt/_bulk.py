@@ -222,10 +222,10 @@ class Link:
                 self.loop.call_soon_threadsafe(self._arrive, key, buffers)
         except (OSError, ValueError, struct.error) as e:
             reason = f"the bulk connection broke: {e}"
-        except Exception as e:  # noqa: BLE001 - whatever ends the reader must fail what waits for it
-            reason = f"the bulk connection's reader failed: {e!r}"
         except RuntimeError:  # the loop is closed: the process is going
             reason = ""
+        except Exception as e:  # noqa: BLE001 - whatever ends the reader must fail what waits for it
+            reason = f"the bulk connection's reader failed: {e!r}"
         finally:
             self._release()
         if reason:

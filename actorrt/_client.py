@@ -301,12 +301,16 @@ class Cluster:
                 conn.release_when_idle = False
                 return
             conn.released = True
-            if self.state.actors.get(conn.actor_id) is conn:
+            mapped = self.state.actors.get(conn.actor_id)
+            if mapped is conn:
                 del self.state.actors[conn.actor_id]
+            # another connection to it took this one's place (this one gave up on it): that one
+            # holds the actor now, and the master counts this client once
+            replaced = mapped is not None and mapped is not conn
         conn.release_when_idle = False
         # Also when the connection gave up on its own (a verdict that never came, a failure on
         # our side): the actor may live on, and only the master's count can let it go.
-        if self.state.cause(conn.actor_id) is None and self._session is not None and not self.closed:
+        if self.state.cause(conn.actor_id) is None and not replaced and self._session is not None and not self.closed:
             self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=conn.actor_id)))
         self.background(conn.close("its last handle in this process was dropped"))
 

@@ -207,12 +207,12 @@ class HostRunner:
         for _ in range(_MAX_LINES_BEFORE_READY):
             raw = await proc.stdout.readline()
             line = raw.decode(errors="replace").strip()
-            if not raw or line.startswith(_rpc.HOST_READY_PREFIX):
+            if not raw or _rpc.HOST_READY_PREFIX in line:  # after a banner with no newline, too
                 break
             log.info("actor host %d printed before it was ready: %s", index, line[:_SHOWN_BEFORE_READY])
-        if not line.startswith(_rpc.HOST_READY_PREFIX):
+        if _rpc.HOST_READY_PREFIX not in line:
             raise ValueError(f"no ready line from actor host (last line: {line[:_SHOWN_BEFORE_READY]!r})")
-        port = int(line.split()[1])
+        port = int(line[line.index(_rpc.HOST_READY_PREFIX) :].split()[1])
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
         self.apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
 

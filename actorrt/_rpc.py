@@ -85,6 +85,11 @@ def channel_options(keepalive_s: float = 5.0) -> list[tuple[str, Any]]:
         ("grpc.keepalive_time_ms", ms),
         ("grpc.keepalive_timeout_ms", ms),
         ("grpc.enable_retries", 0),
+        # gRPC's own backoff between connection attempts grows to 120 s: a worker or client
+        # would find a master back after a long outage only that much later (and a new master
+        # reports the actors no worker brought back within RECONNECT_BACKOFF_MAX_S as gone).
+        # (Its "min" backoff is also its connect timeout, 20 s: left as it is.)
+        ("grpc.max_reconnect_backoff_ms", int(RECONNECT_BACKOFF_MAX_S * 1000)),
     ]
 
 

@@ -242,6 +242,10 @@ async def test_an_exit_the_worker_could_not_send_before_its_session_broke_keeps_
                 await asyncio.sleep(0.05)
             worker_queue = master.servicer._to_worker.pop(daemon.worker_id)
             worker_queue.put_nowait(None)  # the session ends; the master keeps the worker listed
+            deadline = time.monotonic() + 10
+            while daemon._connected:  # the daemon saw it end: the exit is not written to it
+                assert time.monotonic() < deadline, "the daemon never saw its session end"
+                await asyncio.sleep(0.02)
             del queue.get
             stalled.set()
             deadline = time.monotonic() + 15
