@@ -140,6 +140,12 @@ class ActorDiedError(ActorRTError):
     def __reduce__(self) -> Any:
         return (ActorDiedError, (self.actor_id, self.cause))
 
+    def copy(self) -> ActorDiedError:
+        """The same error, to raise in one more place. One instance raised in many keeps every
+        traceback it went through, and with them the frames' locals (handles: their actor is
+        never released), growing at each raise."""
+        return ActorDiedError(self.actor_id, self.cause)
+
 
 class SerializationError(ActorRTError, TypeError):
     """A value could not be pickled: raised at the call site, before anything is sent. Inside an

@@ -284,7 +284,7 @@ class ActorConnection:
 
     def _enqueue(self, kind: int, name: str, packed: Packed | None, fut: CallFuture[Any]) -> None:
         """Add the call to the outgoing batch and send it if the stream is idle. Loop thread."""
-        failure: BaseException | None = self.dead
+        failure: BaseException | None = self.dead and self.dead.copy()
         if failure is None and self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
             failure, self.set_attr_error = self.set_attr_error, None
         if failure is None and self._outbox is None and self.waiting:
@@ -539,7 +539,7 @@ class ActorConnection:
             self._queued = []
         for fut in futures:
             if not fut.done():
-                fut.set_exception(error)
+                fut.set_exception(error.copy())
                 fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
 
     async def close(self, cause: str) -> None:

@@ -325,44 +325,42 @@ async def test_calls_fail_naming_the_cause_when_writing_them_fails_on_our_side(c
     write itself) used to stop the outbox and nothing else: the stream stayed open and the
     call waited forever. The stream is now ended, and the call fails saying why."""
     async with cluster.connect():
-        talker = await Talker.remote()
-        assert await talker.say("warm") == "warm"
-        outbox = talker._conn._outbox
-        assert outbox is not None
-
-        async def broken_write(message: Any) -> None:
-            raise RuntimeError("injected: a write failing on our side")
-
-        outbox._write = broken_write
-        with pytest.raises(actorrt.ActorDiedError, match=r"writing its calls failed \(RuntimeError: injected"):
-            await asyncio.wait_for(talker.say("lost"), 30)
+        talker = await _with_writes_failing_on_our_side()
         await actorrt.kill(talker)
+
+
+async def _with_writes_failing_on_our_side() -> Any:
+    """A live Talker whose connection's writes raise (injected), once a call failed for it."""
+    talker = await Talker.remote()
+    assert await talker.say("warm") == "warm"
+    outbox = talker._conn._outbox
+    assert outbox is not None
+
+    async def broken_write(message: Any) -> None:
+        raise RuntimeError("injected: a write failing on our side")
+
+    outbox._write = broken_write
+    with pytest.raises(actorrt.ActorDiedError, match=r"writing its calls failed \(RuntimeError: injected"):
+        await asyncio.wait_for(talker.say("lost"), 30)
+    return talker
 
 
 async def test_a_handle_dropped_after_its_connection_gave_up_still_lets_the_actor_go(
     cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A connection that failed on our side (or whose verdict never came) while its actor lived
-    sent no DropRef when its last handle went, and its outbox kept the write's error, whose
-    traceback held the calling frames and so a handle: the actor and its slot stayed held until
-    the client left."""
+    sent no DropRef when its last handle went; its outbox kept the write's error, whose
+    traceback held the calling frames and so a handle; and every failed call raised the one
+    ActorDiedError the connection kept, whose traceback kept the frames it was raised in (here
+    the helper's, with the handle in its locals). The actor and its slot stayed held until the
+    client left."""
     # pytest keeps every log record, and the logged failure's traceback holds the call's frames
     # (with a bound method, so a handle): not passed on, the record goes as it would elsewhere
     monkeypatch.setattr(logging.getLogger("actorrt.client"), "propagate", False)
     async with cluster.connect() as c:
-        talker = await Talker.remote()
-        assert await talker.say("warm") == "warm"
-        outbox = talker._conn._outbox
-        assert outbox is not None
-
-        async def broken_write(message: Any) -> None:
-            raise RuntimeError("injected: a write failing on our side")
-
-        outbox._write = broken_write
-        with pytest.raises(actorrt.ActorDiedError, match="writing its calls failed"):
-            await asyncio.wait_for(talker.say("lost"), 30)
+        talker = await _with_writes_failing_on_our_side()
         assert (await c.status()).actors  # alive: only our side gave up on it
-        del talker, outbox
+        del talker
         gc.collect()
         deadline = time.monotonic() + 15
         while (await c.status()).actors:
