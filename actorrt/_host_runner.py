@@ -12,11 +12,13 @@ daemon's ``emit``, signals to processes. Runs on the daemon's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -93,6 +95,28 @@ class HostRunner:
         self._workdirs = ""
         self._forks: _forked.ForkServer | None = None
 
+    @staticmethod
+    async def _remove_dir(path: str) -> None:
+        """Remove a slot's folder off the loop (many files can take seconds: heartbeats would
+        stall), in a thread that ends with it: an executor's would stay in an embedded
+        cluster's process."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def removed() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def remove() -> None:
+            try:
+                remove_dir(path)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(removed)
+
+        threading.Thread(target=remove, name="actorrt-remove", daemon=True).start()
+        await done
+
     def start(self, workdirs: str) -> None:
         """Daemon loop: start every host, each working in a folder under ``workdirs``."""
         self._workdirs = workdirs
@@ -137,7 +161,7 @@ class HostRunner:
                         task.cancel()
                     await asyncio.wait(tasks, timeout=5.0)
                 await asyncio.gather(*(t for t in tasks if t.done()), return_exceptions=True)  # retrieved
-            await asyncio.to_thread(remove_dir, host.workdir)
+            await self._remove_dir(host.workdir)
         if self._forks is not None:
             await self._forks.close()
 
@@ -266,7 +290,7 @@ class HostRunner:
         io.stats = io.stderr = io.stdout = None
         if proc is not None:
             own_cause = self.metrics.exit_causes.pop(proc.pid, "")  # sys.exit in a method
-        await asyncio.to_thread(remove_dir, host.workdir)  # many files can take seconds: not on the loop
+        await self._remove_dir(host.workdir)
         io.proc = None
         return own_cause
 
