@@ -39,9 +39,6 @@ __all__ = ["OUTPUT_CHUNK", "HostRunner"]
 
 log = logging.getLogger("actorrt.worker")
 OUTPUT_CHUNK = 256 * 2**10  # bytes read from an actor's pipe at a time
-# A host may print this many lines (a preloaded module's banner) before its ready line.
-_MAX_LINES_BEFORE_READY = 1000
-_SHOWN_BEFORE_READY = 500
 
 
 @dataclass
@@ -227,16 +224,10 @@ class HostRunner:
         assert proc.stdout is not None and proc.stderr is not None
         io.stats = asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics))
         io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
-        # What a preloaded module or sitecustomize prints on import comes first: passed on.
-        for _ in range(_MAX_LINES_BEFORE_READY):
-            raw = await proc.stdout.readline()
-            line = raw.decode(errors="replace").strip()
-            if not raw or _rpc.HOST_READY_PREFIX in line:  # after a banner with no newline, too
-                break
-            log.info("actor host %d printed before it was ready: %s", index, line[:_SHOWN_BEFORE_READY])
-        if _rpc.HOST_READY_PREFIX not in line:
-            raise ValueError(f"no ready line from actor host (last line: {line[:_SHOWN_BEFORE_READY]!r})")
-        port = int(line[line.index(_rpc.HOST_READY_PREFIX) :].split()[1])
+        line = (await proc.stdout.readline()).decode(errors="replace").strip()
+        if not line.startswith(_rpc.HOST_READY_PREFIX):
+            raise ValueError(f"unexpected first line from actor host: {line!r}")
+        port = int(line.split()[1])
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
         self.apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
 
