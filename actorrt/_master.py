@@ -301,7 +301,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             causes = {actor_id: e.cause for actor_id, e in exits.items()}
             lost = "lost while its worker daemon reconnected"
             for ended in self.table.remove_worker(reg.worker_id, lost, keep, causes):
-                self._ended(ended, exits[ended.actor.actor_id].exit_code if ended.actor.actor_id in exits else 0)
+                reported = exits.get(ended.actor.actor_id)
+                self._ended(ended, reported.exit_code if reported is not None else 0)
         worker, stale = self.table.add_worker(
             node=reg.node,
             node_ip=reg.node_ip,
@@ -521,8 +522,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             unknown = [a for a in unknown if a in self.table.dead]
         for actor_id in unknown:
             dead = self.table.dead.get(actor_id) or self.table.record_lost(actor_id, LOST_WHILE_MASTER_DOWN)
-            cause = dead.cause
-            self._send_client(client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=cause)))
+            self._send_client(client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause)))
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)
