@@ -12,6 +12,12 @@ The rules, in one place:
   payload (``Payload.buffers``).
 - **The size limit** (``connect(max_payload_mb=...)``) counts the pickle and every buffer,
   shared ones included; over it, ``encode`` raises ``PayloadTooLargeError`` and keeps no segment.
+- **What one message carries** (the pickle and the inline buffers) stays under
+  ``MAX_IN_MESSAGE``, as protobuf encodes nothing of 2 GiB or more: when the inline buffers would
+  take it over, they are streamed (shared ones too, when /dev/shm filled up half way); a pickle
+  over it (data pickled in band: bytes, lists, ...) is refused with ``PayloadTooLargeError``
+  saying so, whatever ``max_payload_mb`` allows. ``Encoded.in_message`` is that size, so that a
+  large one can leave in a message of its own.
 - Decoding gives writable buffers: inline ones copied, streamed ones as received, shared ones
   mapped (no copy); ``on_release(name)`` tells the sender's pool when a mapped segment is free.
 
@@ -31,17 +37,38 @@ import cloudpickle
 from actorrt import _shm
 from actorrt.v1 import common_pb2
 
-__all__ = ["STREAM_MIN", "Encoded", "PayloadTooLargeError", "decode", "decode_streamed", "describe_size", "encode"]
+__all__ = [
+    "MAX_IN_MESSAGE",
+    "STREAM_MIN",
+    "Encoded",
+    "PayloadTooLargeError",
+    "decode",
+    "decode_streamed",
+    "describe_size",
+    "encode",
+]
 
 # Inline buffers adding up to at least this much are streamed in chunks after the message.
 STREAM_MIN = 1 << 20
+# The most a payload carries inside its message: protobuf encodes messages under 2 GiB, and the
+# batch around the payload takes a little more.
+MAX_IN_MESSAGE = (1 << 31) - (1 << 24)
 
 
 class PayloadTooLargeError(ValueError):
-    """The value is over the size limit; nothing of it was kept."""
+    """The value is over the size limit (``in_band``: its pickle is over what one message
+    carries, ``MAX_IN_MESSAGE``); nothing of it was kept. The message says what to change."""
 
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"{describe_size(size)}, over the limit of {describe_size(limit)}")
+    def __init__(self, size: int, limit: int, in_band: bool = False) -> None:
+        if in_band:
+            text = (
+                f"{describe_size(size)} pickled in band, over the {describe_size(limit)} one message can carry "
+                "(only numpy arrays, torch tensors and pickle.PickleBuffer travel out of band, without that "
+                "limit; bytes, str and lists are pickled in band)"
+            )
+        else:
+            text = f"{describe_size(size)}, over the limit of {describe_size(limit)} (connect(max_payload_mb=...))"
+        super().__init__(text)
         self.size = size
         self.limit = limit
 
@@ -54,6 +81,8 @@ class Encoded:
 
     payload: common_pb2.Payload
     streamed: list[memoryview] = field(default_factory=list)
+    in_message: int = 0
+    """Bytes the payload carries inside its message: the pickle and the inline buffers."""
 
     def segments(self) -> list[str]:
         """The shared-memory segments it holds busy in the sender's pool."""
@@ -69,11 +98,15 @@ def encode(value: Any, *, pool: _shm.Pool | None = None, limit: int = 0) -> Enco
     if not buffers:  # the common case: a small value with nothing out of band
         if limit and len(data) > limit:
             raise PayloadTooLargeError(len(data), limit)
-        return Encoded(common_pb2.Payload(pickle=data))
+        if len(data) > MAX_IN_MESSAGE:
+            raise PayloadTooLargeError(len(data), MAX_IN_MESSAGE, in_band=True)
+        return Encoded(common_pb2.Payload(pickle=data), in_message=len(data))
     raws = [b.raw() for b in buffers]
     size = len(data) + sum(r.nbytes for r in raws)
     if limit and size > limit:
         raise PayloadTooLargeError(size, limit)
+    if len(data) > MAX_IN_MESSAGE:
+        raise PayloadTooLargeError(len(data), MAX_IN_MESSAGE, in_band=True)
     shared: list[common_pb2.SharedBuffer] = []
     inline: list[memoryview] = []
     if pool is not None:
@@ -91,10 +124,21 @@ def encode(value: Any, *, pool: _shm.Pool | None = None, limit: int = 0) -> Enco
             raise
     else:
         inline = raws
-    if sum(r.nbytes for r in inline) >= STREAM_MIN and not shared:
-        return Encoded(common_pb2.Payload(pickle=data, streamed=[r.nbytes for r in inline]), inline)
+    in_message = len(data) + sum(r.nbytes for r in inline)
+    if in_message - len(data) >= STREAM_MIN and (not shared or in_message > MAX_IN_MESSAGE):
+        if shared:  # /dev/shm filled up on the way: a payload streams all its buffers or none
+            assert pool is not None
+            pool.release(s.name for s in shared)
+            inline = raws
+        return Encoded(common_pb2.Payload(pickle=data, streamed=[r.nbytes for r in inline]), inline, len(data))
+    if in_message > MAX_IN_MESSAGE:  # the pickle is within STREAM_MIN of the limit
+        if pool is not None:
+            pool.release(s.name for s in shared)
+        raise PayloadTooLargeError(in_message, MAX_IN_MESSAGE, in_band=True)
     # protobuf takes bytes only (not memoryview): one copy per inline buffer.
-    return Encoded(common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in inline], shared=shared))
+    return Encoded(
+        common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in inline], shared=shared), [], in_message
+    )
 
 
 def _never(name: str) -> None:

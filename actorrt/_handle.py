@@ -266,9 +266,7 @@ class ActorConnection:
                 limit=self.cluster.max_payload_bytes,
             )
         except PayloadTooLargeError as e:
-            raise SerializationError(
-                f"arguments of {what} are {e} (connect(max_payload_mb=...)); nothing was sent"
-            ) from None
+            raise SerializationError(f"arguments of {what} are {e}; nothing was sent") from None
         except Exception as e:  # noqa: BLE001 - name the argument that failed
             name_culprit(what, args, kwargs, e)
         if not encoded.streamed:
@@ -304,10 +302,16 @@ class ActorConnection:
             self._outbox.push_encoded(messages)
             return
         seq = next(self._seq)
+        self._pending[seq] = (fut, name, kind)
+        if packed is not None and packed.in_message > _wire.CHUNK_BYTES:
+            # A large payload leaves in a batch of its own: two in one could pass what protobuf encodes.
+            alone = pb.CallBatch()
+            alone.calls.add(seq=seq, method=name, kind=kind, args=packed.payload)
+            self._outbox.push_encoded(_wire.bounded(alone.SerializeToString()))
+            return
         call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)
         if packed is not None:
             call.args.CopyFrom(packed.payload)
-        self._pending[seq] = (fut, name, kind)
         self._outbox.flush()
 
     # ---- loop tasks -------------------------------------------------------------------------

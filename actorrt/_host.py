@@ -233,14 +233,18 @@ class CallStream:
         try:
             encoded = encode(value, pool=self.pool, limit=self.actor.max_payload_bytes)
         except PayloadTooLargeError as e:
-            err: Exception = ValueError(f"return value of {what} is {e} (connect(max_payload_mb=...))")
+            err: Exception = ValueError(f"return value of {what} is {e}")
         except Exception as e:  # noqa: BLE001 - any pickling failure goes back to the caller
             err = SerializationError(
                 f"return value of {what} ({type(value).__module__}.{type(value).__qualname__}) could not be pickled: {e}"
             )
         else:
             if not encoded.streamed:
-                self.reply(pb.Reply(seq=seq, value=encoded.payload))
+                if encoded.in_message <= _wire.CHUNK_BYTES:
+                    self.reply(pb.Reply(seq=seq, value=encoded.payload))
+                else:  # alone: two large replies in one batch could pass what protobuf encodes
+                    alone = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
+                    self.outbox.push_encoded([alone.SerializeToString()])
             elif (
                 self.links is not None and (link := self.links.current) is not None and link.send(seq, encoded.streamed)
             ):

@@ -61,3 +61,45 @@ def test_large_buffers_go_through_the_pool_and_a_refusal_keeps_no_segment() -> N
         del back
     finally:
         pool.close()
+
+
+def test_a_pickle_over_what_one_message_carries_is_refused_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real limit is 2 GiB - 16 MiB (tests/test_security.py sends that much end to end).
+    monkeypatch.setattr(_codec, "MAX_IN_MESSAGE", 4 * MIB)
+    assert _codec.encode(b"x" * MIB).in_message > MIB
+    for value in (b"x" * 5 * MIB, (b"x" * 5 * MIB, np.zeros(10, np.uint8))):
+        with pytest.raises(_codec.PayloadTooLargeError, match=r"pickled in band, over the 4.0 MiB one message can"):
+            _codec.encode(value, limit=100 * MIB)
+    # Out-of-band buffers are streamed beyond it: only the pickle counts.
+    streamed = _codec.encode((b"x" * 3 * MIB, np.zeros(5 * MIB, np.uint8)))
+    assert list(streamed.payload.streamed) == [5 * MIB] and streamed.in_message < 4 * MIB
+
+
+class _FillsUp(_shm.Pool):
+    """A pool whose /dev/shm is full after its first segment (as put raises then)."""
+
+    def put(self, data: memoryview) -> str:
+        if self.names():
+            raise OSError(28, "No space left on device")
+        return super().put(data)
+
+
+@pytest.mark.skipif(not _shm.available(), reason="no /dev/shm")
+def test_inline_buffers_that_would_pass_the_message_limit_stream_and_free_the_shared_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = _FillsUp()
+    try:
+        small = (np.ones(2 * MIB, np.uint8), np.zeros(2 * MIB, np.uint8))
+        mixed = _codec.encode(small, pool=pool)  # under the limit: one shared, one inline
+        assert len(mixed.payload.shared) == 1 and len(mixed.payload.buffers) == 1
+        pool.release(mixed.segments())
+        monkeypatch.setattr(_codec, "MAX_IN_MESSAGE", 3 * MIB)
+        big = (np.ones(2 * MIB, np.uint8), np.full(4 * MIB, 7, np.uint8))
+        encoded = _codec.encode(big, pool=pool)
+        assert list(encoded.payload.streamed) == [2 * MIB, 4 * MIB] and not encoded.payload.shared
+        assert not pool._busy  # the segment it had taken is free again
+        back = _round_trip(encoded)
+        assert all(np.array_equal(a, b) for a, b in zip(back, big, strict=True))
+    finally:
+        pool.close()

@@ -45,6 +45,9 @@ class Box:
     def make(self, nbytes: int) -> np.ndarray:
         return np.zeros(nbytes, dtype=np.uint8)
 
+    def make_bytes(self, nbytes: int) -> bytes:
+        return b"z" * nbytes
+
     def via_child(self, x: object) -> int:
         """An actor as a client: it creates an actor and calls it (over the cluster's TLS)."""
         child = Box.remote().result()
@@ -121,6 +124,21 @@ async def test_payload_over_the_limit_fails_that_call_alone(cluster: ProcCluster
             await box.make(2 * 2**20)
         assert await box.put(np.zeros(1000, dtype=np.uint8)) == 1000  # smaller calls go on
         assert (await box.make(1000)).nbytes == 1000
+        await actorrt.kill(box)
+
+
+async def test_a_value_pickled_in_band_over_2_gib_fails_that_call_alone(cluster: ProcCluster) -> None:
+    # protobuf encodes no message of 2 GiB or more: such arguments used to fail with "Failed to
+    # serialize proto", and such a return value broke the actor's connection (the actor was lost).
+    # Real sizes: ~6 GiB of memory for a few seconds.
+    async with cluster.connect(max_payload_mb=4096):
+        box = await Box.remote()
+        with pytest.raises(actorrt.SerializationError, match=r"arguments of Box.put are 2048.0 MiB pickled in band"):
+            box.put(b"x" * 2**31)
+        with pytest.raises(actorrt.RemoteError, match=r"return value of Box.make_bytes is 2048.0 MiB pickled in band"):
+            await box.make_bytes(2**31)
+        assert await box.put(b"x" * 1000) == 1000  # the actor and its connection go on
+        assert len(await box.make_bytes(1000)) == 1000
         await actorrt.kill(box)
 
 
