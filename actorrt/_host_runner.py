@@ -39,6 +39,12 @@ __all__ = ["OUTPUT_CHUNK", "HostRunner"]
 
 log = logging.getLogger("actorrt.worker")
 OUTPUT_CHUNK = 256 * 2**10  # bytes read from an actor's pipe at a time
+# A host may print this many lines (a preloaded module's banner) before its ready line ...
+_MAX_LINES_BEFORE_READY = 1000
+_SHOWN_BEFORE_READY = 500
+# ... within this many seconds of its start (a new interpreter importing torch on a loaded
+# machine takes a few); one that did not is killed and started again, as one that failed.
+HOST_READY_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -224,12 +230,33 @@ class HostRunner:
         assert proc.stdout is not None and proc.stderr is not None
         io.stats = asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics))
         io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
-        line = (await proc.stdout.readline()).decode(errors="replace").strip()
-        if not line.startswith(_rpc.HOST_READY_PREFIX):
-            raise ValueError(f"unexpected first line from actor host: {line!r}")
-        port = int(line.split()[1])
+        port = await self._ready_port(index, proc.stdout)
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
         self.apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
+
+    async def _ready_port(self, index: int, stdout: asyncio.StreamReader) -> int:
+        """Daemon loop: the port in host ``index``'s ready line. What a preloaded module or
+        sitecustomize printed on import comes first: logged and skipped. Raises ValueError for no
+        ready line (the output ended, too many lines, a line too long) within
+        ``HOST_READY_TIMEOUT_S``."""
+        line = ""
+        try:
+            async with asyncio.timeout(HOST_READY_TIMEOUT_S):
+                for _ in range(_MAX_LINES_BEFORE_READY):
+                    raw = await stdout.readline()
+                    line = raw.decode(errors="replace").strip()
+                    if not raw or _rpc.HOST_READY_PREFIX in line:  # after a banner with no newline, too
+                        break
+                    log.info("actor host %d printed before it was ready: %s", index, line[:_SHOWN_BEFORE_READY])
+        except TimeoutError:
+            raise ValueError(
+                f"no ready line from actor host within {HOST_READY_TIMEOUT_S:g} s "
+                f"(last line: {line[:_SHOWN_BEFORE_READY]!r})"
+            ) from None
+        words = line[line.find(_rpc.HOST_READY_PREFIX) :].split() if _rpc.HOST_READY_PREFIX in line else []
+        if len(words) < 2 or not words[1].isdigit():
+            raise ValueError(f"no ready line from actor host (last line: {line[:_SHOWN_BEFORE_READY]!r})")
+        return int(words[1])
 
     async def _start_process(self, workdir: str, env: dict[str, str], stats_w: int) -> HostProcess:
         """Daemon loop: a new host's process, forked by the fork server; started as a new

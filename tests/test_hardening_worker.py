@@ -536,7 +536,7 @@ def test_a_worker_whose_hosts_start_slowly_serves_with_those_that_started(tmp_pa
         cluster.stop()
 
 
-# ---- what an actor started ends with its daemon -------------------------------------------------
+# ---- what an actor started ends with its daemon; hosts that print before they are ready ------
 
 
 @actorrt.remote_class
@@ -569,6 +569,29 @@ async def test_the_children_of_actors_end_with_their_daemon(tmp_path: Path, how:
         for pid in children:
             if not _gone(pid):
                 os.kill(pid, signal.SIGKILL)
+        cluster.stop()
+
+
+async def test_hosts_that_print_before_their_ready_line_still_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hosts started as new interpreters (ACTORRT_FORK_SERVER=0, or after the fork server
+    failed) whose preloaded module printed on import (a banner) failed to start: the banner was
+    read as their ready line, and every slot retried every 5 s, forever."""
+    (tmp_path / "noisy_banner.py").write_text("print('Hello from the noisy banner')\nprint('second line')\n")
+    monkeypatch.setenv("ACTORRT_FORK_SERVER", "0")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    cluster = ProcCluster(tmp_path / "home").start(
+        workers=1, cpus_per_worker=1, worker_args=("--preload", "noisy_banner")
+    )
+    try:
+        async with cluster.connect(log_to_driver=False, placement_timeout=30) as c:
+            e = await Echo.remote()
+            assert await e.echo(5) == 5
+            await c.kill(e)
+        log_text = (cluster.home / "proc-1.log").read_text()
+        assert "printed before it was ready: Hello from the noisy banner" in log_text, log_text[-2000:]
+    finally:
         cluster.stop()
 
 

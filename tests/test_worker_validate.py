@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
+from actorrt import _host_runner
 from actorrt._host_pool import HostState, PoolStateError
 from actorrt._master import Master
 from actorrt._worker import WorkerDaemon
@@ -76,7 +77,7 @@ BAD_FIRST_LINE = """
 import os, time
 try:
     os.close(os.open(os.environ["BAD_FIRST_LINE_LOCK"], os.O_CREAT | os.O_EXCL))
-    print("not the ready line", flush=True)  # the first host only
+    print("not the ready line", flush=True)  # the first host only: it prints, then hangs
     time.sleep(60)
 except FileExistsError:
     pass
@@ -90,6 +91,7 @@ async def test_a_host_that_fails_to_start_is_killed_and_its_folder_removed_befor
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("BAD_FIRST_LINE_LOCK", str(tmp_path / "lock"))
     monkeypatch.setenv("ACTORRT_FORK_SERVER", "0")  # each host imports the preload, so the first can fail alone
+    monkeypatch.setattr(_host_runner, "HOST_READY_TIMEOUT_S", 3.0)
     master = await Master("127.0.0.1", 0, token="t").start()
     daemon = WorkerDaemon(
         master.address,
@@ -103,7 +105,11 @@ async def test_a_host_that_fails_to_start_is_killed_and_its_folder_removed_befor
     try:
         with caplog.at_level(logging.ERROR, logger="actorrt.worker"):
             await daemon.start()
-        assert any("actor host 0 failed to start: unexpected first line" in r.getMessage() for r in caplog.records)
+        assert any(
+            "actor host 0 failed to start: no ready line from actor host within 3 s (last line: 'not the ready line')"
+            in r.getMessage()
+            for r in caplog.records
+        )
         assert daemon.pool.hosts[0].state is HostState.READY and daemon.pool.hosts[0].failures == 0
         folders = sorted(p.name.split("-")[0] for p in Path(daemon.hosts._workdirs).iterdir())
         assert folders == ["owner", "slot0"]  # the failed host's folder is gone
