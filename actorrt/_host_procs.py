@@ -27,6 +27,7 @@ __all__ = [
     "memory_bytes",
     "process_table",
     "process_tree",
+    "proportional_bytes",
     "remove_dead_workdirs",
     "remove_dir",
     "signal_proc",
@@ -76,6 +77,23 @@ def process_tree(root: int, table: dict[int, ProcInfo]) -> list[int]:
                 tree.add(child)
                 todo.append(child)
     return sorted(tree & table.keys())
+
+
+def proportional_bytes(pid: int) -> int | None:
+    """The proportional set size of a process (its resident pages, each shared one divided by
+    the number of processes sharing it), from ``/proc/<pid>/smaps_rollup``: what a tree of
+    forked processes really holds adds up over them, where their RSS counts each shared
+    copy-on-write page once per process. None when it cannot be read (the process ended, or a
+    kernel before 4.14). Costs the kernel a walk of the process's mappings: read it only when
+    the RSS says it matters."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
 
 
 def memory_bytes() -> int:

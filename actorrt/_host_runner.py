@@ -30,6 +30,7 @@ from actorrt._host_procs import (
     kill_pid,
     process_table,
     process_tree,
+    proportional_bytes,
     remove_dir,
     signal_proc,
 )
@@ -387,16 +388,21 @@ class HostRunner:
         return proc is not None and proc.returncode is None
 
     def measure(self) -> dict[str, int]:
-        """Daemon loop: the memory of each live actor over its whole process tree, by actor id;
-        an actor over its ``max_memory_mb`` is stopped (its processes killed)."""
+        """Daemon loop: the RSS of each live actor over its whole process tree, by actor id; an
+        actor over its ``max_memory_mb`` is stopped (its processes killed). The limit is judged
+        on the tree's proportional set size, read only once the RSS is over it: the RSS counts
+        each page shared copy-on-write (with the fork server, between a forked pool's
+        processes) once per process that maps it."""
         table = process_table()
         rss: dict[str, int] = {}
         for host in [h for h in self.pool.serving() if self.running(h.index)]:
             assert host.actor is not None
             actor_id = host.actor.actor_id
             tree = process_tree(host.pid, table)
-            used = sum(table[pid].rss_bytes for pid in tree)
-            rss[actor_id] = used
+            used = rss[actor_id] = sum(table[pid].rss_bytes for pid in tree)
+            limit_mb = host.actor.resources.max_memory_mb
+            if limit_mb and used > limit_mb * 2**20:
+                used = sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in tree)
             effects = self.pool.memory_used(host.index, used, tuple(tree))
             if effects.signals:
                 log.warning("actor %s: %s", actor_id, host.stop_cause)

@@ -9,6 +9,7 @@ them by PID; the leak checks of ``conftest`` apply.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import re
 import signal
@@ -322,6 +323,40 @@ async def test_memory_limit_counts_the_actors_children(one_worker: ProcCluster) 
         assert time.monotonic() - t0 < 10
         assert wait_until(lambda: _gone(child), 5), "the child outlived its actor"
         assert await asyncio.wait_for(_slots_free(c), 10)
+
+
+@actorrt.remote_class
+class Forker:
+    def fork_sharing(self, mb: int, children: int) -> list[int]:
+        """Hold ``mb`` MiB, touched, then fork ``children`` processes that share it (copy on
+        write, never written) and sleep; their pids."""
+        self.block = bytearray(mb * 2**20)
+        self.block[::4096] = b"x" * len(self.block[::4096])
+        ctx = multiprocessing.get_context("fork")
+        self.children = [ctx.Process(target=time.sleep, args=(600,), daemon=True) for _ in range(children)]
+        for child in self.children:
+            child.start()
+        return [child.pid for child in self.children if child.pid is not None]
+
+    def echo(self, x: int) -> int:
+        return x
+
+
+async def test_memory_shared_copy_on_write_by_an_actors_children_counts_once(one_worker: ProcCluster) -> None:
+    """max_memory_mb added the RSS of the actor's processes: 150 MiB that the actor's three
+    forked children share with it (never written) counted four times, 600 MiB against a limit
+    of 350, and the actor was killed. The limit is judged on the proportional set size."""
+    async with one_worker.connect(log_to_driver=False) as c:
+        a = await Forker.options(max_memory_mb=350).remote()
+        children = await a.fork_sharing(150, 3)
+        assert len(children) == 3
+        await asyncio.sleep(2.0)  # ten checks of the limit
+        assert await a.echo(1) == 1, "killed for memory its children share"
+        rss = next(int(x["rss_bytes"]) for x in (await c.status()).actors if x["actor_id"] == a.actor_id)
+        print(f"\nRSS over the actor's 4 processes: {rss / 2**20:.0f} MiB (limit 350 MiB): alive")
+        assert rss > 350 * 2**20  # the RSS alone would have been over it
+        await c.kill(a)
+        assert wait_until(lambda: all(_gone(pid) for pid in children), 10)
 
 
 async def _slots_free(c: actorrt.Cluster) -> bool:

@@ -358,7 +358,10 @@ def test_max_memory_counts_growth_as_parl_does(cluster: ProcCluster) -> None:
     parl.connect(cluster.address)
     grower = Grower()
     baseline_mb = parl.get_global_client().backend.baseline_bytes() / 2**20
-    assert 20 < baseline_mb < 500  # a warm host: an interpreter with grpc, numpy and actorrt loaded
+    print(f"\nbaseline {baseline_mb:.1f} MiB")
+    # A warm host: an interpreter with grpc, numpy and actorrt loaded; its proportional share
+    # (most pages are shared with the fork server and the other warm hosts).
+    assert 5 < baseline_mb < 500
     limit = next(a for a in cluster.status()["actors"])["resources"]["max_memory_mb"]
     assert int(limit) == int(np.ceil(baseline_mb + 100))
     # 60 MB of growth: under PARL's max_memory=100 (though over 100 MB in all): it lives.

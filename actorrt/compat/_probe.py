@@ -1,8 +1,9 @@
 """The memory of a warm actor host, measured from inside one.
 
 PARL's ``max_memory`` counts what a job grows by over its own memory at start; actorrt's
-``max_memory_mb`` counts the whole process tree of an actor's host. ``MemoryProbe`` is an actor
-that measures, while it is constructed, its host's process tree as the worker daemon does: what
+``max_memory_mb`` counts the whole process tree of an actor's host (its proportional set size,
+once its RSS is over the limit). ``MemoryProbe`` is an actor that measures, while it is
+constructed, its host's process tree as the worker daemon judges it: what
 an actor's host holds before the actor's own class does anything, the baseline the PARL layer
 adds ``max_memory`` to. Kept apart from ``actorrt.compat.parl`` so that a host imports only
 this small module to run it.
@@ -12,19 +13,20 @@ from __future__ import annotations
 
 import os
 
-from actorrt._host_procs import process_table, process_tree
+from actorrt._host_procs import process_table, process_tree, proportional_bytes
 
-__all__ = ["MemoryProbe", "host_tree_rss_bytes"]
+__all__ = ["MemoryProbe", "host_tree_bytes"]
 
 
-def host_tree_rss_bytes() -> int:
-    """The resident memory of this process and every process it started, in bytes."""
+def host_tree_bytes() -> int:
+    """The proportional set size of this process and every process it started, in bytes
+    (their RSS where it cannot be read)."""
     table = process_table()
-    return sum(table[pid].rss_bytes for pid in process_tree(os.getpid(), table))
+    return sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in process_tree(os.getpid(), table))
 
 
 class MemoryProbe:
-    """Constructed on a warm host: ``rss_bytes`` is that host's memory at that moment."""
+    """Constructed on a warm host: ``tree_bytes`` is that host's memory at that moment."""
 
     def __init__(self) -> None:
-        self.rss_bytes = host_tree_rss_bytes()
+        self.tree_bytes = host_tree_bytes()

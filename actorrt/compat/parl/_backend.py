@@ -156,7 +156,7 @@ class DirectBackend:
 
                 probe = self.create(MemoryProbe, (), {}, 0, None)
                 try:
-                    self._baseline = int(get_attr(probe, "rss_bytes").result(60))
+                    self._baseline = int(get_attr(probe, "tree_bytes").result(60))
                 finally:
                     kill(probe).result(60)
             return self._baseline
