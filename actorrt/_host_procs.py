@@ -28,6 +28,7 @@ __all__ = [
     "process_table",
     "process_tree",
     "proportional_bytes",
+    "reap_orphans",
     "remove_dead_workdirs",
     "remove_dir",
     "signal_proc",
@@ -41,6 +42,7 @@ class ProcInfo:
     ppid: int
     session: int
     rss_bytes: int
+    zombie: bool = False
 
 
 def process_table() -> dict[int, ProcInfo]:
@@ -56,10 +58,28 @@ def process_table() -> dict[int, ProcInfo]:
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            table[int(name)] = ProcInfo(int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE)
+            table[int(name)] = ProcInfo(int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE, fields[0] == b"Z")
         except (OSError, IndexError, ValueError):
             continue  # it just ended
     return table
+
+
+def reap_orphans(table: dict[int, ProcInfo]) -> list[int]:
+    """Reap the processes of ``table`` that ended as our children and are not session leaders;
+    their pids. For a daemon that is PID 1 (a container's entry point): processes whose parent
+    ended are re-parented to it, and nothing else would reap them when they end. The daemon's
+    own children (the fork server, hosts started as new interpreters) lead their own sessions,
+    and are left to what waits for them."""
+    me = os.getpid()
+    reaped = []
+    for pid, proc in table.items():
+        if proc.zombie and proc.ppid == me and proc.session != pid:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    reaped.append(pid)
+            except ChildProcessError:
+                continue
+    return reaped
 
 
 def process_tree(root: int, table: dict[int, ProcInfo]) -> list[int]:

@@ -25,7 +25,14 @@ from prometheus_client import CollectorRegistry
 from actorrt import _logs, _metrics, _resources, _rpc
 from actorrt._errors import ClusterConnectionError
 from actorrt._host_pool import HostPool, describe_exit
-from actorrt._host_procs import make_workdirs, memory_bytes, remove_dead_workdirs, remove_dir
+from actorrt._host_procs import (
+    make_workdirs,
+    memory_bytes,
+    process_table,
+    reap_orphans,
+    remove_dead_workdirs,
+    remove_dir,
+)
 from actorrt._host_runner import HostRunner
 from actorrt._lifecycle import Service, Status
 from actorrt.v1 import master_pb2 as pb
@@ -172,9 +179,13 @@ class WorkerDaemon(Service):
 
     async def _monitor_forever(self) -> None:
         """Daemon loop: enforce memory limits often; send a heartbeat with RSS per actor every
-        interval."""
+        interval. A daemon that is PID 1 (a container's entry point, with no init) also reaps,
+        every interval, the processes re-parented to it that ended (an actor's orphans)."""
         period = 0.2
         ticks = 0
+        init = os.getpid() == 1
+        if init:
+            log.info("running as PID 1: processes whose parents end are reaped here")
         while True:
             await asyncio.sleep(period)
             ticks += 1
@@ -185,6 +196,8 @@ class WorkerDaemon(Service):
             if heartbeat:
                 ticks = 0
                 self._emit(pb.WorkerEvent(heartbeat=pb.Heartbeat(load=os.getloadavg()[0], actor_rss_bytes=rss)))
+                if init:
+                    reap_orphans(process_table())
 
     # ---- the session with the master -----------------------------------------------------------
 

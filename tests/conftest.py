@@ -238,22 +238,35 @@ class ProcCluster:
         self.env.pop("ACTORRT_TOKEN", None)
         self.env.pop("ACTORRT_ADDRESS", None)
         port = free_port()
-        self.spawn(
-            "start", "--port", str(port), "--cpus", "0", "--worker-timeout", "3", "--client-grace", "2", *master_args
-        )
-        self.address = f"127.0.0.1:{port}"
-        self.token = (self.home / "token").read_text().strip()
-        for _ in range(workers):
+        try:
             self.spawn(
-                "connect",
-                "--address",
-                self.address,
+                "start",
+                "--port",
+                str(port),
                 "--cpus",
-                str(cpus_per_worker),
-                "--token",
-                self.token,
-                *worker_args,
+                "0",
+                "--worker-timeout",
+                "3",
+                "--client-grace",
+                "2",
+                *master_args,
             )
+            self.address = f"127.0.0.1:{port}"
+            self.token = (self.home / "token").read_text().strip()
+            for _ in range(workers):
+                self.spawn(
+                    "connect",
+                    "--address",
+                    self.address,
+                    "--cpus",
+                    str(cpus_per_worker),
+                    "--token",
+                    self.token,
+                    *worker_args,
+                )
+        except BaseException:  # a worker that did not start: what did start is stopped here
+            self.stop()
+            raise
         return self
 
     def status(self) -> dict[str, Any]:

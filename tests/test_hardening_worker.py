@@ -12,6 +12,7 @@ import asyncio
 import multiprocessing
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -628,6 +629,72 @@ async def test_hosts_that_print_before_their_ready_line_still_start(
         assert "printed before it was ready: Hello from the noisy banner" in log_text, log_text[-2000:]
     finally:
         cluster.stop()
+
+
+@actorrt.remote_class
+class Orphaner:
+    def orphan(self, n: int) -> None:
+        """``n`` processes whose parent ends at once: each is re-parented to the PID namespace's
+        init, and ends 0.3 s later."""
+        for _ in range(n):
+            subprocess.run(["sh", "-c", "sleep 0.3 & exit 0"], check=True)
+
+
+def _zombie_children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue
+        if state == "Z" and int(ppid) == parent:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1)")
+def test_a_daemon_that_is_pid_1_reaps_the_orphans_of_its_actors(tmp_path: Path) -> None:
+    """A worker daemon that is a container's entry point (our Dockerfile's, in a Kubernetes pod)
+    is PID 1: what an actor started and left (a simulator launched through a shell) is
+    re-parented to it, and stayed a zombie once it ended, one more per launch. Here the daemon
+    runs as PID 1 of a PID namespace of its own."""
+    cluster = ProcCluster(tmp_path / "home").start(workers=0)
+    # Its own home: inside its namespace the daemon's pid, which it records, is 1.
+    env = dict(cluster.env, ACTORRT_HOME=str(tmp_path / "ns-home"))
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-m", "actorrt"]
+    argv += ["connect", "--address", cluster.address, "--token", cluster.token, "--cpus", "1", "--block"]
+    with open(tmp_path / "ns-worker.log", "wb") as out:
+        unshare = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+    daemon = 0
+    try:
+        assert wait_until(lambda: bool(_children(unshare.pid)), 10)
+        daemon = _children(unshare.pid)[0]
+        with cluster.connect(log_to_driver=False, placement_timeout=60) as c:
+            a = Orphaner.remote().result(60)
+            a.orphan(5).result(30)
+            time.sleep(0.5)  # they have ended
+            assert wait_until(lambda: not _zombie_children(daemon), 5), (
+                f"zombies of {daemon}: {_zombie_children(daemon)}"
+            )
+            actorrt.kill(a).result(15)
+            del c
+        assert "running as PID 1" in (tmp_path / "ns-worker.log").read_text()
+    finally:
+        if daemon:
+            os.kill(daemon, signal.SIGTERM)
+        try:
+            unshare.wait(15)
+        except subprocess.TimeoutExpired:
+            unshare.kill()  # --kill-child: the daemon goes too
+            unshare.wait()
+        cluster.stop()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 @actorrt.remote_class
