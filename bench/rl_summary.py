@@ -27,6 +27,10 @@ the load (another CPU's kernels round differently, and so give another, equally 
 where a (runner, env, seed) has several rows, each checkpoint is read from the latest row that has
 it, whichever CPU it ran on.
 Micro-benchmark rows and ``--quick`` runs are left out.
+
+**Learning curves** (``--curves``): for each (env, algorithm, seed) where our side and SB3 both
+have a row with a curve (the mean of the last 10 training episodes every 10,000 env steps), the
+two curves side by side, each from the latest such row, with each side's peak and where it was.
 """
 
 from __future__ import annotations
@@ -194,6 +198,55 @@ def reach_cells(
     return cells
 
 
+def curve_pairs(runs: list[Run]) -> list[dict[str, Any]]:
+    """Each (env, algo, seed, our side) with a curve on that side and on SB3's (the latest row of
+    each with one): ``steps``, ``ours`` and ``sb3`` (None where a side had no episode yet or
+    stopped before), and each side's peak ``(steps, mean)``."""
+    curves: dict[tuple[str, str, str, int], dict[int, float | None]] = {}
+    for row in sorted(runs, key=lambda r: r.get("utc_end", "")):
+        if row.get("curve") and not row.get("quick"):
+            side, algo = row["runner"].rsplit("_", 1)
+            curves[(side, algo, row["env"], int(row["seed"]))] = {int(k): v for k, v in row["curve"]}
+    pairs = []
+    for (side, algo, env, seed), ours in sorted(curves.items()):
+        sb3 = curves.get((SB3, algo, env, seed))
+        if side == SB3 or sb3 is None:
+            continue
+        steps = sorted(set(ours) | set(sb3))
+
+        def peak(c: dict[int, float | None]) -> tuple[int, float] | None:
+            known = [(v, k) for k, v in c.items() if v is not None]
+            return None if not known else (max(known)[1], max(known)[0])
+
+        pairs.append(
+            {
+                "env": env,
+                "algo": algo,
+                "seed": seed,
+                "side": side,
+                "steps": steps,
+                "ours": [ours.get(k) for k in steps],
+                "sb3": [sb3.get(k) for k in steps],
+                "ours_peak": peak(ours),
+                "sb3_peak": peak(sb3),
+            }
+        )
+    return pairs
+
+
+def print_curves(pairs: list[dict[str, Any]]) -> None:
+    if not pairs:
+        print("No (env, algorithm, seed) has a learning curve on both our side and SB3's yet.")
+    for p in pairs:
+        print(f"\nLearning curves, {p['env']} {p['algo']} seed {p['seed']}: {p['side']} against sb3")
+        print(f"{'steps':>8} {p['side']:>16} {'sb3':>9}")
+        for k, a, b in zip(p["steps"], p["ours"], p["sb3"], strict=True):
+            print(f"{k:>8} {_fmt(a):>16} {_fmt(b):>9}")
+        for name in ("ours", "sb3"):
+            at = p[f"{name}_peak"]
+            print(f"{name} peak: " + ("none" if at is None else f"{at[1]:.1f} at {at[0]} steps"))
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:g}"
 
@@ -242,12 +295,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", action="append", type=Path, help=f"JSON-lines file (default {DEFAULT_RUNS.name})")
     parser.add_argument("--json", action="store_true", help="one JSON line per cell instead of tables")
+    parser.add_argument("--curves", action="store_true", help="learning curves of ours and SB3's side by side")
     args = parser.parse_args(argv)
     paths = args.runs or [DEFAULT_RUNS]
     for p in paths:
         if not p.is_file():
             parser.error(f"--runs {p}: no such file")
     runs = load(paths)
+    if args.curves:
+        pairs = curve_pairs(runs)
+        if args.json:
+            for c in pairs:
+                print(json.dumps({"kind": "curves", **c}))
+        else:
+            print_curves(pairs)
+        return 0
     cells, reach = return_cells(runs), reach_cells(runs)
     if args.json:
         for c in cells:

@@ -139,3 +139,30 @@ def test_the_committed_rows_summarise() -> None:
     compiled = [c for c in lines if c["kind"] == "reach_3000" and (c["algo"], c["side"]) == ("sac", "oursbf16compile")]
     assert max(c["n"] for c in compiled) >= 3
     assert (ROOT / "bench" / "rl_mujoco_runs.jsonl").is_file()
+
+
+def test_curves_pair_our_side_with_sb3_per_seed_from_the_latest_rows(tmp_path: Path) -> None:
+    curve = lambda *means: [[10_000 * (i + 1), m] for i, m in enumerate(means)]  # noqa: E731
+    rows = [
+        _run("ours_sac", 2, {20_000: 5.0}, "2026-01-01T00:00Z", None, env="Hopper-v5", curve=curve(1.0, 5.0)),
+        # The later row of ours replaces it; SB3's curve is a point longer.
+        _run("ours_sac", 2, {30_000: 7.0}, "2026-01-02T00:00Z", None, env="Hopper-v5", curve=curve(None, 9.0, 7.0)),
+        _run("sb3_sac", 2, {40_000: 8.0}, "2026-01-02T00:00Z", None, env="Hopper-v5", curve=curve(2.0, 3.0, 4.0, 8.0)),
+        # No pair: SB3 has no curve for seed 3, and a quick run is left out.
+        _run("ours_sac", 3, {30_000: 1.0}, "2026-01-02T00:00Z", None, env="Hopper-v5", curve=curve(1.0)),
+        _run("sb3_sac", 3, {30_000: 1.0}, "2026-01-02T00:00Z", None, env="Hopper-v5"),
+        _run("sb3_sac", 2, {10_000: 0.0}, "2026-02-01T00:00Z", None, env="Hopper-v5", quick=True, curve=curve(0.0)),
+    ]
+    code, out, err = _summary(tmp_path, rows, "--curves", "--json")
+    assert code == 0, err
+    pairs = [json.loads(line) for line in out.splitlines()]
+    assert len(pairs) == 1
+    p = pairs[0]
+    assert (p["env"], p["algo"], p["seed"], p["side"]) == ("Hopper-v5", "sac", 2, "ours")
+    assert p["steps"] == [10_000, 20_000, 30_000, 40_000]
+    assert p["ours"] == [None, 9.0, 7.0, None] and p["sb3"] == [2.0, 3.0, 4.0, 8.0]
+    assert p["ours_peak"] == [20_000, 9.0] and p["sb3_peak"] == [40_000, 8.0]
+    code, out, err = _summary(tmp_path, rows, "--curves")
+    assert code == 0, err
+    assert "Learning curves, Hopper-v5 sac seed 2: ours against sb3" in out
+    assert re.search(r"^ +20000 +9 +3$", out, re.M) and "ours peak: 9.0 at 20000 steps" in out
