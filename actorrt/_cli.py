@@ -213,6 +213,7 @@ async def _run_start(args: argparse.Namespace) -> None:
             wait_ready=True,
             preload=_modules(args.preload),
             metrics_registry=registry,
+            reap_orphans=os.getpid() == 1,
         )
         try:
             await worker.start()
@@ -267,6 +268,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
         connect_timeout_s=args.timeout,
         wait_ready=True,
         preload=_modules(args.preload),
+        reap_orphans=os.getpid() == 1,
     )
     try:
         await worker.start()

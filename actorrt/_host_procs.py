@@ -12,6 +12,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HostProcess",
+    "ProcInfo",
     "kill_group",
     "kill_pid",
     "make_workdirs",
@@ -64,16 +66,14 @@ def process_table() -> dict[int, ProcInfo]:
     return table
 
 
-def reap_orphans(table: dict[int, ProcInfo]) -> list[int]:
-    """Reap the processes of ``table`` that ended as our children and are not session leaders;
-    their pids. For a daemon that is PID 1 (a container's entry point): processes whose parent
-    ended are re-parented to it, and nothing else would reap them when they end. The daemon's
-    own children (the fork server, hosts started as new interpreters) lead their own sessions,
-    and are left to what waits for them."""
+def reap_orphans(table: dict[int, ProcInfo], waited: Collection[int]) -> list[int]:
+    """Reap the processes of ``table`` that ended as our children, except ``waited`` (those
+    something of ours waits for); their pids. For a daemon that is PID 1 (a container's entry
+    point): processes whose parent ended are re-parented to it, and nothing else would reap them."""
     me = os.getpid()
     reaped = []
     for pid, proc in table.items():
-        if proc.zombie and proc.ppid == me and proc.session != pid:
+        if proc.zombie and proc.ppid == me and pid not in waited:
             try:
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
                     reaped.append(pid)

@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from actorrt import _forked, _logs, _metrics, _rpc, _shm
 from actorrt._host_pool import Effects, HostPool, HostState, Signal, describe_exit
 from actorrt._host_procs import (
     HostProcess,
+    ProcInfo,
     kill_group,
     kill_pid,
     process_table,
@@ -46,6 +48,7 @@ _SHOWN_BEFORE_READY = 500
 # ... within this many seconds of its start (a new interpreter importing torch on a loaded
 # machine takes a few); one that did not is killed and started again, as one that failed.
 HOST_READY_TIMEOUT_S = 120.0
+PSS_EVERY_S = 1.0  # how often an actor over its memory limit by RSS has its PSS read
 
 
 @dataclass
@@ -86,6 +89,7 @@ class HostRunner:
         files and owners; ``echo_output`` also prints them on this process's stdout/stderr."""
         self.pool = pool
         self._io = [_HostIO() for _ in pool.hosts]
+        self._pss: dict[int, tuple[float, int, int]] = {}  # host pid: (when, RSS then, PSS then)
         self._emit = emit
         self.output = output
         self.metrics = metrics
@@ -237,26 +241,32 @@ class HostRunner:
 
     async def _ready_port(self, index: int, stdout: asyncio.StreamReader) -> int:
         """Daemon loop: the port in host ``index``'s ready line. What a preloaded module or
-        sitecustomize printed on import comes first: logged and skipped. Raises ValueError for no
-        ready line (the output ended, too many lines, a line too long) within
-        ``HOST_READY_TIMEOUT_S``."""
-        line = ""
+        sitecustomize printed on import comes first: logged and skipped (a line over the
+        reader's 64 KiB limit too). Raises ValueError for no ready line (the output ended, too
+        many lines) within ``HOST_READY_TIMEOUT_S``."""
+        line = last = ""
         try:
             async with asyncio.timeout(HOST_READY_TIMEOUT_S):
                 for _ in range(_MAX_LINES_BEFORE_READY):
-                    raw = await stdout.readline()
+                    try:
+                        raw = await stdout.readline()
+                    except ValueError:  # over the limit: asyncio has read it off
+                        line = last = "(a line over 64 KiB)"
+                        log.info("actor host %d printed a line over 64 KiB before it was ready", index)
+                        continue
                     line = raw.decode(errors="replace").strip()
                     if not raw or _rpc.HOST_READY_PREFIX in line:  # after a banner with no newline, too
                         break
+                    last = line or last
                     log.info("actor host %d printed before it was ready: %s", index, line[:_SHOWN_BEFORE_READY])
         except TimeoutError:
             raise ValueError(
                 f"no ready line from actor host within {HOST_READY_TIMEOUT_S:g} s "
-                f"(last line: {line[:_SHOWN_BEFORE_READY]!r})"
+                f"(last line: {last[:_SHOWN_BEFORE_READY]!r})"
             ) from None
         words = line[line.find(_rpc.HOST_READY_PREFIX) :].split() if _rpc.HOST_READY_PREFIX in line else []
         if len(words) < 2 or not words[1].isdigit():
-            raise ValueError(f"no ready line from actor host (last line: {line[:_SHOWN_BEFORE_READY]!r})")
+            raise ValueError(f"no ready line from actor host (last line: {(line or last)[:_SHOWN_BEFORE_READY]!r})")
         return int(words[1])
 
     async def _start_process(self, workdir: str, env: dict[str, str], stats_w: int) -> HostProcess:
@@ -381,6 +391,16 @@ class HostRunner:
         if proc is not None and proc.pid == sig.pid:  # not a fresh host's process since
             signal_proc(proc, sig.signum)
 
+    def waited(self) -> set[int]:
+        """Daemon loop: the pids of the processes this daemon started and asyncio waits for (the
+        fork server, hosts started as new interpreters), which ``reap_orphans`` must leave.
+        Forked hosts are the fork server's children, watched through pidfds: if it dies before
+        them, they are re-parented to us, and reaping them is ours."""
+        procs = [io.proc for io in self._io if isinstance(io.proc, asyncio.subprocess.Process)]
+        if self._forks is not None and self._forks.proc is not None:
+            procs.append(self._forks.proc)
+        return {p.pid for p in procs if p.returncode is None}
+
     def running(self, index: int) -> bool:
         """Daemon loop: whether host ``index``'s process runs (the pool learns of an exit a
         moment after it happens)."""
@@ -402,12 +422,26 @@ class HostRunner:
             used = rss[actor_id] = sum(table[pid].rss_bytes for pid in tree)
             limit_mb = host.actor.resources.max_memory_mb
             if limit_mb and used > limit_mb * 2**20:
-                used = sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in tree)
+                used = self._proportional(host.pid, tree, table, used)
             effects = self.pool.memory_used(host.index, used, tuple(tree))
             if effects.signals:
                 log.warning("actor %s: %s", actor_id, host.stop_cause)
             self.apply(effects)
         return rss
+
+    def _proportional(self, root: int, tree: list[int], table: dict[int, ProcInfo], rss: int) -> int:
+        """Daemon loop: the proportional set size of the tree of host ``root`` (whose RSS is
+        ``rss``), read at most once a second (each read walks every mapping of every process);
+        in between, the last reading plus what the RSS grew by since."""
+        now = time.monotonic()
+        last = self._pss.get(root)
+        if last is not None and now - last[0] < PSS_EVERY_S:
+            return last[2] + max(0, rss - last[1])
+        pss = sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in tree)
+        live = {h.pid for h in self.pool.serving()}
+        self._pss = {pid: v for pid, v in self._pss.items() if pid in live}
+        self._pss[root] = (now, rss, pss)
+        return pss
 
     def _host_env(self) -> dict[str, str]:
         """The environment of a new host: ours, with this daemon's token, TLS and preloads."""

@@ -65,6 +65,7 @@ class WorkerDaemon(Service):
         metrics_registry: CollectorRegistry | None = None,
         log_dir: Path | None = None,
         echo_output: bool = True,
+        reap_orphans: bool = False,
     ) -> None:
         """Join the cluster at ``master_address``.
 
@@ -76,9 +77,12 @@ class WorkerDaemon(Service):
         ``metrics_registry``: where the daemon's metrics register. ``log_dir``: per-actor log
         files (default ``ACTORRT_HOME/logs/actors``). ``echo_output``: also print actors' lines
         on this process's stdout/stderr (off in an embedded cluster, whose client prints the
-        forwarded copy).
+        forwarded copy). ``reap_orphans``: reap, every heartbeat, the processes re-parented to
+        this process that ended (for a daemon that is PID 1, a container's entry point: the CLI
+        turns it on then; never in a user's process, whose own children it would take).
         """
         self.master_address = master_address
+        self.reap_orphans = reap_orphans
         self.token = token
         self.tls = tls
         self.cpus = cpus or os.cpu_count() or 1
@@ -179,12 +183,11 @@ class WorkerDaemon(Service):
 
     async def _monitor_forever(self) -> None:
         """Daemon loop: enforce memory limits often; send a heartbeat with RSS per actor every
-        interval. A daemon that is PID 1 (a container's entry point, with no init) also reaps,
-        every interval, the processes re-parented to it that ended (an actor's orphans)."""
+        interval; with ``reap_orphans``, reap the processes re-parented to us that ended (an
+        actor's orphans) as often."""
         period = 0.2
         ticks = 0
-        init = os.getpid() == 1
-        if init:
+        if self.reap_orphans:
             log.info("running as PID 1: processes whose parents end are reaped here")
         while True:
             await asyncio.sleep(period)
@@ -196,8 +199,8 @@ class WorkerDaemon(Service):
             if heartbeat:
                 ticks = 0
                 self._emit(pb.WorkerEvent(heartbeat=pb.Heartbeat(load=os.getloadavg()[0], actor_rss_bytes=rss)))
-                if init:
-                    reap_orphans(process_table())
+                if self.reap_orphans:
+                    reap_orphans(process_table(), self.hosts.waited())
 
     # ---- the session with the master -----------------------------------------------------------
 

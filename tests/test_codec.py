@@ -76,10 +76,16 @@ def test_a_pickle_over_what_one_message_carries_is_refused_saying_why(monkeypatc
 
 
 class _FillsUp(_shm.Pool):
-    """A pool whose /dev/shm is full after its first segment (as put raises then)."""
+    """A pool whose /dev/shm is full after its first segment (put raises OSError then, as it
+    does when fallocate finds no room)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts = 0
 
     def put(self, data: memoryview) -> str:
-        if self.names():
+        self.puts += 1
+        if self.puts > 1:
             raise OSError(28, "No space left on device")
         return super().put(data)
 
@@ -90,15 +96,17 @@ def test_inline_buffers_that_would_pass_the_message_limit_stream_and_free_the_sh
 ) -> None:
     pool = _FillsUp()
     try:
-        small = (np.ones(2 * MIB, np.uint8), np.zeros(2 * MIB, np.uint8))
-        mixed = _codec.encode(small, pool=pool)  # under the limit: one shared, one inline
-        assert len(mixed.payload.shared) == 1 and len(mixed.payload.buffers) == 1
-        pool.release(mixed.segments())
-        monkeypatch.setattr(_codec, "MAX_IN_MESSAGE", 3 * MIB)
+        mixed = _codec.encode((np.ones(2 * MIB, np.uint8), np.zeros(2 * MIB, np.uint8)), pool=pool)
+        assert len(mixed.payload.shared) == 1 and len(mixed.payload.buffers) == 1  # under the limit: both ways
+    finally:
+        pool.close()
+    monkeypatch.setattr(_codec, "MAX_IN_MESSAGE", 3 * MIB)
+    pool = _FillsUp()
+    try:
         big = (np.ones(2 * MIB, np.uint8), np.full(4 * MIB, 7, np.uint8))
         encoded = _codec.encode(big, pool=pool)
         assert list(encoded.payload.streamed) == [2 * MIB, 4 * MIB] and not encoded.payload.shared
-        assert not pool._busy  # the segment it had taken is free again
+        assert pool.puts == 2 and len(pool.names()) == 1 and not pool._busy  # its segment was taken, then freed
         back = _round_trip(encoded)
         assert all(np.array_equal(a, b) for a, b in zip(back, big, strict=True))
     finally:

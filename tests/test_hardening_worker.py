@@ -614,7 +614,8 @@ async def test_hosts_that_print_before_their_ready_line_still_start(
     """Hosts started as new interpreters (ACTORRT_FORK_SERVER=0, or after the fork server
     failed) whose preloaded module printed on import (a banner) failed to start: the banner was
     read as their ready line, and every slot retried every 5 s, forever."""
-    (tmp_path / "noisy_banner.py").write_text("print('Hello from the noisy banner')\nprint('second line')\n")
+    banner = "print('Hello from the noisy banner')\nprint('second line')\nprint('=' * 100_000)  # a progress bar\n"
+    (tmp_path / "noisy_banner.py").write_text(banner)
     monkeypatch.setenv("ACTORRT_FORK_SERVER", "0")
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     cluster = ProcCluster(tmp_path / "home").start(
@@ -627,29 +628,28 @@ async def test_hosts_that_print_before_their_ready_line_still_start(
             await c.kill(e)
         log_text = (cluster.home / "proc-1.log").read_text()
         assert "printed before it was ready: Hello from the noisy banner" in log_text, log_text[-2000:]
+        assert "printed a line over 64 KiB before it was ready" in log_text
     finally:
         cluster.stop()
 
 
 @actorrt.remote_class
 class Orphaner:
-    def orphan(self, n: int) -> None:
-        """``n`` processes whose parent ends at once: each is re-parented to the PID namespace's
-        init, and ends 0.3 s later."""
-        for _ in range(n):
-            subprocess.run(["sh", "-c", "sleep 0.3 & exit 0"], check=True)
+    def orphan(self, n: int) -> list[int]:
+        """``n`` processes whose parent ends at once (each is re-parented to the PID namespace's
+        init) and that end 3 s later; their pids as the namespace sees them."""
+        out = [
+            subprocess.run(["sh", "-c", "sleep 3 >/dev/null 2>&1 & echo $!"], check=True, capture_output=True)
+            for _ in range(n)
+        ]
+        return [int(p.stdout) for p in out]
 
+    def parents(self, pids: list[int]) -> list[int]:
+        return [int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids]
 
-def _zombie_children(parent: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
-        except (OSError, ValueError):
-            continue
-        if state == "Z" and int(ppid) == parent:
-            found.append(int(entry.name))
-    return found
+    def gone(self, pids: list[int]) -> bool:
+        """Whether none of ``pids`` exists any more, not even as a zombie (it was reaped)."""
+        return not any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1)")
@@ -669,15 +669,12 @@ def test_a_daemon_that_is_pid_1_reaps_the_orphans_of_its_actors(tmp_path: Path) 
     try:
         assert wait_until(lambda: bool(_children(unshare.pid)), 10)
         daemon = _children(unshare.pid)[0]
-        with cluster.connect(log_to_driver=False, placement_timeout=60) as c:
+        with cluster.connect(log_to_driver=False, placement_timeout=60):
             a = Orphaner.remote().result(60)
-            a.orphan(5).result(30)
-            time.sleep(0.5)  # they have ended
-            assert wait_until(lambda: not _zombie_children(daemon), 5), (
-                f"zombies of {daemon}: {_zombie_children(daemon)}"
-            )
+            orphans = a.orphan(5).result(30)
+            assert a.parents(orphans).result(10) == [1] * 5  # re-parented to the daemon
+            assert wait_until(lambda: a.gone(orphans).result(10), 10), a.parents(orphans).result(10)
             actorrt.kill(a).result(15)
-            del c
         assert "running as PID 1" in (tmp_path / "ns-worker.log").read_text()
     finally:
         if daemon:
