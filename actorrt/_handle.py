@@ -312,6 +312,7 @@ class ActorConnection:
         call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)
         if packed is not None:
             call.args.CopyFrom(packed.payload)
+            self._outbox.added(packed.in_message)
         self._outbox.flush()
 
     # ---- loop tasks -------------------------------------------------------------------------

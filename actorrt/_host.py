@@ -242,6 +242,7 @@ class CallStream:
             if not encoded.streamed:
                 if encoded.in_message <= _wire.CHUNK_BYTES:
                     self.reply(pb.Reply(seq=seq, value=encoded.payload))
+                    self.outbox.added(encoded.in_message)
                 else:  # alone: two large replies in one batch could pass what protobuf encodes
                     alone = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
                     self.outbox.push_encoded([alone.SerializeToString()])

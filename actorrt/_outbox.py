@@ -25,7 +25,7 @@ from actorrt import _wire
 if TYPE_CHECKING:
     from google.protobuf.internal.containers import RepeatedScalarFieldContainer
 
-__all__ = ["Outbox"]
+__all__ = ["BATCH_MAX_BYTES", "Outbox"]
 
 
 class _Batch(Protocol):
@@ -39,6 +39,7 @@ class _Batch(Protocol):
 
 
 B = TypeVar("B", bound=_Batch)  # the batch message type: pb.CallBatch or pb.ReplyBatch
+BATCH_MAX_BYTES = 64 << 20  # a batch this large leaves as it stands (``Outbox.added``)
 
 
 class Outbox(Generic[B]):
@@ -67,11 +68,22 @@ class Outbox(Generic[B]):
         self._entries = operator.attrgetter(entries)  # C-level: runs twice per message
         self._loop = asyncio.get_running_loop()
         self.batch: B = new_batch()
+        self._batch_bytes = 0  # what ``added`` counted into ``batch``
         self.released: list[str] = []  # names of the peer's shared-memory segments we let go of
         self._queue: list[B | bytes] = []
         self._writing = False
         self._idle: asyncio.Future[None] | None = None
         self.error: BaseException | None = None
+
+    def added(self, nbytes: int) -> None:
+        """An entry of about ``nbytes`` went into ``batch``. Past ``BATCH_MAX_BYTES`` the batch is
+        queued as it stands, and what comes next goes in a new one: entries added while a write
+        waits (on a slow peer) must not add up to what protobuf cannot encode (2 GiB)."""
+        self._batch_bytes += nbytes
+        if self._batch_bytes > BATCH_MAX_BYTES:
+            self._queue.append(self.batch)
+            self.batch = self._new_batch()
+            self._batch_bytes = 0
 
     def push_encoded(self, messages: Sequence[bytes]) -> None:
         """Queue pre-encoded messages after everything added so far, and send. They leave back
@@ -79,6 +91,7 @@ class Outbox(Generic[B]):
         if len(self._entries(self.batch)):
             self._queue.append(self.batch)
             self.batch = self._new_batch()
+            self._batch_bytes = 0
         self._queue.extend(messages)
         self.flush()
 
@@ -88,6 +101,7 @@ class Outbox(Generic[B]):
 
     def clear(self) -> None:
         self.batch = self._new_batch()
+        self._batch_bytes = 0
         self._queue.clear()
         self.released = []
 
@@ -118,6 +132,7 @@ class Outbox(Generic[B]):
             message = self._queue.pop(0)
         elif self.released or len(self._entries(self.batch)):
             message, self.batch = self.batch, self._new_batch()
+            self._batch_bytes = 0
             if self.released:
                 message.released.extend(self.released)
                 self.released = []

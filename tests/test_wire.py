@@ -11,6 +11,7 @@ import pytest
 
 import actorrt
 from actorrt import _wire
+from actorrt._outbox import BATCH_MAX_BYTES, Outbox
 from actorrt.v1 import actor_host_pb2 as pb
 from tests.conftest import ProcCluster
 
@@ -67,6 +68,29 @@ def test_passthrough() -> None:
     msg = pb.ReplyBatch(replies=[pb.Reply(seq=7)])
     assert _wire.passthrough(b"x") == b"x"
     assert _wire.passthrough(msg) == msg.SerializeToString()
+
+
+async def test_an_outbox_batch_leaves_as_it_stands_past_its_byte_bound() -> None:
+    """Entries added while a write waits (a slow peer) went into one batch however large: past
+    2 GiB protobuf cannot encode it (the client's calls never settled, the host lost its
+    stream). Past BATCH_MAX_BYTES the batch is queued and the next entries start another."""
+    written: list[pb.ReplyBatch] = []
+    gate = asyncio.Event()
+
+    async def write(message: pb.ReplyBatch) -> None:
+        written.append(message)
+        await gate.wait()
+
+    box: Outbox[pb.ReplyBatch] = Outbox(write, pb.ReplyBatch, "replies")
+    box.batch.replies.add(seq=1)
+    box.flush()  # in flight until the gate opens
+    third = BATCH_MAX_BYTES // 2 - 1
+    for seq in range(2, 6):
+        box.batch.replies.add(seq=seq)
+        box.added(third)
+    gate.set()
+    await box.drain()
+    assert [[r.seq for r in m.replies] for m in written] == [[1], [2, 3, 4], [5]]
 
 
 # ---- end to end, without shared memory (as between two hosts) ---------------------------------
