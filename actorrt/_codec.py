@@ -2,7 +2,11 @@
 
 The rules, in one place:
 
-- Values are pickled with cloudpickle, protocol 5; numpy and torch buffers go out of band.
+- Values are pickled with cloudpickle, protocol 5 (``dumps``); numpy arrays' buffers go out of
+  band, and so do those of CPU torch tensors of at least ``TENSOR_OUT_OF_BAND`` bytes (torch's
+  own pickling copies them into the pickle): plain dense tensors that do not require grad,
+  rebuilt on the buffers as received (``tensor_from_buffer``). Like numpy arrays, two such
+  tensors that shared memory arrive as two copies.
 - **Shared memory**, once the stream proved both ends share /dev/shm (``_shm``): out-of-band
   buffers of at least ``_shm.THRESHOLD`` bytes are copied into the sender's pool of segments
   and travel by name (``Payload.shared``); smaller ones travel inline.
@@ -27,7 +31,9 @@ errors come at the call site).
 
 from __future__ import annotations
 
+import io
 import pickle
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +61,56 @@ STREAM_MIN = 1 << 20
 MAX_IN_MESSAGE = (1 << 31) - (1 << 24)
 
 
+# CPU torch tensors at least this large travel out of band; smaller ones as torch pickles them.
+TENSOR_OUT_OF_BAND = 64 << 10
+
+
+def tensor_from_buffer(buffer: Any, dtype: str, shape: tuple[int, ...]) -> Any:
+    """A tensor of ``dtype`` (``"float32"``, ...) and ``shape`` on ``buffer`` (its bytes, in
+    order), sharing its memory: how ``dumps`` sends large CPU tensors."""
+    import torch
+
+    return torch.frombuffer(buffer, dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
+
+
+def _reduce_tensor(torch: Any, t: Any) -> Any:
+    """``t`` as ``tensor_from_buffer`` and its bytes out of band, or None to let torch pickle it."""
+    if (
+        t.device.type != "cpu"
+        or t.layout is not torch.strided
+        or t.requires_grad
+        or t.is_quantized
+        or any(getattr(t, "names", None) or ())  # named tensors (gone from recent torch)
+        or t.nbytes < TENSOR_OUT_OF_BAND
+    ):
+        return None
+    try:
+        raw = t.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy()
+    except (RuntimeError, TypeError):  # a dtype numpy cannot view
+        return None
+    return tensor_from_buffer, (pickle.PickleBuffer(raw), str(t.dtype).removeprefix("torch."), tuple(t.shape))
+
+
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no type hints
+    """cloudpickle's pickler, with large CPU tensors out of band."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        torch = sys.modules.get("torch")  # no tensor exists before torch is imported
+        if torch is not None and type(obj) is torch.Tensor:
+            reduced = _reduce_tensor(torch, obj)
+            if reduced is not None:
+                return reduced
+        return super().reducer_override(obj)
+
+
+def dumps(value: Any, buffer_callback: Callable[[pickle.PickleBuffer], Any]) -> bytes:
+    """``value`` pickled (cloudpickle, protocol 5), its out-of-band buffers given to
+    ``buffer_callback``. Raises what pickling raises."""
+    with io.BytesIO() as file:
+        _Pickler(file, protocol=5, buffer_callback=buffer_callback).dump(value)
+        return file.getvalue()
+
+
 class PayloadTooLargeError(ValueError):
     """The value is over the size limit (``in_band``: its pickle is over what one message
     carries, ``MAX_IN_MESSAGE``); nothing of it was kept. The message says what to change."""
@@ -63,8 +119,8 @@ class PayloadTooLargeError(ValueError):
         if in_band:
             text = (
                 f"{describe_size(size)} pickled in band, over the {describe_size(limit)} one message can carry "
-                "(only numpy arrays, torch tensors and pickle.PickleBuffer travel out of band, without that "
-                "limit; bytes, str and lists are pickled in band)"
+                "(only numpy arrays, CPU torch tensors of 64 KiB or more and pickle.PickleBuffer travel out "
+                "of band, without that limit; bytes, str and lists are pickled in band)"
             )
         else:
             text = f"{describe_size(size)}, over the limit of {describe_size(limit)} (connect(max_payload_mb=...))"
@@ -94,7 +150,7 @@ def encode(value: Any, *, pool: _shm.Pool | None = None, limit: int = 0) -> Enco
     has one. ``limit``: the largest payload in bytes (0: none). Raises what pickling raises, or
     ``PayloadTooLargeError``."""
     buffers: list[pickle.PickleBuffer] = []
-    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    data = dumps(value, buffers.append)
     if not buffers:  # the common case: a small value with nothing out of band
         if limit and len(data) > limit:
             raise PayloadTooLargeError(len(data), limit)

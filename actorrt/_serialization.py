@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import cloudpickle
 
+from actorrt import _codec
 from actorrt._errors import SerializationError
 from actorrt.v1 import common_pb2
 
@@ -34,7 +35,7 @@ def dumps(value: Any) -> common_pb2.Payload:
     spec, an exception). Calls and replies go through ``_codec.encode``. Raises what pickling
     raises."""
     buffers: list[pickle.PickleBuffer] = []
-    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    data = _codec.dumps(value, buffers.append)
     # protobuf takes bytes only (not memoryview): one copy per buffer.
     return common_pb2.Payload(pickle=data, buffers=[b.raw().tobytes() for b in buffers])
 

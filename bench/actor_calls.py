@@ -48,6 +48,8 @@ What each number means (``--only`` takes the group names in brackets):
     transfer, not ``np.ones``; the first call of each size (which allocates) is not timed.
     A direction that fails is printed with ``"value": null`` and an ``"error"``, and is then
     measured with a ``bytes`` object of the same size instead (``payload_bytes_<dir>_<size>``).
+    ``payload_torch_<dir>_<size>``: the same with a CPU torch uint8 tensor (``make_tensor``),
+    when torch imports.
 [idle] ``idle_rss_mb`` / ``idle_pss_mb`` (MB, 10**6 B) / ``idle_cpu_percent`` (% of one core) /
     ``idle_processes``: the bench process and every process it started (cluster with 2 free
     slots and no actor; for actorrt the embedded master + worker + 2 warm actor hosts), summed
@@ -81,6 +83,8 @@ import argparse
 import asyncio
 import faulthandler
 import functools
+import importlib
+import importlib.util
 import json
 import math
 import os
@@ -106,7 +110,7 @@ class Echo:
     """The benchmark actor. Plain class: each system turns it into an actor its own way."""
 
     def __init__(self) -> None:
-        self._made: tuple[int, Any] | None = None
+        self._made: tuple[float, Any] | None = None
 
     def ping(self) -> None:
         return None
@@ -127,6 +131,13 @@ class Echo:
     def make_bytes(self, n: int) -> bytes:
         if self._made is None or self._made[0] != -n:
             self._made = (-n, b"\x01" * n)
+        return self._made[1]
+
+    def make_tensor(self, n: int) -> Any:
+        if self._made is None or self._made[0] != n + 0.5:
+            import torch
+
+            self._made = (n + 0.5, torch.ones(n, dtype=torch.uint8))
         return self._made[1]
 
     def spin(self, n: int) -> float:
@@ -608,30 +619,39 @@ async def bench_payload(system: System, cfg: Config, report: Reporter, a: ActorR
     and is then measured with ``bytes`` of the same size (``payload_bytes_*``) as a fallback."""
     import numpy as np
 
+    torch: Any = importlib.import_module("torch") if importlib.util.find_spec("torch") else None
     take = a.method("take")
     for size in cfg.payload_sizes:
         label = _size_label(size)
         failed: set[str] = set()
-        for kind in ("numpy", "bytes"):
-            if kind == "bytes" and not failed:
-                break
-            value: Any = np.ones(size, dtype=np.uint8) if kind == "numpy" else b"\x01" * size
-            make = a.method("make" if kind == "numpy" else "make_bytes")
+        for kind in ("numpy", "bytes", "torch"):
+            if (kind == "bytes" and not failed) or (kind == "torch" and torch is None):
+                continue
+            value: Any
+            if kind == "numpy":
+                value = np.ones(size, dtype=np.uint8)
+            elif kind == "bytes":
+                value = b"\x01" * size
+            else:
+                value = torch.ones(size, dtype=torch.uint8)
+            make = a.method({"numpy": "make", "bytes": "make_bytes", "torch": "make_tensor"}[kind])
             calls: dict[str, Callable[[], Awaitable[Any]]] = {
                 "to_actor": functools.partial(take, value),
                 "from_actor": functools.partial(make, size),
             }
             if kind == "bytes":
                 calls = {d: c for d, c in calls.items() if d in failed}
-            prefix = "payload" if kind == "numpy" else "payload_bytes"
+            prefix = "payload" if kind == "numpy" else f"payload_{kind}"
             extra: dict[str, Any] = {"size_bytes": size, "payload": kind, "reps": cfg.reps}
             if kind == "bytes":
                 extra["fallback_for"] = "numpy"
             for direction, call in list(calls.items()):  # warm-up; the actor allocates its copy
                 try:
                     got = await call()
-                    if direction == "from_actor" and len(memoryview(got).cast("B")) != size:
-                        raise AssertionError(f"got {type(got).__name__} of {len(memoryview(got).cast('B'))} B")
+                    if direction == "from_actor":
+                        got_bytes = got.nbytes if hasattr(got, "nbytes") else len(got)  # array, tensor, bytes
+                        if got_bytes != size:
+                            raise AssertionError(f"got {type(got).__name__} of {got_bytes} B")
                     del got
                 except Exception as e:  # noqa: BLE001 - report it, go on with the others
                     failed.add(direction)

@@ -111,3 +111,36 @@ def test_inline_buffers_that_would_pass_the_message_limit_stream_and_free_the_sh
         assert all(np.array_equal(a, b) for a, b in zip(back, big, strict=True))
     finally:
         pool.close()
+
+
+def test_large_cpu_tensors_travel_out_of_band_and_come_back_whole() -> None:
+    """torch pickles a tensor's bytes into the pickle (a copy, and in band: no shared memory, no
+    bulk connection, under the 2 GiB message limit). Large CPU tensors now go out of band."""
+    torch = pytest.importorskip("torch")
+    out_of_band = {
+        "float32": torch.arange(1 << 20, dtype=torch.float32),
+        "bfloat16, transposed": torch.randn(512, 300).to(torch.bfloat16).T,
+        "complex, conjugated": torch.randn(200, 100, dtype=torch.complex64).conj(),
+        "bool": torch.rand(300_000) > 0.5,
+        "a view at an offset": torch.arange(200_000, dtype=torch.int64)[50_000:],
+        "a Parameter's data": torch.nn.Parameter(torch.ones(100_000)),
+    }
+    in_band = {
+        "small": torch.arange(10),
+        "0-d": torch.tensor(3.5),
+        "requires grad": torch.zeros(100_000, requires_grad=True),
+    }
+    for cases, oob in ((out_of_band, True), (in_band, False)):
+        for what, value in cases.items():
+            encoded = _codec.encode(value)
+            assert bool(encoded.streamed or encoded.payload.buffers) == oob, what
+            assert (len(encoded.payload.pickle) < value.nbytes) == oob, what  # its bytes in the pickle, or not
+            back = _round_trip(encoded)
+            assert type(back) is type(value) and back.dtype == value.dtype and back.shape == value.shape, what
+            assert back.requires_grad == value.requires_grad, what
+            assert torch.equal(back.detach(), value.detach().resolve_conj()), what
+    state = {"w": torch.randn(256, 256), "b": torch.zeros(256)}
+    back = _round_trip(_codec.encode(state))
+    assert back.keys() == state.keys() and all(torch.equal(back[k], state[k]) for k in state)
+    back["w"] += 1  # writable, and its own memory
+    assert not torch.equal(back["w"], state["w"])
