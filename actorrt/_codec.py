@@ -4,8 +4,8 @@ The rules, in one place:
 
 - Values are pickled with cloudpickle, protocol 5 (``dumps``); numpy arrays' buffers go out of
   band, and so do those of CPU torch tensors of at least ``TENSOR_OUT_OF_BAND`` bytes (torch's
-  own pickling copies them into the pickle): plain dense tensors that do not require grad,
-  rebuilt on the buffers as received (``tensor_from_buffer``). Like numpy arrays, two such
+  own pickling copies them into the pickle; see ``_reduce_tensor`` for which), rebuilt on the
+  buffers as received (``tensor_from_buffer``: not resizable). Like numpy arrays, two such
   tensors that shared memory arrive as two copies.
 - **Shared memory**, once the stream proved both ends share /dev/shm (``_shm``): out-of-band
   buffers of at least ``_shm.THRESHOLD`` bytes are copied into the sender's pool of segments
@@ -31,6 +31,7 @@ errors come at the call site).
 
 from __future__ import annotations
 
+import copyreg
 import io
 import pickle
 import sys
@@ -65,49 +66,88 @@ MAX_IN_MESSAGE = (1 << 31) - (1 << 24)
 TENSOR_OUT_OF_BAND = 64 << 10
 
 
-def tensor_from_buffer(buffer: Any, dtype: str, shape: tuple[int, ...]) -> Any:
-    """A tensor of ``dtype`` (``"float32"``, ...) and ``shape`` on ``buffer`` (its bytes, in
-    order), sharing its memory: how ``dumps`` sends large CPU tensors."""
+def tensor_from_buffer(buffer: Any, dtype: str, shape: tuple[int, ...], strides: tuple[int, ...] | None) -> Any:
+    """A tensor of ``dtype`` (``"float32"``, ...), ``shape`` and ``strides`` (None: contiguous)
+    on ``buffer`` (its elements as they lie in memory), sharing its memory: how ``dumps``
+    sends large CPU tensors."""
     import torch
 
-    return torch.frombuffer(buffer, dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
+    flat = torch.frombuffer(buffer, dtype=torch.uint8).view(getattr(torch, dtype))
+    return flat.reshape(shape) if strides is None else flat.as_strided(shape, strides)
 
 
-def _reduce_tensor(torch: Any, t: Any) -> Any:
-    """``t`` as ``tensor_from_buffer`` and its bytes out of band, or None to let torch pickle it."""
+def _dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a tensor's elements fill a block of memory exactly once (torch's "non-overlapping
+    and dense"), in any order of dimensions: contiguous, transposed, channels-last."""
+    expected = 1
+    for stride, size in sorted((st, n) for n, st in zip(shape, strides, strict=True) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _reduce_tensor(t: Any) -> Any:
+    """``t`` as ``tensor_from_buffer`` with its bytes out of band, or as torch pickles it: when
+    small, not a dense CPU tensor (sparse, quantized, on a device), requiring grad, carrying
+    Python attributes, or a broadcast or overlapping view (whose storage, which torch sends,
+    is smaller than its elements). A dense tensor keeps its strides; a view with gaps arrives
+    contiguous (torch would send its whole storage)."""
+    import torch
+
     if (
         t.device.type != "cpu"
         or t.layout is not torch.strided
         or t.requires_grad
         or t.is_quantized
-        or any(getattr(t, "names", None) or ())  # named tensors (gone from recent torch)
+        or t.__dict__
         or t.nbytes < TENSOR_OUT_OF_BAND
     ):
-        return None
+        return t.__reduce_ex__(5)
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()  # a copy with the same strides
+    shape, strides = tuple(t.shape), tuple(t.stride())
+    kept: tuple[int, ...] | None = strides
+    if _dense(shape, strides):
+        block = torch.as_strided(t, (t.numel(),), (1,), t.storage_offset())
+    elif t.untyped_storage().nbytes() < t.nbytes or 0 in strides:
+        return t.__reduce_ex__(5)
+    else:
+        block, kept = t.contiguous().reshape(-1), None
     try:
-        raw = t.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy()
-    except (RuntimeError, TypeError):  # a dtype numpy cannot view
-        return None
-    return tensor_from_buffer, (pickle.PickleBuffer(raw), str(t.dtype).removeprefix("torch."), tuple(t.shape))
+        raw = block.view(torch.uint8).numpy()
+    except (RuntimeError, TypeError):  # a dtype numpy cannot hold even as bytes
+        return t.__reduce_ex__(5)
+    dtype = str(t.dtype).removeprefix("torch.")
+    return tensor_from_buffer, (pickle.PickleBuffer(raw.data), dtype, shape, kept)
 
 
-class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no type hints
-    """cloudpickle's pickler, with large CPU tensors out of band."""
+_torch_pickler: tuple[int, type] | None = None  # (copyreg's reducers counted, the class)
 
-    def reducer_override(self, obj: Any) -> Any:
-        torch = sys.modules.get("torch")  # no tensor exists before torch is imported
-        if torch is not None and type(obj) is torch.Tensor:
-            reduced = _reduce_tensor(torch, obj)
-            if reduced is not None:
-                return reduced
-        return super().reducer_override(obj)
+
+def _pickler() -> type:
+    """cloudpickle's pickler; once torch is imported, with large CPU tensors out of band: an
+    entry for ``torch.Tensor`` in a plain-dict copy of its ``dispatch_table`` (C looks a dict
+    up directly; its own is a ChainMap), made again if a reducer is registered with copyreg."""
+    global _torch_pickler
+    made, registered = _torch_pickler, len(copyreg.dispatch_table)
+    if made is not None and made[0] == registered:
+        return made[1]
+    torch = sys.modules.get("torch")  # no tensor exists before torch is imported
+    if torch is None:
+        plain: type = cloudpickle.Pickler
+        return plain
+    table = {**cloudpickle.Pickler.dispatch_table, torch.Tensor: _reduce_tensor}
+    pickler: type = type("_TensorPickler", (cloudpickle.Pickler,), {"dispatch_table": table})
+    _torch_pickler = (registered, pickler)
+    return pickler
 
 
 def dumps(value: Any, buffer_callback: Callable[[pickle.PickleBuffer], Any]) -> bytes:
     """``value`` pickled (cloudpickle, protocol 5), its out-of-band buffers given to
     ``buffer_callback``. Raises what pickling raises."""
     with io.BytesIO() as file:
-        _Pickler(file, protocol=5, buffer_callback=buffer_callback).dump(value)
+        _pickler()(file, protocol=5, buffer_callback=buffer_callback).dump(value)
         return file.getvalue()
 
 

@@ -89,7 +89,7 @@ class HostRunner:
         files and owners; ``echo_output`` also prints them on this process's stdout/stderr."""
         self.pool = pool
         self._io = [_HostIO() for _ in pool.hosts]
-        self._pss: dict[int, tuple[float, int, int]] = {}  # host pid: (when, RSS then, PSS then)
+        self._pss: dict[int, tuple[float, frozenset[int], int, int]] = {}  # host pid: (when, tree, RSS, PSS)
         self._emit = emit
         self.output = output
         self.metrics = metrics
@@ -431,16 +431,18 @@ class HostRunner:
 
     def _proportional(self, root: int, tree: list[int], table: dict[int, ProcInfo], rss: int) -> int:
         """Daemon loop: the proportional set size of the tree of host ``root`` (whose RSS is
-        ``rss``), read at most once a second (each read walks every mapping of every process);
-        in between, the last reading plus what the RSS grew by since."""
-        now = time.monotonic()
+        ``rss``), read at most once a second while the tree keeps the same processes (each read
+        walks every mapping of every process); in between, the last reading plus what the RSS
+        grew by since. A process forked or ended meanwhile makes it read again (a fork's
+        copy-on-write pages would count in full in the RSS)."""
+        now, pids = time.monotonic(), frozenset(tree)
         last = self._pss.get(root)
-        if last is not None and now - last[0] < PSS_EVERY_S:
-            return last[2] + max(0, rss - last[1])
+        if last is not None and now - last[0] < PSS_EVERY_S and last[1] == pids:
+            return last[3] + max(0, rss - last[2])
         pss = sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in tree)
         live = {h.pid for h in self.pool.serving()}
         self._pss = {pid: v for pid, v in self._pss.items() if pid in live}
-        self._pss[root] = (now, rss, pss)
+        self._pss[root] = (now, pids, rss, pss)
         return pss
 
     def _host_env(self) -> dict[str, str]:

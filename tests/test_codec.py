@@ -139,6 +139,22 @@ def test_large_cpu_tensors_travel_out_of_band_and_come_back_whole() -> None:
             assert type(back) is type(value) and back.dtype == value.dtype and back.shape == value.shape, what
             assert back.requires_grad == value.requires_grad, what
             assert torch.equal(back.detach(), value.detach().resolve_conj()), what
+    # Kept as they were: strides of a dense tensor (channels-last), attributes (torch pickles
+    # them: this one goes as torch pickles it), the same tensor twice (one buffer, one object).
+    nchw = torch.randn(8, 64, 16, 16).to(memory_format=torch.channels_last)
+    assert _round_trip(_codec.encode(nchw)).stride() == nchw.stride()
+    tagged = torch.ones(100_000)
+    tagged.note = "kept"
+    assert _round_trip(_codec.encode(tagged)).note == "kept"
+    twice = _codec.encode([nchw, nchw])
+    assert len(twice.streamed) + len(twice.payload.buffers) == 1
+    again = _round_trip(twice)
+    assert again[0] is again[1]
+    # Broadcast and overlapping views: torch sends their (small) storage, so they stay in band.
+    for view in (torch.zeros(1).expand(1 << 22), torch.arange(300_000.0).unfold(0, 100, 1)):
+        encoded = _codec.encode(view)
+        assert not (encoded.streamed or encoded.payload.buffers) and len(encoded.payload.pickle) < view.nbytes
+        assert torch.equal(_round_trip(encoded), view)
     state = {"w": torch.randn(256, 256), "b": torch.zeros(256)}
     back = _round_trip(_codec.encode(state))
     assert back.keys() == state.keys() and all(torch.equal(back[k], state[k]) for k in state)
