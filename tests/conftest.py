@@ -249,6 +249,7 @@ class ProcCluster:
                 "3",
                 "--client-grace",
                 "2",
+                *self._master_extra(),
                 *master_args,
             )
             self.address = f"127.0.0.1:{port}"
@@ -262,12 +263,21 @@ class ProcCluster:
                     str(cpus_per_worker),
                     "--token",
                     self.token,
+                    *self._worker_extra(),
                     *worker_args,
                 )
         except BaseException:  # a worker that did not start: what did start is stopped here
             self.stop()
             raise
         return self
+
+    def _master_extra(self) -> tuple[str, ...]:
+        """Arguments a subclass adds to the master's command line."""
+        return ()
+
+    def _worker_extra(self) -> tuple[str, ...]:
+        """Arguments a subclass adds to each worker's command line (called once per worker)."""
+        return ()
 
     def status(self) -> dict[str, Any]:
         out = actorrt_cli("status", "--address", self.address, "--json", "--token", self.token, *self.status_args)

@@ -26,46 +26,17 @@ class MetricsCluster(ProcCluster):
         worker_args: tuple[str, ...] = (),
         status_args: tuple[str, ...] = (),
     ) -> MetricsCluster:
-        import os
-
-        self.status_args = status_args
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.env = dict(os.environ, ACTORRT_HOME=str(self.home))
-        self.env.pop("ACTORRT_TOKEN", None)
-        self.env.pop("ACTORRT_ADDRESS", None)
-        port, self.master_metrics = free_port(), free_port()
-        self.spawn(
-            "start",
-            "--port",
-            str(port),
-            "--cpus",
-            "0",
-            "--worker-timeout",
-            "3",
-            "--client-grace",
-            "2",
-            "--metrics-port",
-            str(self.master_metrics),
-            *master_args,
-        )
-        self.address = f"127.0.0.1:{port}"
-        self.token = (self.home / "token").read_text().strip()
-        for _ in range(workers):
-            metrics = free_port()
-            self.worker_metrics.append(metrics)
-            self.spawn(
-                "connect",
-                "--address",
-                self.address,
-                "--cpus",
-                str(cpus_per_worker),
-                "--token",
-                self.token,
-                "--metrics-port",
-                str(metrics),
-                *worker_args,
-            )
+        super().start(workers, cpus_per_worker, master_args, worker_args, status_args)
         return self
+
+    def _master_extra(self) -> tuple[str, ...]:
+        self.master_metrics = free_port()
+        return ("--metrics-port", str(self.master_metrics))
+
+    def _worker_extra(self) -> tuple[str, ...]:
+        metrics = free_port()
+        self.worker_metrics.append(metrics)
+        return ("--metrics-port", str(metrics))
 
     @property
     def metrics_targets(self) -> list[str]:
