@@ -47,12 +47,15 @@ from actorrt.v1 import common_pb2
 __all__ = [
     "MAX_IN_MESSAGE",
     "STREAM_MIN",
+    "TENSOR_OUT_OF_BAND",
     "Encoded",
     "PayloadTooLargeError",
     "decode",
     "decode_streamed",
     "describe_size",
+    "dumps",
     "encode",
+    "tensor_from_buffer",
 ]
 
 # Inline buffers adding up to at least this much are streamed in chunks after the message.
