@@ -186,18 +186,30 @@ def make_workdirs() -> str:
     directory per actor host (shipped files land there) and an ``owner`` file naming this process, so
     a later daemon can remove it should this one die without cleaning up (SIGKILL)."""
     path = tempfile.mkdtemp(prefix=f"{_WORKDIRS_PREFIX}{os.getpid()}-")
-    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
+    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {start_time(os.getpid())} {_pid_namespace()}\n")
     return path
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``); "" where /proc cannot tell."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
     """Remove the folders of worker daemons of this machine that are gone; returns them. A folder
     whose owner file is missing or unreadable is removed once older than ``grace_s`` (it may be
-    one that is being made right now)."""
+    one that is being made right now). One whose owner lives in another pid namespace (a
+    container sharing this temp dir) is left: its pid means nothing here."""
     removed = []
+    ours = _pid_namespace()
     for path in Path(tempfile.gettempdir()).glob(_WORKDIRS_PREFIX + "*"):
         try:
-            pid, started = (path / _OWNER_FILE).read_text().split()
+            pid, started, *namespace = (path / _OWNER_FILE).read_text().split()
+            if namespace and namespace[0] != ours:
+                continue
             alive = start_time(int(pid)) == started
         except (OSError, ValueError):
             try:

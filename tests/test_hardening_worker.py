@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -710,3 +711,34 @@ async def test_a_huge_sys_exit_message_keeps_the_exit_cause(one_worker: ProcClus
             match=r"Quitter.quit_saying called sys.exit\('why why .*\.\.\. \(80002 characters\)\): the actor exited with code 1",
         ):
             await q.quit_saying(20_000)
+
+
+def test_a_daemon_removes_only_the_folders_of_dead_daemons_of_its_own_pid_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon in a pid namespace of its own (a container sharing the temp dir; the PID-1 test
+    above in CI) saw the other daemons' pids as dead and removed their hosts' folders: every
+    host of theirs then failed to start. Owner files now name their pid namespace."""
+    from actorrt import _host_procs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = Path(_host_procs.make_workdirs())
+    assert len(mine.joinpath("owner").read_text().split()) == 3
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = os.readlink("/proc/self/ns/pid")
+    folders = {}
+    for name, owner in {
+        "dead-here": f"{dead.pid} 123 {here}",
+        "dead-before-namespaces-were-named": f"{dead.pid} 123",
+        "elsewhere": f"{dead.pid} 123 pid:[1]",
+    }.items():
+        folders[name] = tmp_path / f"actorrt-worker-{name}"
+        folders[name].mkdir()
+        (folders[name] / "owner").write_text(owner + "\n")
+    removed = _host_procs.remove_dead_workdirs()
+    assert sorted(Path(p).name for p in removed) == [
+        "actorrt-worker-dead-before-namespaces-were-named",
+        "actorrt-worker-dead-here",
+    ]
+    assert folders["elsewhere"].exists() and mine.exists()
