@@ -27,6 +27,7 @@ __all__ = [
     "kill_pid",
     "make_workdirs",
     "memory_bytes",
+    "pid_namespace",
     "process_table",
     "process_tree",
     "proportional_bytes",
@@ -34,6 +35,7 @@ __all__ = [
     "remove_dead_workdirs",
     "remove_dir",
     "signal_proc",
+    "tree_proportional_bytes",
 ]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -116,6 +118,12 @@ def proportional_bytes(pid: int) -> int | None:
     return None
 
 
+def tree_proportional_bytes(tree: list[int], table: dict[int, ProcInfo]) -> int:
+    """The proportional set size of the processes ``tree`` (each one's RSS from ``table`` where
+    it cannot be read)."""
+    return sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in tree)
+
+
 def memory_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -186,12 +194,13 @@ def make_workdirs() -> str:
     directory per actor host (shipped files land there) and an ``owner`` file naming this process, so
     a later daemon can remove it should this one die without cleaning up (SIGKILL)."""
     path = tempfile.mkdtemp(prefix=f"{_WORKDIRS_PREFIX}{os.getpid()}-")
-    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {start_time(os.getpid())} {_pid_namespace()}\n")
+    Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {start_time(os.getpid())} {pid_namespace()}\n")
     return path
 
 
-def _pid_namespace() -> str:
-    """This process's pid namespace (``pid:[4026531836]``); "" where /proc cannot tell."""
+def pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``): a pid names the same process only
+    within one. "" where /proc cannot tell."""
     try:
         return os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -204,7 +213,7 @@ def remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
     one that is being made right now). One whose owner lives in another pid namespace (a
     container sharing this temp dir) is left: its pid means nothing here."""
     removed = []
-    ours = _pid_namespace()
+    ours = pid_namespace()
     for path in Path(tempfile.gettempdir()).glob(_WORKDIRS_PREFIX + "*"):
         try:
             pid, started, *namespace = (path / _OWNER_FILE).read_text().split()

@@ -32,9 +32,9 @@ from actorrt._host_procs import (
     kill_pid,
     process_table,
     process_tree,
-    proportional_bytes,
     remove_dir,
     signal_proc,
+    tree_proportional_bytes,
 )
 from actorrt.v1 import master_pb2 as pb
 
@@ -439,7 +439,7 @@ class HostRunner:
         last = self._pss.get(root)
         if last is not None and now - last[0] < PSS_EVERY_S and last[1] == pids:
             return last[3] + max(0, rss - last[2])
-        pss = sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in tree)
+        pss = tree_proportional_bytes(tree, table)
         live = {h.pid for h in self.pool.serving()}
         self._pss = {pid: v for pid, v in self._pss.items() if pid in live}
         self._pss[root] = (now, pids, rss, pss)

@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from actorrt._host_procs import pid_namespace
+
 if TYPE_CHECKING:
     from actorrt.v1.common_pb2 import SharedBuffer
 
@@ -105,21 +107,13 @@ def unlink(names: Iterable[str]) -> None:
             pass
 
 
-def _pid_namespace() -> bytes:
-    """This process's pid namespace (``pid:[4026531836]``); b"" where /proc cannot tell."""
-    try:
-        return os.readlink("/proc/self/ns/pid").encode()
-    except OSError:
-        return b""
-
-
 def make_probe() -> str | None:
     """Write a probe file and return its name, or None when this process has no /dev/shm (or
     ``ACTORRT_SHM=0`` turns shared memory off, e.g. to measure the socket path)."""
     if os.environ.get("ACTORRT_SHM", "1") == "0" or not available():
         return None
     try:
-        return write(memoryview(_PROBE_TEXT + b" " + _pid_namespace()))
+        return write(memoryview(_PROBE_TEXT + b" " + pid_namespace().encode()))
     except OSError:
         return None
 
@@ -145,7 +139,7 @@ def probe_owner(name: str) -> int | None:
     """The pid of the process that wrote the probe ``name``, when it lives in this process's
     pid namespace (so that pid means the same process here); else None."""
     match = _NAME.match(name)
-    ns = _pid_namespace()
+    ns = pid_namespace().encode()
     if not match or not ns:
         return None
     try:

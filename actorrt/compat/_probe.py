@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from actorrt._host_procs import process_table, process_tree, proportional_bytes
+from actorrt._host_procs import process_table, process_tree, tree_proportional_bytes
 
 __all__ = ["MemoryProbe", "host_tree_bytes"]
 
@@ -22,7 +22,7 @@ def host_tree_bytes() -> int:
     """The proportional set size of this process and every process it started, in bytes
     (their RSS where it cannot be read)."""
     table = process_table()
-    return sum(proportional_bytes(pid) or table[pid].rss_bytes for pid in process_tree(os.getpid(), table))
+    return tree_proportional_bytes(process_tree(os.getpid(), table), table)
 
 
 class MemoryProbe:
