@@ -192,12 +192,16 @@ class Cluster:
 
     def _unanswered(self) -> list[pb.ClientEvent]:
         """What a new master must hear again: placements it never answered, actors held, and
-        which actors this client still counts on (held, or kept to construct again): those that
-        died while the master was down are reported dead then."""
+        which actors this client still counts on (held, or kept to construct again, with how
+        to place those again): those that died while the master was down are placed again if
+        they may restart, else reported dead."""
         with self._refs_lock:
             held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
             counted_on = sorted(set(self.state.actors) | set(self.state.specs))
-        confirm = [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on))] if counted_on else []
+            kept = self.state.kept_actors()
+        confirm = (
+            [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on, kept=kept))] if counted_on else []
+        )
         return self.state.unanswered() + held + confirm
 
     async def _follow(
@@ -525,7 +529,7 @@ class Cluster:
             with self._refs_lock:
                 self.state.adopt(placed.actor_id, conn)
                 if opts.max_restarts != 0:
-                    self.state.keep_spec(placed.actor_id, construct, holds)
+                    self.state.keep_spec(placed.actor_id, construct, holds, place)
                     for held in holds:
                         held.handles += 1  # as ``hold`` does (this lock)
             self._checked()

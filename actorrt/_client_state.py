@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import master_pb2 as pb
 
-__all__ = ["DEATHS_KEPT", "ClientState", "Placement"]
+__all__ = ["DEATHS_KEPT", "ClientState", "Kept", "Placement"]
 
 W = TypeVar("W")
 C = TypeVar("C")
@@ -40,6 +40,17 @@ class Placement(Generic[W]):
     waiter: W
 
 
+@dataclass
+class Kept(Generic[C]):
+    """A restartable actor this client created, kept until it dies: how to construct it again,
+    the connections of the handles in its arguments (it holds those actors meanwhile), and its
+    placement as first asked (a restarted master that lost it places it again)."""
+
+    construct: actor_host_pb2.ConstructActor
+    holds: list[C]
+    placement: pb.PlaceActor
+
+
 class ClientState(Generic[W, C]):
     """Placements waiting, actors held, deaths heard (the last ``deaths_kept``)."""
 
@@ -48,11 +59,10 @@ class ClientState(Generic[W, C]):
         self.placing: dict[int, Placement[W]] = {}
         self.lookups: dict[int, W] = {}  # LookupActor steps not answered yet
         self.actors: dict[str, C] = {}
-        # The construct steps of the restartable actors this client created, until they die: the
-        # master asks their creator to build them again after a restart, whether or not it still
-        # holds a handle to them (others may). With each, the connections of the handles in its
-        # arguments: the client holds those actors for as long as it keeps the step.
-        self.specs: dict[str, tuple[actor_host_pb2.ConstructActor, list[C]]] = {}
+        # The restartable actors this client created, until they die: the master asks their
+        # creator to build them again after a restart, whether or not it still holds a handle
+        # to them (others may).
+        self.specs: dict[str, Kept[C]] = {}
         self.deaths: OrderedDict[str, str] = OrderedDict()
         self.death_waiters: dict[str, list[W]] = {}
         self.deaths_kept = deaths_kept
@@ -100,21 +110,41 @@ class ClientState(Generic[W, C]):
             raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
         self.actors[actor_id] = conn
 
-    def keep_spec(self, actor_id: str, construct: actor_host_pb2.ConstructActor, holds: list[C]) -> None:
-        """``actor_id`` was created here and may restart: keep how to construct it, and hold the
-        actors whose handles its arguments carry (``holds``), until it dies."""
+    def keep_spec(
+        self,
+        actor_id: str,
+        construct: actor_host_pb2.ConstructActor,
+        holds: list[C],
+        placement: pb.PlaceActor | None = None,
+    ) -> None:
+        """``actor_id`` was created here and may restart: keep how to construct it and where it
+        asked to be placed, and hold the actors whose handles its arguments carry (``holds``),
+        until it dies."""
         if actor_id in self.deaths:
             raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
-        self.specs[actor_id] = (construct, holds)
+        self.specs[actor_id] = Kept(construct, holds, placement or pb.PlaceActor(class_name=construct.class_name))
 
     def spec(self, actor_id: str) -> actor_host_pb2.ConstructActor | None:
         kept = self.specs.get(actor_id)
-        return kept[0] if kept is not None else None
+        return kept.construct if kept is not None else None
+
+    def kept_actors(self) -> list[pb.KeptActor]:
+        """What a restarted master needs to place again the restartable actors created here."""
+        return [
+            pb.KeptActor(
+                actor_id=actor_id,
+                placement=kept.placement,
+                restarts=kept.construct.restarts,
+                held=actor_id in self.actors,
+            )
+            for actor_id, kept in self.specs.items()
+        ]
 
     def died(self, actor_id: str, cause: str) -> tuple[C | None, list[W], list[C]]:
         """The master says ``actor_id`` died: its connection (to close), if the client held one,
         everyone who waited to hear it, and the connections its kept arguments held (to drop)."""
-        _, holds = self.specs.pop(actor_id, (None, []))
+        kept = self.specs.pop(actor_id, None)
+        holds = kept.holds if kept is not None else []
         self.deaths[actor_id] = cause
         self.deaths.move_to_end(actor_id)
         while len(self.deaths) > self.deaths_kept:

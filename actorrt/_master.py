@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -73,7 +73,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._deadline_at = float("inf")  # the table's clock
         self.started_at = table.clock()  # the table's clock; set again when the server starts
         self.closed = False
-        self._confirm_timers: set[asyncio.TimerHandle] = set()
+        # Confirmed actors this master did not know yet, settled together when its workers
+        # had their time to register again (``_confirm``): (client, ids, those it keeps).
+        self._unconfirmed: list[tuple[str, list[str], Sequence[pb.KeptActor]]] = []
+        self._confirm_timer: asyncio.TimerHandle | None = None
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
         self._init_logs()
@@ -479,7 +482,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         elif kind == "lookup_actor":
             self._lookup(client_id, ev.lookup_actor)
         elif kind == "confirm_actors":
-            self._confirm(client_id, list(ev.confirm_actors.actor_ids))
+            self._confirm(client_id, list(ev.confirm_actors.actor_ids), ev.confirm_actors.kept)
         elif kind == "withdraw_placement":
             if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
                 self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
@@ -498,13 +501,15 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         else:
             log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
 
-    def _confirm(self, client_id: str, actor_ids: list[str]) -> None:
+    def _confirm(self, client_id: str, actor_ids: list[str], kept: Sequence[pb.KeptActor] = ()) -> None:
         """A client back from a lost session names the actors it holds or would construct again:
-        report those this master does not list as dead (they ended, or waited to be placed
-        again, while the master was down), or the client would keep them forever. Until this
-        master has served a worker timeout and a reconnect period, its workers may still be
-        registering (with their actors): the ids it does not know yet are checked again then.
-        Those reported are remembered dead: a worker registering later still stops them."""
+        those this master does not list ended, or waited to be placed again, while it was down.
+        A restartable one its creator keeps (``kept``) is placed again, as its own restart would
+        be, while its restart limit allows; the others are reported dead, or the client would
+        keep them forever. Until this master has served a worker timeout and a reconnect period,
+        its workers may still be registering (with their actors): the ids it does not know yet
+        are settled then, every client's together. Those reported are remembered dead: a worker
+        registering later still stops them."""
         if self.closed:
             return
         unknown = [a for a in actor_ids if a not in self.table.actors]
@@ -512,17 +517,97 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         if wait > 0:
             later = [a for a in unknown if a not in self.table.dead]
             if later:
-
-                def check_again() -> None:
-                    self._confirm_timers.discard(handle)
-                    self._confirm(client_id, later)
-
-                handle = asyncio.get_running_loop().call_later(wait, check_again)
-                self._confirm_timers.add(handle)
+                if not self._unconfirmed:
+                    self._confirm_timer = asyncio.get_running_loop().call_later(wait, self._confirm_later)
+                self._unconfirmed.append((client_id, later, [k for k in kept if k.actor_id in later]))
             unknown = [a for a in unknown if a in self.table.dead]
-        for actor_id in unknown:
-            dead = self.table.dead.get(actor_id) or self.table.record_lost(actor_id, LOST_WHILE_MASTER_DOWN)
-            self._send_client(client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause)))
+        self._settle_unknown([(client_id, unknown, kept)])
+
+    def _confirm_later(self) -> None:
+        self._confirm_timer = None
+        pending, self._unconfirmed = self._unconfirmed, []
+        if not self.closed:
+            self._settle_unknown(pending)
+
+    def _settle_unknown(self, confirmed: list[tuple[str, list[str], Sequence[pb.KeptActor]]]) -> None:
+        """Settle the actors clients confirmed and no worker brought back: every kept one first
+        (so that its other holders, whichever client spoke first, hold it again rather than
+        hear it died), then the rest."""
+        readopted: dict[str, Actor] = {}
+        placements: list[Placement] = []
+        for client_id, actor_ids, kept in confirmed:
+            for k in kept:
+                if (
+                    k.actor_id in actor_ids
+                    and k.actor_id not in self.table.actors
+                    and k.actor_id not in self.table.dead
+                ):
+                    placed = self._readopt(client_id, k)
+                    if placed is not None:
+                        readopted[k.actor_id] = self.table.actors[k.actor_id]
+                        placements += placed
+        for client_id, actor_ids, _ in confirmed:
+            for actor_id in actor_ids:
+                actor = self.table.actors.get(actor_id)
+                if actor is not None:
+                    if actor_id in readopted and client_id != actor.client_id:  # it holds a handle
+                        self.table.add_ref(client_id, actor_id)
+                    continue
+                dead = self.table.dead.get(actor_id) or self.table.record_lost(actor_id, LOST_WHILE_MASTER_DOWN)
+                self._send_client(
+                    client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
+                )
+        for actor in readopted.values():
+            notice = pb.ClientNotice(
+                actor_restarting=pb.ActorRestarting(
+                    actor_id=actor.actor_id, cause=LOST_WHILE_MASTER_DOWN, restarts=actor.restarts
+                )
+            )
+            for client_id in self._holders(actor):
+                self._send_client(client_id, notice)
+        self._announce(placements)  # after the notices: a holder told it moved must not hear it restarts
+
+    def _readopt(self, client_id: str, kept: pb.KeptActor) -> list[Placement] | None:
+        """Place again a restartable actor no worker brought back, from its creator's word: what
+        can be placed now; None (remembered lost) when its restart limit is used up, or its
+        creator is away."""
+        place = kept.placement
+        actor = Actor(
+            actor_id=kept.actor_id,
+            worker_id="",
+            slot=-1,
+            endpoint="",
+            client_id=client_id,
+            class_name=place.class_name,
+            num_cpus=max(1, place.resources.num_cpus),
+            gpu_ids=(),
+            num_gpus=place.resources.num_gpus,
+            max_memory_mb=place.resources.max_memory_mb,
+            name=place.name,
+            detached=place.detached,
+            max_restarts=max(-1, place.max_restarts),
+            restarts=max(0, kept.restarts),
+            methods=tuple(place.shape.methods),
+            attributes=tuple(place.shape.attributes),
+        )
+        placements = self.table.readopt(actor, held=kept.held)
+        if placements is not None:
+            log.info(
+                "actor %s (%s), lost while the master was down, is placed again from its creator's "
+                "word (restart %d of %s)",
+                actor.actor_id,
+                actor.class_name,
+                actor.restarts,
+                "unlimited" if actor.max_restarts < 0 else actor.max_restarts,
+                extra=ids(actor_id=actor.actor_id, client_id=client_id),
+            )
+            self.metrics.actor_restarted(LOST_WHILE_MASTER_DOWN)
+            return placements
+        if actor.max_restarts != 0 and not actor.may_restart():
+            self.table.record_lost(
+                actor.actor_id, f"{LOST_WHILE_MASTER_DOWN} (after {actor.restarts} restarts, the last allowed)"
+            )
+        return None
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)
@@ -786,8 +871,8 @@ class Master(Service):
             self._sweeper.cancel()
         if self.servicer._deadline_timer is not None:
             self.servicer._deadline_timer.cancel()
-        for timer in self.servicer._confirm_timers:
-            timer.cancel()
+        if self.servicer._confirm_timer is not None:
+            self.servicer._confirm_timer.cancel()
         for queue in self.servicer._to_worker.values():
             queue.put_nowait(None)
         for outbox in self.servicer._to_client.values():

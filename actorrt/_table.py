@@ -322,6 +322,44 @@ class ClusterTable:
         with it later must stop it, not bring it back."""
         return self._remember(DeadActor(actor_id, "", "", "", cause))
 
+    def readopt(self, actor: Actor, *, held: bool) -> list[Placement] | None:
+        """A restartable actor that no worker brought back to this (restarted) table, described
+        by its creator (``actor.client_id``; ``held``: it holds a handle): queued to be placed
+        again, as its own restart would be (one more restart counted), when its limit allows and
+        its creator is here to construct it; returns what can be placed now. None: not taken.
+        Who else holds it is unknown until they say so."""
+        creator = self.clients.get(actor.client_id)
+        if actor.actor_id in self.actors or creator is None or not creator.connected or not actor.may_restart():
+            return None
+        actor.restarts += 1
+        actor.restarting = True
+        actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids = "", -1, "", ()
+        actor.holders, actor.refcounted = set(), False
+        if actor.name and actor.name in self.names:  # taken meanwhile: the other keeps it
+            actor.name = ""
+        if actor.name:
+            self.names[actor.name] = actor.actor_id
+        self.actors[actor.actor_id] = actor
+        creator.actors.add(actor.actor_id)
+        if held:
+            self.add_ref(actor.client_id, actor.actor_id)
+        self._queue_restart(actor)
+        return self.place_waiting()
+
+    def _queue_restart(self, actor: Actor) -> None:
+        """Queue the request that places a restarting actor again."""
+        self._enqueue(
+            Request(
+                client_id=actor.client_id,
+                request_id=-next(self._restart_seq),  # never a client's: theirs are > 0
+                num_cpus=actor.num_cpus,
+                num_gpus=actor.num_gpus,
+                max_memory_mb=actor.max_memory_mb,
+                class_name=actor.class_name,
+                restart_of=actor.actor_id,
+            )
+        )
+
     def _remember(self, dead: DeadActor) -> DeadActor:
         self.dead[dead.actor_id] = dead
         self.dead.move_to_end(dead.actor_id)
@@ -454,17 +492,7 @@ class ClusterTable:
             actor.restarts += 0 if not_ready else 1
             actor.restarting = True
             actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids, actor.rss_bytes = "", -1, "", (), 0
-            self._enqueue(
-                Request(
-                    client_id=actor.client_id,
-                    request_id=-next(self._restart_seq),  # never a client's: theirs are > 0
-                    num_cpus=actor.num_cpus,
-                    num_gpus=actor.num_gpus,
-                    max_memory_mb=actor.max_memory_mb,
-                    class_name=actor.class_name,
-                    restart_of=actor_id,
-                )
-            )
+            self._queue_restart(actor)
             if delay > 0:
                 self._backoff[actor_id] = now + delay
             return Ended(actor, True, cause, delay)

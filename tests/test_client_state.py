@@ -50,10 +50,16 @@ def test_a_death_wakes_its_waiters_and_drops_the_connection(state: ClientState[s
 def test_a_kept_spec_and_what_it_holds_go_with_the_death(state: ClientState[str, str]) -> None:
     spec = actor_host_pb2.ConstructActor(actor_id="r", class_name="R")
     state.adopt("r", "conn-r")
-    state.keep_spec("r", spec, ["conn-target"])
+    place = pb.PlaceActor(class_name="R", max_restarts=2, name="r")
+    state.keep_spec("r", spec, ["conn-target"], place)
     assert state.spec("r") is spec and state.spec("other") is None
+    spec.restarts = 1  # constructed again after a restart
+    state.keep_spec("detached", actor_host_pb2.ConstructActor(actor_id="detached", class_name="D"), [])
+    kept = {k.actor_id: k for k in state.kept_actors()}  # what a restarted master hears
+    assert kept["r"].placement == place and kept["r"].restarts == 1 and kept["r"].held
+    assert kept["detached"].placement.class_name == "D" and not kept["detached"].held  # no handle held
     assert state.died("r", "after 1 restarts, the last allowed") == ("conn-r", [], ["conn-target"])
-    assert state.spec("r") is None and state.specs == {}
+    assert state.spec("r") is None and list(state.specs) == ["detached"]
     with pytest.raises(ValueError, match="is dead"):
         state.keep_spec("r", spec, [])
     state.validate()

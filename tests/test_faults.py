@@ -209,26 +209,53 @@ async def test_a_restarted_master_keeps_detached_actors_with_their_names_and_res
         cluster.stop()
 
 
-async def test_actors_that_died_while_the_master_was_down_are_reported_dead_to_their_creator(tmp_path: Path) -> None:
-    """The master that saw them die is gone and no worker reports them to the new one: their
-    creator kept the connection of one it held and the constructor arguments of a restartable,
-    detached one whose handle it had dropped, waiting forever for a death notice nobody would
-    send."""
-    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+@actorrt.remote_class
+class Holder:
+    """Holds a handle it was given (its own client connection counts it)."""
+
+    def __init__(self, target: actorrt.ActorHandle[Worker]) -> None:
+        self.target = target
+
+    async def echo_through(self, x: int) -> int:
+        return await self.target.echo(x)
+
+
+async def test_actors_that_died_while_the_master_was_down_restart_if_they_may_else_are_reported_dead(
+    tmp_path: Path,
+) -> None:
+    """The master that saw them die is gone and no worker reports them to the new one. Their
+    creator kept the connection of one it held, waiting forever for a death notice nobody would
+    send; and restartable ones were reported dead although their restart limit allowed one more
+    (the master that had counted their restarts was gone). Now the creator's word (its
+    placement, its restarts) places a restartable one again, as its own restart would be, and
+    every holder (here an actor too) reaches it again; one whose limit is used up, or that may
+    not restart, is reported dead."""
+    cluster = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=5)
     try:
         async with cluster.connect() as c:
             held = await Worker.remote()
             kept = await Worker.options(max_restarts=1, lifetime="detached").remote()
-            held_id, kept_id = held._conn.actor_id, kept._conn.actor_id
-            pids = [await held.pid(), await kept.pid()]
+            back = await Worker.options(max_restarts=2).remote()
+            holder = await Holder.remote(back)
+            spent = await Worker.options(max_restarts=1).remote()
+            assert await holder.echo_through(1) == 1
+            spent_pid = await spent.pid()
+            os.kill(spent_pid, signal.SIGKILL)  # its one restart, used while the master is up
+
+            async def restarted() -> bool:
+                try:
+                    return await spent.pid() != spent_pid
+                except actorrt.ActorDiedError:  # the call that met the restart
+                    return False
+
+            await _wait_for(restarted, 20.0, interval=0.2)
+            held_id, kept_id, back_id, spent_id = (h._conn.actor_id for h in (held, kept, back, spent))
+            pids = [await h.pid() for h in (held, kept, back, spent)]
             del kept
             gc.collect()
 
             async def dropped() -> bool:
                 return kept_id not in c.state.actors
-
-            async def both_dead() -> bool:
-                return c.state.cause(held_id) is not None and c.state.cause(kept_id) is not None
 
             await _wait_for(dropped, 10.0)
             assert c.state.spec(kept_id) is not None  # the creator may still have to construct it
@@ -237,15 +264,34 @@ async def test_actors_that_died_while_the_master_was_down_are_reported_dead_to_t
             master.wait()
             for pid in pids:  # they die while no master is there to hear it
                 os.kill(pid, signal.SIGKILL)
+            t0 = time.monotonic()
             _start_master_again(cluster)
-            waited = await _wait_for(both_dead, 20.0)
+
+            async def settled() -> bool:
+                rows = {a["actor_id"]: a for a in (await c.status()).actors}
+                return (
+                    c.state.cause(held_id) is not None
+                    and c.state.cause(spent_id) is not None
+                    and all(a in rows and not rows[a]["restarting"] for a in (kept_id, back_id))
+                )
+
+            await _wait_for(settled, 30.0, interval=0.2)
+            waited = time.monotonic() - t0
             # the daemon may have reported the SIGKILL itself, if it registered with it pending
             assert any(s in (c.state.cause(held_id) or "") for s in ("while the master was down", "SIGKILL"))
-            assert c.state.specs == {} and held_id not in c.state.actors
+            assert "after 1 restarts, the last allowed" in (c.state.cause(spent_id) or "")
+            assert held_id not in c.state.actors and spent_id not in c.state.specs
             with pytest.raises(actorrt.ActorDiedError):  # its connection saw the host go
                 await held.echo(1)
-            print(f"\nreported dead {waited:.2f}s after the new master was started (worker timeout 3 s + 2 s)")
-            fresh = await asyncio.wait_for(Worker.remote(), 10)  # both slots are free again
+            rows = {a["actor_id"]: a for a in (await c.status()).actors}
+            assert rows[kept_id]["restarts"] == 1 and rows[kept_id]["detached"]
+            assert rows[back_id]["restarts"] == 1 and rows[back_id]["max_restarts"] == 2
+            assert await asyncio.wait_for(back.echo(3), 20) == 3  # the creator's handle reaches it
+            assert await asyncio.wait_for(holder.echo_through(4), 20) == 4  # and so does the other holder
+            assert await back.pid() not in pids
+            assert set(c.state.specs) == {kept_id, back_id}
+            print(f"\nsettled {waited:.2f}s after the new master was started (worker timeout 3 s + 2 s)")
+            fresh = await asyncio.wait_for(Worker.remote(), 10)  # the slots of those reported dead are free
             again = await asyncio.wait_for(Worker.remote(), 10)
             assert await fresh.echo(2) == 2 and await again.echo(3) == 3
     finally:

@@ -415,6 +415,41 @@ def test_a_restartable_actor_is_placed_again_then_dies_after_its_last_restart() 
     t.validate()
 
 
+def _lost(actor_id: str, client_id: str = "c1", *, max_restarts: int = 2, restarts: int = 0, name: str = "") -> Actor:
+    """A restartable actor as its creator describes it to a restarted master."""
+    return Actor(actor_id, "", -1, "", client_id, "R", 1, (), name=name, max_restarts=max_restarts, restarts=restarts)
+
+
+def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_creators_word() -> None:
+    """No worker brought it back (it died while the master was down): its creator's word queues
+    its restart, counted, its name kept unless taken meanwhile; its limit and its creator's
+    presence are honoured."""
+    t, w, _ = table_with_worker(cpus=2)
+    taken = t.request(Request("c1", 1, name="taken"))
+    assert taken is not None
+    placed = t.readopt(_lost("a1", restarts=1, name="r"), held=True)
+    assert placed is not None and [(p.actor_id, p.request.restart_of) for p in placed] == [("a1", "a1")]
+    a1 = t.actors["a1"]
+    assert not a1.restarting and a1.worker_id == w and a1.restarts == 2
+    assert t.names["r"] == "a1" and a1.holders == {"c1"}
+    assert t.readopt(_lost("a2", max_restarts=-1, restarts=7, name="taken"), held=False) == []  # no free slot
+    a2 = t.actors["a2"]
+    assert a2.restarting and a2.restarts == 8 and a2.name == "" and t.names["taken"] == taken.actor_id
+    assert a2.holders == set() and not a2.refcounted  # who holds it is unknown until they say so
+    t.validate()
+    t.add_ref("c1", "a2")
+    t.drop_ref("c1", "a2")  # refcounted from the first holder on: released with the last
+    assert [a.actor_id for a in t.take_released()] == ["a2"] and "a2" not in t.actors
+    assert t.readopt(_lost("a1"), held=True) is None  # listed: not twice
+    assert t.readopt(_lost("a3", max_restarts=1, restarts=1), held=True) is None  # its last restart was used
+    t.open_client("c2", "host", 2)
+    t.client_lost("c2")
+    assert t.readopt(_lost("a4", "c2"), held=True) is None  # its creator is away: nobody would construct it
+    assert t.readopt(_lost("a5", "nobody"), held=True) is None
+    assert set(t.actors) == {"a1", taken.actor_id}
+    t.validate()
+
+
 def test_restarts_after_quick_exits_back_off_and_an_instance_that_lived_resets_it() -> None:
     """An actor that can never start (max_restarts=-1) must not spin: the first quick exit
     restarts at once, each further one waits twice as long (capped); one that lived resets it."""
