@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from actorrt import _bulk, _current, _rpc, _shm, _wire
-from actorrt._codec import PayloadTooLargeError, decode, decode_streamed, describe_size, encode
+from actorrt._codec import MAX_IN_MESSAGE, PayloadTooLargeError, decode, decode_streamed, describe_size, encode
 from actorrt._errors import ClusterConnectionError, SerializationError
 from actorrt._forked import HOST_NAME, set_process_name
 from actorrt._metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
@@ -54,26 +54,50 @@ if TYPE_CHECKING:
 # creator constructs it once placed; others holding a handle may attach first).
 ATTACH_WAIT_S = 60.0
 EXIT_CODE_SHOWN = 300  # characters of a sys.exit() argument in the exit cause
+FAILURE_TEXT_MAX = 1 << 20  # characters of an error's message, and of its traceback, a reply carries
 # A reply batch is flushed early when a sync call has kept the loop this long.
 _FLUSH_AFTER_S = 0.002
 
 
 def _failure(exc: BaseException, skip_frames: int = 1) -> pb.RemoteFailure:
+    """What an error reply carries: the exception pickled (so the caller can raise its type, with
+    its attributes), its message and its traceback. One message carries it, so a pickle over what
+    that holds (an exception keeping a large array) is dropped, saying so, and texts are cut to
+    ``FAILURE_TEXT_MAX`` characters; the type, message and traceback still travel."""
     tb = exc.__traceback__
     for _ in range(skip_frames):
         if tb is not None and tb.tb_next is not None:
             tb = tb.tb_next
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    text = _cut(_text_of(lambda: "".join(traceback.format_exception(type(exc), exc, tb))))
+    message = _cut(_text_of(lambda: str(exc)))
     try:
         payload = dumps(exc)
     except Exception:  # noqa: BLE001 - the type and message still travel
         payload = EMPTY
+    else:
+        size = payload.ByteSize()
+        if size > MAX_IN_MESSAGE - 4 * (len(text) + len(message)) - 2**16:  # utf-8: 4 bytes a character at most
+            payload = EMPTY
+            message += f" [the exception pickled to {describe_size(size)}, over what one message carries: it comes as its type, message and traceback]"
     return pb.RemoteFailure(
         type_name=f"{type(exc).__module__}.{type(exc).__qualname__}",
-        message=str(exc),
+        message=message,
         traceback=text,
         exception=payload,
     )
+
+
+def _text_of(make: Callable[[], str]) -> str:
+    try:
+        return make()
+    except Exception as e:  # noqa: BLE001 - a __str__ that raises: say so instead
+        return f"<the text could not be made: {type(e).__name__}: {e}>"
+
+
+def _cut(text: str) -> str:
+    if len(text) <= FAILURE_TEXT_MAX:
+        return text
+    return f"{text[: FAILURE_TEXT_MAX // 2]}\n... ({len(text) - FAILURE_TEXT_MAX} characters cut) ...\n{text[-FAILURE_TEXT_MAX // 2 :]}"
 
 
 class ConcurrencyLimit:
@@ -225,6 +249,15 @@ class CallStream:
     def reply(self, msg: pb.Reply) -> None:
         self.outbox.batch.replies.append(msg)
 
+    def reply_error(self, seq: int, error: BaseException, skip_frames: int = 1) -> None:
+        failure = _failure(error, skip_frames)
+        size = failure.ByteSize()
+        if size <= _wire.CHUNK_BYTES:
+            self.reply(pb.Reply(seq=seq, error=failure))
+            self.outbox.added(size)
+        else:  # alone, as a large value goes
+            self.outbox.push_encoded([pb.ReplyBatch(replies=[pb.Reply(seq=seq, error=failure)]).SerializeToString()])
+
     def reply_value(self, seq: int, method: str, value: Any) -> None:
         if value is None:  # the common case, made cheap: a reply with no outcome reads as None
             self.outbox.batch.replies.add(seq=seq)
@@ -258,7 +291,7 @@ class CallStream:
                     [header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, encoded.streamed)]
                 )
             return
-        self.reply(pb.Reply(seq=seq, error=_failure(err, skip_frames=0)))
+        self.reply_error(seq, err, skip_frames=0)
 
     async def run(
         self, requests: AsyncIterator[pb.CallBatch | memoryview], joiner: _wire.Joiner, first: pb.CallBatch
@@ -338,7 +371,7 @@ class CallStream:
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
                 error = _undecodable(f"{actor.class_name}.{call.method}", e) if decoding else e
-                self.reply(pb.Reply(seq=call.seq, error=_failure(error, skip_frames=0)))
+                self.reply_error(call.seq, error, skip_frames=0)
                 continue
             if not actor.running.take():  # only async methods can hold every slot
                 self.outbox.flush()
@@ -353,7 +386,7 @@ class CallStream:
                 value = fn(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
-                self.reply(pb.Reply(seq=call.seq, error=_failure(e)))
+                self.reply_error(call.seq, e)
             except SystemExit as e:
                 await self.exit_actor(call.method, e)
             else:
@@ -447,7 +480,7 @@ class CallStream:
             value = await fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
             self.actor.stats.errors += 1
-            self.reply(pb.Reply(seq=seq, error=_failure(e)))
+            self.reply_error(seq, e)
         except SystemExit as e:
             await self.exit_actor(method, e)
         else:

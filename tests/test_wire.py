@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import _wire
+from actorrt import _host, _wire
+from actorrt._host import CallStream
 from actorrt._outbox import BATCH_MAX_BYTES, Outbox
 from actorrt.v1 import actor_host_pb2 as pb
 from tests.conftest import ProcCluster
@@ -93,6 +94,70 @@ async def test_an_outbox_batch_leaves_as_it_stands_past_its_byte_bound() -> None
     assert [[r.seq for r in m.replies] for m in written] == [[1], [2, 3, 4], [5]]
 
 
+class CarryingError(Exception):
+    """An exception that keeps what it was raised with (a large array)."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        super().__init__(data)
+        self.data = data
+
+    def __str__(self) -> str:
+        return f"carrying {self.data.nbytes} bytes"
+
+
+class _GatedContext:
+    """A stream's write that waits on a gate, as a slow peer makes it."""
+
+    def __init__(self) -> None:
+        self.written: list[pb.ReplyBatch | bytes] = []
+        self.gate = asyncio.Event()
+
+    async def write(self, message: pb.ReplyBatch | bytes) -> None:
+        self.written.append(message)
+        await self.gate.wait()
+
+
+async def test_error_replies_count_toward_the_batch_bound_and_large_ones_leave_alone() -> None:
+    """Error replies (an exception carrying an array) went into the batch uncounted: hundreds
+    added while a write waited could pass what protobuf encodes (2 GiB), as values did."""
+    ctx = _GatedContext()
+    stream = CallStream(None, ctx)  # type: ignore[arg-type]  # replies only: no actor needed
+    stream.reply_value(1, "m", None)
+    stream.outbox.flush()  # in flight until the gate opens
+    for seq in range(2, 32):
+        stream.reply_error(seq, CarryingError(np.zeros(3 * MIB, np.uint8)), skip_frames=0)
+    stream.reply_error(32, CarryingError(np.zeros(5 * MIB, np.uint8)), skip_frames=0)  # over 4 MiB: alone
+    stream.reply_value(33, "m", None)
+    ctx.gate.set()
+    await stream.outbox.drain()
+    batches = [m if isinstance(m, pb.ReplyBatch) else pb.ReplyBatch.FromString(m) for m in ctx.written]
+    seqs = [[r.seq for r in b.replies] for b in batches]
+    assert [s for b in seqs for s in b] == list(range(1, 34)) and seqs[0] == [1]  # all, in order
+    assert [32] in seqs  # alone
+    assert len(seqs) >= 4 and all(b.ByteSize() < BATCH_MAX_BYTES + 4 * MIB for b in batches)
+    assert all(r.error.exception.ByteSize() > 3 * MIB for b in batches for r in b.replies if r.seq not in (1, 33))
+
+
+def test_an_error_reply_cuts_what_one_message_cannot_carry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pickled exception over what one message carries is dropped (type, message and traceback
+    still travel, saying so); texts are cut; a ``__str__`` that raises is reported, not raised."""
+    monkeypatch.setattr(_host, "MAX_IN_MESSAGE", 2 * MIB)
+    failure = _host._failure(CarryingError(np.zeros(3 * MIB, np.uint8)), skip_frames=0)
+    assert failure.exception.ByteSize() == 0 and failure.type_name.endswith("CarryingError")
+    assert "carrying 3145728 bytes [the exception pickled to 3.0 MiB, over what one message carries" in failure.message
+    kept = _host._failure(CarryingError(np.zeros(MIB, np.uint8)), skip_frames=0)
+    assert kept.exception.ByteSize() > MIB and "pickled to" not in kept.message
+    long = _host._failure(ValueError("x" * (3 * _host.FAILURE_TEXT_MAX)), skip_frames=0)
+    assert len(long.message) < _host.FAILURE_TEXT_MAX + 300 and "characters cut" in long.message
+
+    class UnprintableError(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    odd = _host._failure(UnprintableError(), skip_frames=0)
+    assert "could not be made: RuntimeError: no text" in odd.message
+
+
 # ---- end to end, without shared memory (as between two hosts) ---------------------------------
 
 MIB = 2**20
@@ -119,6 +184,9 @@ class Log:
 
     def history(self) -> list[object]:
         return self.seen
+
+    def fail_with(self, n: int) -> None:
+        raise CarryingError(np.arange(n, dtype=np.uint8))
 
 
 async def test_large_buffers_over_the_socket_keep_order_limits_and_writability(
@@ -147,6 +215,10 @@ async def test_large_buffers_over_the_socket_keep_order_limits_and_writability(
         with pytest.raises(actorrt.RemoteError, match="over the limit"):
             await log.make(9 * MIB)
         assert await log.note("still fine") == 4
+        with pytest.raises(CarryingError, match="carrying 6291456 bytes") as info:  # an error over 4 MiB leaves alone
+            await log.fail_with(6 * MIB)
+        assert np.array_equal(info.value.data, np.arange(6 * MIB, dtype=np.uint8))
+        assert await log.note("and after") == 5
         await c.kill(log)
 
 
