@@ -15,8 +15,12 @@ in the kernel when the call returns (the caller may change its array right after
 other paths) and nothing is copied in Python. A reader thread per connection ``recv_into``s
 fresh buffers and hands each frame to the event loop; it always drains, so a sender never
 waits on the receiver's loop (no deadlock when both ends send large payloads at once), and
-what is not yet claimed is buffered there. A frame over the receiver's payload limit is read
-and dropped; the call fails with the size error.
+what is not yet claimed is buffered there. So that a client pipelining large calls to a slow
+actor does not fill the actor's memory that way, a connection keeps at most
+``_handle.BULK_UNANSWERED_MAX`` (1 GiB) of arguments unanswered on it; past that they stream in
+chunks on the Calls stream, whose flow control holds them in the client until the host reads
+them. A frame over the receiver's payload limit is read and dropped; the call fails with the
+size error.
 
 Opening: the host answers a stream's first batch with ``ReplyBatch.bulk_port`` and a fresh
 random ``bulk_key`` (on the stream, so under its token check and TLS). The client connects to

@@ -56,6 +56,12 @@ _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 RESTART_VERDICT_S = 60.0
 # How long a broken stream waits for the master to say why before failing the calls in flight.
 DEATH_WORD_S = 0.5
+# Bytes of arguments a connection keeps on its bulk connection unanswered. The host reads that
+# connection as fast as it comes (so that neither side's sends wait on the other's loop) and
+# keeps what its actor has not run yet; past this, arguments stream in chunks on the Calls
+# stream instead, whose flow control keeps them here until the host reads them: a client that
+# pipelines large calls to a slow actor fills its own memory, not the actor's.
+BULK_UNANSWERED_MAX = 1 << 30
 
 
 def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
@@ -116,6 +122,11 @@ class ActorConnection:
         self._bulk_offers = 0
         self._bulk_reopens = 0
         self._bulk_backlog: dict[int, list[tuple[int, _bulk.Consumer]]] = {}
+        # seq -> bytes of the calls whose buffers went on a bulk connection, until answered;
+        # their total (``BULK_UNANSWERED_MAX``). Written by callers' threads, under the lock.
+        self._bulk_sent: dict[int, int] = {}
+        self.bulk_unanswered = 0
+        self._bulk_lock = threading.Lock()
         # Calls go straight into the outbox's next batch (cheaper than building a Call and
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
@@ -274,8 +285,12 @@ class ActorConnection:
         seq = next(self._seq)
         header = pb.CallBatch()
         call = header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
-        if (link := self.bulk) is not None and link.send(seq, encoded.streamed):
+        link = self.bulk
+        if link is not None and self.bulk_unanswered < BULK_UNANSWERED_MAX and link.send(seq, encoded.streamed):
             call.args.bulk = link.epoch
+            with self._bulk_lock:
+                nbytes = self._bulk_sent[seq] = sum(b.nbytes for b in encoded.streamed)
+                self.bulk_unanswered += nbytes
             return seq, _wire.bounded(header.SerializeToString()), link
         chunks = _wire.chunks(_wire.CALL_CHUNK, encoded.streamed)
         return seq, [*_wire.bounded(header.SerializeToString()), *chunks], None
@@ -291,11 +306,14 @@ class ActorConnection:
         if failure is not None or self._outbox is None:
             if isinstance(packed, Encoded) and self.exchange is not None:
                 self.exchange.pool.release(packed.segments())
+            elif isinstance(packed, tuple) and packed[2] is not None:
+                self._bulk_answered([packed[0]])
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
         if isinstance(packed, tuple):
             seq, messages, link = packed
             if link is not None and self._links.get(link.epoch) is not link:  # sent to a stream now gone
+                self._bulk_answered([seq])
                 fut.set_exception(ActorDiedError(self.actor_id, "the connection to the actor was lost during the call"))
                 return
             self._pending[seq] = (fut, name, kind)
@@ -414,6 +432,8 @@ class ActorConnection:
 
     def _settle(self, replies: Any) -> None:
         """Resolve the futures of a batch's replies. Loop thread."""
+        if self._bulk_sent:
+            self._bulk_answered([reply.seq for reply in replies])
         for reply in replies:
             entry = self._pending.pop(reply.seq, None)
             if reply.HasField("error"):
@@ -530,8 +550,15 @@ class ActorConnection:
         if self._outbox is not None:
             self._outbox.clear()
 
+    def _bulk_answered(self, seqs: list[int]) -> None:
+        with self._bulk_lock:
+            for seq in seqs:
+                self.bulk_unanswered -= self._bulk_sent.pop(seq, 0)
+
     def _fail_pending(self, error: ActorDiedError) -> None:
         """Fail the calls sent and not answered, and (once dead) those still queued."""
+        if self._bulk_sent:
+            self._bulk_answered(list(self._bulk_sent))
         pending, self._pending = self._pending, {}
         futures = [fut for fut, _, _ in pending.values()]
         if self._incoming is not None:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import _bulk
+from actorrt import _bulk, _handle
 from tests.conftest import ProcCluster
 
 MIB = 1 << 20
@@ -48,6 +48,10 @@ class Store:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def slowly(self, x: np.ndarray, seconds: float) -> int:
+        time.sleep(seconds)
+        return int(x.nbytes)
 
 
 @pytest.fixture(autouse=True)
@@ -84,6 +88,44 @@ async def test_large_payloads_take_the_bulk_connection_both_ways(cluster: ProcCl
             assert b.nbytes == n and int(b[0]) == i and int(b[-1]) == i
         # small calls are untouched by it
         assert await s.ping() == "pong"
+        await c.kill(s)
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident set so far (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_actor(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host reads its bulk connection as fast as frames come and keeps those its actor has
+    not run yet: 24 calls of 64 MiB made at once to an actor that takes 0.2 s each put 1.5 GiB
+    in the actor's process, which a memory limit would kill. Past ``BULK_UNANSWERED_MAX``
+    unanswered on the bulk connection, arguments stream on the Calls stream instead, whose flow
+    control keeps them in the caller until the host reads them."""
+    monkeypatch.setattr(_handle, "BULK_UNANSWERED_MAX", 256 * MIB)
+    async with cluster.connect(max_payload_mb=128) as c:
+        s = await Store.remote()
+        link = await bulk_up(s)
+        pid = await s.pid()
+        before, out0 = _peak_rss(pid), link.bytes_out
+        x = np.ones(64 * MIB, np.uint8)
+        futures = [s.slowly(x, 0.2) for _ in range(24)]
+        assert s._conn.bulk_unanswered <= (256 + 64) * MIB
+        assert await asyncio.gather(*futures) == [64 * MIB] * 24
+        grew = _peak_rss(pid) - before
+        on_bulk = link.bytes_out - out0
+        print(
+            f"\nthe actor's peak RSS grew {grew / MIB:.0f} MiB; {on_bulk / MIB:.0f} MiB of 1536 went on the bulk link"
+        )
+        assert grew < 700 * MIB, grew  # 1.5 GiB before
+        assert 4 * 64 * MIB <= on_bulk < 24 * 64 * MIB  # the first on it, the rest on the stream
+        assert s._conn.bulk_unanswered == 0 and not s._conn._bulk_sent
+        assert await s.keep(x) == 64 * MIB and link.bytes_out - out0 - on_bulk >= 64 * MIB  # on it again
         await c.kill(s)
 
 
