@@ -23,7 +23,11 @@ step per env step; PPO: SB3's defaults with observation and reward normalisation
 alternating seed by seed) records the mean of the last 10 finished training episodes at each
 checkpoint it reaches (50k / 100k / 300k env steps, or half-way and the end in ``--quick``), the
 wall-clock from the first env step, env steps/s, and the wall-clock and env steps at which that
-mean first reaches 3,000 (``null`` if never). A micro-benchmark child first times ONE SAC (and
+mean first reaches 3,000 (``null`` if never). SAC and TD3 runs also evaluate the policy's mean
+action at each checkpoint (``eval_return``: the mean return of ``--eval-episodes`` episodes, 10
+by default and 1 in ``--quick``, on a separate env seeded alike on both sides; not counted in
+the wall-clock, and drawing nothing from the training's random streams, so the training runs as
+it would without). A micro-benchmark child first times ONE SAC (and
 TD3, when named) gradient step (replay sample + update, batch 256, the env's dims) on each side
 in one process.
 
@@ -229,6 +233,10 @@ def main_cartpole(args: argparse.Namespace) -> None:
 TARGET = 3000.0
 """The HalfCheetah return whose wall-clock the issue asks for."""
 MUJOCO_WINDOW = 10
+EVAL_EPISODES = 10
+"""Episodes of the mean action evaluated at each checkpoint of an off-policy run (``--eval-episodes``)."""
+EVAL_SEED = 1_000_000
+"""The evaluation env's episode seeds: ``EVAL_SEED + 1000 * seed + episode``, the same on both sides."""
 OURS_SIDES: dict[str, tuple[str | None, bool]] = {
     "ours": (None, False),
     "ourscompile": (None, True),
@@ -314,8 +322,12 @@ class _Tracker:
     ``CURVE_EVERY`` env steps (the learning curve), and the first time it reaches ``TARGET``.
     ``start`` is set at the first env step."""
 
-    def __init__(self, checkpoints: list[int], curve_every: int = CURVE_EVERY) -> None:
+    def __init__(
+        self, checkpoints: list[int], curve_every: int = CURVE_EVERY, evaluate: Callable[[], float] | None = None
+    ) -> None:
         self.curve_every = curve_every
+        self.evaluate = evaluate
+        """Called at each checkpoint: the mean action's return (``eval_return``), its time excluded."""
         self.recent: deque[float] = deque(maxlen=MUJOCO_WINDOW)
         self.episodes = 0
         self.pending = sorted(checkpoints)
@@ -345,7 +357,12 @@ class _Tracker:
             if self.reached is None and full and sum(self.recent) / MUJOCO_WINDOW >= TARGET:
                 self.reached = {"env_steps": steps, "wall_s": round(now, 2)}
         while self.pending and steps >= self.pending[0]:
-            self.at[str(self.pending.pop(0))] = {"mean_return": self.mean(), "wall_s": round(now, 2)}
+            at: dict[str, float | None] = {"mean_return": self.mean(), "wall_s": round(now, 2)}
+            if self.evaluate is not None:
+                t0 = time.perf_counter()
+                at["eval_return"] = round(self.evaluate(), 1)
+                self.start += time.perf_counter() - t0  # the evaluation is not the run's time
+            self.at[str(self.pending.pop(0))] = at
         while steps >= self.curve_every * (len(self.curve) + 1):
             self.curve.append((self.curve_every * (len(self.curve) + 1), self.mean()))
 
@@ -367,6 +384,26 @@ class _Tracker:
         }
 
 
+def evaluate_policy(env_id: str, act: Callable[[Any], Any], seed: int, episodes: int) -> float:
+    """Mean return of ``episodes`` episodes of ``act`` (observation -> action, the policy's mean
+    action) on a fresh ``gym.make(env_id)``, episode ``i`` seeded ``EVAL_SEED + 1000 * seed + i``."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    total = 0.0
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=EVAL_SEED + 1000 * seed + i)
+            done = False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(act(obs))
+                total += float(reward)
+                done = terminated or truncated
+    finally:
+        env.close()
+    return total / episodes
+
+
 def _curve_every(steps: int, quick: bool) -> int:
     return max(1, steps // 3) if quick else CURVE_EVERY
 
@@ -386,6 +423,7 @@ def run_ours_offpolicy(
     quick: bool,
     autocast: str | None = None,
     compile: bool = False,
+    eval_episodes: int = 0,
 ) -> dict:
     import numpy as np
     import torch
@@ -405,7 +443,11 @@ def run_ours_offpolicy(
     agent = rl.Agent(algorithm)
     collector = rl.Collector(config, agent)
     replay = rl.UniformReplay(hp["buffer_size"], obs_space.shape, act_space.shape, seed=seed)
-    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
+
+    def evaluate() -> float:
+        return evaluate_policy(env_id, lambda o: agent.predict(o[None].astype(np.float32))[0], seed, eval_episodes)
+
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick), evaluate if eval_episodes else None)
     batch_size = hp["batch_size"]
     tracker.begin()
     while collector.total_steps < steps:
@@ -589,16 +631,22 @@ def _sb3_tracking(tracker: _Tracker, learning_starts: int) -> Any:
     return Track()
 
 
-def run_sb3_offpolicy(algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool) -> dict:
+def run_sb3_offpolicy(
+    algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool, eval_episodes: int = 0
+) -> dict:
     import torch
 
     torch.set_num_threads(1)
     from stable_baselines3.common.env_util import make_vec_env
 
-    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
-
     env = make_vec_env(env_id, n_envs=1, seed=seed)
     model = _sb3_quiet(_sb3_offpolicy_model(algo, env, seed, learning_starts))
+
+    def evaluate() -> float:
+        act = lambda o: model.predict(o, deterministic=True)[0]  # type: ignore[attr-defined]  # noqa: E731
+        return evaluate_policy(env_id, act, seed, eval_episodes)
+
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick), evaluate if eval_episodes else None)
     model.learn(total_timesteps=steps, callback=_sb3_tracking(tracker, learning_starts))  # type: ignore[attr-defined]
     return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
 
@@ -699,11 +747,12 @@ def _mujoco_child(spec: dict) -> None:
             out = ppo(spec["env"], spec["seed"], spec["steps"], spec["quick"])
         else:
             args = (algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
+            episodes = spec.get("eval_episodes", 0)
             if side.startswith("ours"):
                 autocast, compile = OURS_SIDES[side]
-                out = run_ours_offpolicy(*args, autocast=autocast, compile=compile)
+                out = run_ours_offpolicy(*args, autocast=autocast, compile=compile, eval_episodes=episodes)
             else:
-                out = run_sb3_offpolicy(*args)
+                out = run_sb3_offpolicy(*args, eval_episodes=episodes)
     print(json.dumps({**spec, **out}), flush=True)
 
 
@@ -738,6 +787,7 @@ def main_mujoco(args: argparse.Namespace) -> None:
         if x not in SIDES:
             raise SystemExit(f"unknown side {x!r} (choose from {', '.join(SIDES)})")
     steps = 1500 if args.quick else args.steps
+    eval_episodes = args.eval_episodes if args.eval_episodes is not None else 1 if args.quick else EVAL_EPISODES
     learning_starts = 1000 if args.quick else args.learning_starts
     seeds = list(range(args.first_seed, args.first_seed + (1 if args.quick else (args.seeds or 1))))
     have_sb3 = _sb3_available()
@@ -796,6 +846,8 @@ def main_mujoco(args: argparse.Namespace) -> None:
                     "learning_starts": learning_starts,
                     "quick": args.quick,
                 }
+                if algo in OFF_POLICY and eval_episodes:
+                    spec["eval_episodes"] = eval_episodes
                 row = spawn(spec)
                 if row is not None:
                     results.setdefault(runner, []).append(row)
@@ -817,7 +869,10 @@ def main_mujoco(args: argparse.Namespace) -> None:
     )
     for runner, rows in results.items():
         for r in rows:
-            cps = ", ".join(f"{k}: {v['mean_return']} @ {v['wall_s']}" for k, v in r["checkpoints"].items())
+            cps = ", ".join(
+                f"{k}: {v['mean_return']}{f' (eval {e})' if (e := v.get('eval_return')) is not None else ''} @ {v['wall_s']}"
+                for k, v in r["checkpoints"].items()
+            )
             hit = r[reached]
             hit_s = "-" if hit is None else f"{hit['env_steps']} steps, {hit['wall_s']} s"
             print(
@@ -841,6 +896,12 @@ def main() -> None:
         help="mujoco: comma-separated, of " + ",".join(SIDES) + " (see the module's docstring)",
     )
     parser.add_argument("--no-micro", action="store_true", help="mujoco: skip the gradient-step micro-benchmark")
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=None,
+        help=f"mujoco: SAC/TD3 mean-action episodes evaluated at each checkpoint ({EVAL_EPISODES}; --quick: 1; 0: none)",
+    )
     parser.add_argument("--out", help="mujoco: append the JSON lines to this file too")
     parser.add_argument("--child", nargs=3, metavar=("RUNNER", "SEED", "CAP"), help=argparse.SUPPRESS)
     parser.add_argument("--child-json", help=argparse.SUPPRESS)

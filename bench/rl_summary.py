@@ -10,7 +10,9 @@ the seeds that both ran to the checkpoint. It gives, for each side, the mean and
 the return there (the mean of the last 10 training episodes). It also gives how many seeds ours
 is above on, and the difference of the means with its standard error, ``sqrt(s_ours^2/n +
 s_sb3^2/n)``. The runs of the two sides share a seed number but nothing random, so the error is
-not paired. A cell with fewer than 3 seeds is marked: item 5 asks for at least 3.
+not paired. A cell with fewer than 3 seeds is marked: item 5 asks for at least 3. Rows of SAC
+and TD3 runs that evaluated the mean action at each checkpoint (``eval_return``) give a second
+table of the same cells on that return.
 
 **Wall-clock to 3,000.** On HalfCheetah, for each of our SAC and TD3 sides (rl-zoo's TD3 and the
 256x256 ``td3-256`` and ``td3-256-zoo``) against SB3's SAC (the reference item 5 names) and each
@@ -89,14 +91,15 @@ def latest(runs: list[Run]) -> dict[tuple[str, str, str, str, int], Run]:
     return out
 
 
-def returns(runs: list[Run]) -> dict[tuple[str, str, str, int], dict[int, float]]:
-    """``(side, algo, env, checkpoint) -> {seed: return}``, each from the latest run that has it."""
+def returns(runs: list[Run], key: str = "mean_return") -> dict[tuple[str, str, str, int], dict[int, float]]:
+    """``(side, algo, env, checkpoint) -> {seed: return}``, each from the latest run that has it;
+    ``key``: ``mean_return`` (the training episodes) or ``eval_return`` (the mean action)."""
     table: dict[tuple[str, str, str, int], dict[int, float]] = defaultdict(dict)
     for row in sorted(runs, key=lambda r: r.get("utc_end", "")):
         side, algo = row["runner"].rsplit("_", 1)
         for checkpoint, at in row["checkpoints"].items():
-            if at.get("mean_return") is not None:
-                table[(side, algo, row["env"], int(checkpoint))][int(row["seed"])] = float(at["mean_return"])
+            if at.get(key) is not None:
+                table[(side, algo, row["env"], int(checkpoint))][int(row["seed"])] = float(at[key])
     return table
 
 
@@ -125,9 +128,9 @@ def compare(ours: dict[int, float], sb3: dict[int, float]) -> dict[str, Any] | N
     }
 
 
-def return_cells(runs: list[Run]) -> list[dict[str, Any]]:
-    """Every (env, algo, checkpoint, our side) that SB3 also ran, sorted."""
-    table = returns(runs)
+def return_cells(runs: list[Run], key: str = "mean_return") -> list[dict[str, Any]]:
+    """Every (env, algo, checkpoint, our side) that SB3 also ran, sorted (``key``: see ``returns``)."""
+    table = returns(runs, key)
     cells = []
     for (side, algo, env, checkpoint), ours in sorted(table.items()):
         if side == SB3:
@@ -251,8 +254,18 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:g}"
 
 
-def print_tables(returns_: list[dict[str, Any]], reach: list[dict[str, Any]]) -> None:
+def print_tables(
+    returns_: list[dict[str, Any]], reach: list[dict[str, Any]], evals: list[dict[str, Any]] | None = None
+) -> None:
     print("Returns at each checkpoint: our side against SB3 on the seeds both ran (* fewer than 3 seeds)")
+    _print_returns(returns_)
+    if evals:
+        print("\nThe mean action's return at each checkpoint (eval_return), the same way")
+        _print_returns(evals)
+    _print_reach(reach)
+
+
+def _print_returns(returns_: list[dict[str, Any]]) -> None:
     w = max([len("algo"), *(len(c["algo"]) for c in returns_)])
     head = f"{'env':<15} {'algo':<{w}} {'step':>7} {'side':<16} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
     print(head + f"  {'ours med':>9} {'sb3 med':>9}  {'above':>5}  {'diff':>7} {'se':>6}")
@@ -263,6 +276,9 @@ def print_tables(returns_: list[dict[str, Any]], reach: list[dict[str, Any]]) ->
             f"{c['ours_mean']:>9.1f} {c['sb3_mean']:>9.1f}  {c['ours_median']:>9.1f} {c['sb3_median']:>9.1f}  "
             f"{c['ours_above']:>2}/{c['n']:<2}  {c['mean_diff']:>7.1f} {_fmt(c['se_diff']):>6}"
         )
+
+
+def _print_reach(reach: list[dict[str, Any]]) -> None:
     for r in reach:
         print(
             f"\nWall-clock to 3,000, {r['env']}: our {r['algo']} ({r['side']}) against SB3's {r['sb3_algo']}, "
@@ -310,14 +326,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print_curves(pairs)
         return 0
-    cells, reach = return_cells(runs), reach_cells(runs)
+    cells, reach, evals = return_cells(runs), reach_cells(runs), return_cells(runs, "eval_return")
     if args.json:
         for c in cells:
             print(json.dumps({"kind": "returns", **c}))
+        for c in evals:
+            print(json.dumps({"kind": "eval_returns", **c}))
         for r in reach:
             print(json.dumps({"kind": "reach_3000", **r}))
     else:
-        print_tables(cells, reach)
+        print_tables(cells, reach, evals)
     return 0
 
 

@@ -45,10 +45,13 @@ def test_mujoco_quick_mode_writes_rows_for_both_sides(tmp_path: Path) -> None:
         assert set(r["checkpoints"]) == {"750", "1500"}, r
         assert r["checkpoints"]["1500"]["mean_return"] is not None, r  # one 1000-step episode finished
         assert r["reached_3000"] is None and r["loadavg_start"] and r["loadavg_end"]
+        # the mean action, one 1000-step episode at each checkpoint, its time not in the wall-clock
+        assert r["eval_episodes"] == 1 and all(at["eval_return"] is not None for at in r["checkpoints"].values()), r
     for name in ("ours_ppo", "sb3_ppo"):
         r = by_runner[name]
         assert r["env_steps"] == 2048 and r["updates"] == 1, r  # one whole rollout of n_steps 2048
         assert set(r["checkpoints"]) == {"750", "1500"} and r["episodes"] == 2, r
         assert r["checkpoints"]["1500"]["mean_return"] is not None, r
+        assert "eval_return" not in r["checkpoints"]["1500"], r  # evaluated for SAC and TD3 only
     assert "ours_sac" in proc.stdout and "sb3_td3" in proc.stdout  # the summary table
     assert "one SAC gradient step" in proc.stdout and "one TD3 gradient step" in proc.stdout

@@ -166,3 +166,37 @@ def test_curves_pair_our_side_with_sb3_per_seed_from_the_latest_rows(tmp_path: P
     assert code == 0, err
     assert "Learning curves, Hopper-v5 sac seed 2: ours against sb3" in out
     assert re.search(r"^ +20000 +9 +3$", out, re.M) and "ours peak: 9.0 at 20000 steps" in out
+
+
+def test_eval_returns_make_their_own_table_from_the_rows_that_have_them(tmp_path: Path) -> None:
+    """Rows that evaluated the mean action at a checkpoint (``eval_return``) give a second table,
+    paired as the training returns are; rows without it count in the first table only."""
+
+    def evaluated(runner: str, seed: int, train: float, evaluation: float | None) -> dict[str, Any]:
+        row = _run(runner, seed, {300_000: train}, f"2026-01-0{seed + 1}T00:00Z", None, env="Hopper-v5")
+        if evaluation is not None:
+            row["checkpoints"]["300000"]["eval_return"] = evaluation
+        return row
+
+    rows = [
+        evaluated("ours_td3", 0, 2000.0, 3100.0),
+        evaluated("ours_td3", 1, 1500.0, 3300.0),
+        evaluated("ours_td3", 2, 1000.0, None),  # an older row: no evaluation
+        evaluated("sb3_td3", 0, 2500.0, 2900.0),
+        evaluated("sb3_td3", 1, 1700.0, 3000.0),
+        evaluated("sb3_td3", 2, 900.0, None),
+    ]
+    code, out, err = _summary(tmp_path, rows, "--json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    (train,) = [c for c in lines if c["kind"] == "returns"]
+    (ev,) = [c for c in lines if c["kind"] == "eval_returns"]
+    assert train["n"] == 3 and train["ours_mean"] == 1500.0 and train["sb3_mean"] == 1700.0
+    assert ev["seeds"] == [0, 1] and (ev["ours_mean"], ev["sb3_mean"]) == (3200.0, 2950.0) and ev["ours_above"] == 2
+    code, text, err = _summary(tmp_path, rows)
+    assert code == 0, err
+    head, _, evals = text.partition("The mean action's return at each checkpoint (eval_return)")
+    assert re.search(r"^Hopper-v5 +td3 +300000 +ours +3 +1500\.0 +1700\.0 ", head, re.M), text
+    assert re.search(r"^Hopper-v5 +td3 +300000 +ours +2\* +3200\.0 +2950\.0 ", evals, re.M), text
+    code, text, _ = _summary(tmp_path, [r for r in rows if r["seed"] == 2])
+    assert code == 0 and "eval_return" not in text  # no row has one: no second table
