@@ -59,39 +59,45 @@ FAILURE_TEXT_MAX = 1 << 20  # characters of an error's message, and of its trace
 _FLUSH_AFTER_S = 0.002
 
 
-def _failure(exc: BaseException, skip_frames: int = 1) -> pb.RemoteFailure:
-    """What an error reply carries: the exception pickled (so the caller can raise its type, with
-    its attributes), its message and its traceback. One message carries it, so a pickle over what
-    that holds (an exception keeping a large array) is dropped, saying so, and texts are cut to
-    ``FAILURE_TEXT_MAX`` characters; the type, message and traceback still travel."""
+def _failure(exc: BaseException, skip_frames: int = 1) -> tuple[pb.RemoteFailure, int]:
+    """What an error reply carries, and a bound on its encoded size: the exception pickled (so
+    the caller can raise its type, with its attributes), its message and its traceback. One
+    message carries it, so a pickle over what that holds (an exception keeping a large array) is
+    dropped, saying so, and texts are cut to ``FAILURE_TEXT_MAX`` characters; the type, message
+    and traceback still travel. Sizes are added up, never asked of protobuf (which would encode
+    the message to tell, and fails at 2 GiB)."""
     tb = exc.__traceback__
     for _ in range(skip_frames):
         if tb is not None and tb.tb_next is not None:
             tb = tb.tb_next
     text = _cut(_text_of(lambda: "".join(traceback.format_exception(type(exc), exc, tb))))
     message = _cut(_text_of(lambda: str(exc)))
+    type_name = _text_of(lambda: f"{type(exc).__module__}.{type(exc).__qualname__}")
+    texts = 4 * (len(text) + len(message) + len(type_name)) + 64  # utf-8: 4 bytes a character at most
+    payload, size = EMPTY, 0
     try:
-        payload = dumps(exc)
+        payload = dumps(exc, limit=MAX_IN_MESSAGE - texts - 64)
+        size = len(payload.pickle) + sum(len(b) for b in payload.buffers) + 16 * (len(payload.buffers) + 1)
+    except PayloadTooLargeError as e:
+        message += (
+            f" [the exception pickled to {describe_size(e.size)}, over what one message carries: "
+            "it comes as its type, message and traceback]"
+        )
+        texts += 4 * 200
     except Exception:  # noqa: BLE001 - the type and message still travel
-        payload = EMPTY
-    else:
-        size = payload.ByteSize()
-        if size > MAX_IN_MESSAGE - 4 * (len(text) + len(message)) - 2**16:  # utf-8: 4 bytes a character at most
-            payload = EMPTY
-            message += f" [the exception pickled to {describe_size(size)}, over what one message carries: it comes as its type, message and traceback]"
-    return pb.RemoteFailure(
-        type_name=f"{type(exc).__module__}.{type(exc).__qualname__}",
-        message=message,
-        traceback=text,
-        exception=payload,
-    )
+        pass
+    failure = pb.RemoteFailure(type_name=type_name, message=message, traceback=text, exception=payload)
+    return failure, size + texts
 
 
 def _text_of(make: Callable[[], str]) -> str:
+    """``make()``, or what it raised; characters UTF-8 cannot encode (lone surrogates, as
+    ``surrogateescape`` makes) escaped, since protobuf refuses them."""
     try:
-        return make()
+        text = make()
     except Exception as e:  # noqa: BLE001 - a __str__ that raises: say so instead
-        return f"<the text could not be made: {type(e).__name__}: {e}>"
+        text = f"<the text could not be made: {type(e).__name__}: {e}>"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _cut(text: str) -> str:
@@ -250,8 +256,7 @@ class CallStream:
         self.outbox.batch.replies.append(msg)
 
     def reply_error(self, seq: int, error: BaseException, skip_frames: int = 1) -> None:
-        failure = _failure(error, skip_frames)
-        size = failure.ByteSize()
+        failure, size = _failure(error, skip_frames)
         if size <= _wire.CHUNK_BYTES:
             self.reply(pb.Reply(seq=seq, error=failure))
             self.outbox.added(size)
@@ -542,7 +547,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
                 self.actor = self._construct(step)
                 self.actor.report_fd = self.report_fd
             except (Exception, SystemExit) as e:  # noqa: BLE001 - construction failed: tell the owner, then end
-                await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, error=_failure(e))]))
+                await context.write(pb.ReplyBatch(replies=[pb.Reply(seq=0, error=_failure(e)[0])]))
                 self.finished.set()
                 self.constructed.set()
                 return

@@ -30,14 +30,19 @@ EMPTY = common_pb2.Payload()
 NO_ARGS: tuple[tuple[()], dict[str, Any]] = ((), {})
 
 
-def dumps(value: Any) -> common_pb2.Payload:
+def dumps(value: Any, limit: int = 0) -> common_pb2.Payload:
     """Pickle ``value`` whole into one payload, out-of-band buffers inline (a constructor's
     spec, an exception). Calls and replies go through ``_codec.encode``. Raises what pickling
-    raises."""
+    raises, and ``PayloadTooLargeError`` when the pickle and its buffers add up to more than
+    ``limit`` bytes (0: no limit), before any copy."""
     buffers: list[pickle.PickleBuffer] = []
     data = _codec.dumps(value, buffers.append)
+    raws = [b.raw() for b in buffers]
+    size = len(data) + sum(r.nbytes for r in raws)
+    if limit and size > limit:
+        raise _codec.PayloadTooLargeError(size, limit, in_band=True)
     # protobuf takes bytes only (not memoryview): one copy per buffer.
-    return common_pb2.Payload(pickle=data, buffers=[b.raw().tobytes() for b in buffers])
+    return common_pb2.Payload(pickle=data, buffers=[r.tobytes() for r in raws])
 
 
 def name_culprit(what: str, args: tuple[Any, ...], kwargs: dict[str, Any], e: Exception) -> NoReturn:

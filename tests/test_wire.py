@@ -140,22 +140,31 @@ async def test_error_replies_count_toward_the_batch_bound_and_large_ones_leave_a
 
 def test_an_error_reply_cuts_what_one_message_cannot_carry(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pickled exception over what one message carries is dropped (type, message and traceback
-    still travel, saying so); texts are cut; a ``__str__`` that raises is reported, not raised."""
+    still travel, saying so); texts are cut; a ``__str__`` that raises, or text protobuf cannot
+    encode, is reported, not raised. The size comes from adding up, never from protobuf: asked
+    the size of a 2 GiB message it encodes it to tell, and fails."""
+    huge, size = _host._failure(CarryingError(np.zeros(2**31 + 1, np.uint8)), skip_frames=0)  # calloc: no pages touched
+    assert huge.exception.ByteSize() == 0 and huge.type_name.endswith("CarryingError")
+    assert "[the exception pickled to 2048.0 MiB, over what one message carries" in huge.message
+    assert size < 2**20 and huge.ByteSize() <= size  # a bound on what it encodes to
+    kept, size = _host._failure(CarryingError(np.arange(3 * MIB, dtype=np.uint8)), skip_frames=0)
+    assert kept.exception.ByteSize() > 3 * MIB and "pickled to" not in kept.message
+    assert kept.ByteSize() <= size < kept.ByteSize() + 2**16
     monkeypatch.setattr(_host, "MAX_IN_MESSAGE", 2 * MIB)
-    failure = _host._failure(CarryingError(np.zeros(3 * MIB, np.uint8)), skip_frames=0)
-    assert failure.exception.ByteSize() == 0 and failure.type_name.endswith("CarryingError")
-    assert "carrying 3145728 bytes [the exception pickled to 3.0 MiB, over what one message carries" in failure.message
-    kept = _host._failure(CarryingError(np.zeros(MIB, np.uint8)), skip_frames=0)
-    assert kept.exception.ByteSize() > MIB and "pickled to" not in kept.message
-    long = _host._failure(ValueError("x" * (3 * _host.FAILURE_TEXT_MAX)), skip_frames=0)
+    dropped, _ = _host._failure(CarryingError(np.zeros(3 * MIB, np.uint8)), skip_frames=0)
+    assert dropped.exception.ByteSize() == 0 and "pickled to 3.0 MiB" in dropped.message
+    long, _ = _host._failure(ValueError("x" * (3 * _host.FAILURE_TEXT_MAX)), skip_frames=0)
     assert len(long.message) < _host.FAILURE_TEXT_MAX + 300 and "characters cut" in long.message
 
     class UnprintableError(Exception):
         def __str__(self) -> str:
             raise RuntimeError("no text")
 
-    odd = _host._failure(UnprintableError(), skip_frames=0)
+    odd, _ = _host._failure(UnprintableError(), skip_frames=0)
     assert "could not be made: RuntimeError: no text" in odd.message
+    name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")  # a file name as os.listdir gives it
+    lone, _ = _host._failure(FileNotFoundError(2, "No such file", name), skip_frames=0)
+    assert "caf\\udce9.txt" in lone.message and lone.SerializeToString()
 
 
 # ---- end to end, without shared memory (as between two hosts) ---------------------------------
