@@ -59,6 +59,13 @@ PLACEMENT_WARN_S = 10.0  # a placement still waiting this long is logged (every 
 _VALIDATE = os.environ.get("ACTORRT_VALIDATE") == "1"
 
 
+def _stream_status(conn: ActorConnection) -> str:
+    """What a connection says of its actor to a restarted master (``ClientState.kept_actors``)."""
+    if conn.dead is not None:
+        return "dead"
+    return "waiting" if conn.waiting else "alive"
+
+
 class Cluster:
     """A connection to an actorrt cluster. Get one from ``actorrt.connect()``."""
 
@@ -198,7 +205,7 @@ class Cluster:
         with self._refs_lock:
             held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
             counted_on = sorted(set(self.state.actors) | set(self.state.specs))
-            kept = self.state.kept_actors()
+            kept = self.state.kept_actors(_stream_status)
         confirm = (
             [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on, kept=kept))] if counted_on else []
         )
@@ -437,7 +444,9 @@ class Cluster:
     # ---- placement and actors (cluster loop) ----------------------------------------------------
 
     def _send_release(self, actor_id: str, reason: str) -> bool:
-        """Ask the master to stop ``actor_id``; False when there is no session to ask."""
+        """Ask the master to stop ``actor_id``; False when there is no session to ask. A
+        restartable one is never placed again for this client after a master restart."""
+        self.state.released(actor_id)
         if self._session is None or self.closed:
             return False
         self._session.send(pb.ClientEvent(release_actor=pb.ReleaseActor(actor_id=actor_id, reason=reason)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -49,6 +50,7 @@ class Kept(Generic[C]):
     construct: actor_host_pb2.ConstructActor
     holds: list[C]
     placement: pb.PlaceActor
+    released: bool = False  # this client asked for it to be stopped: never placed again for it
 
 
 class ClientState(Generic[W, C]):
@@ -128,17 +130,33 @@ class ClientState(Generic[W, C]):
         kept = self.specs.get(actor_id)
         return kept.construct if kept is not None else None
 
-    def kept_actors(self) -> list[pb.KeptActor]:
-        """What a restarted master needs to place again the restartable actors created here."""
-        return [
-            pb.KeptActor(
-                actor_id=actor_id,
-                placement=kept.placement,
-                restarts=kept.construct.restarts,
-                held=actor_id in self.actors,
+    def released(self, actor_id: str) -> None:
+        """This client asked the master to stop ``actor_id`` (a kill; a construction that failed)."""
+        kept = self.specs.get(actor_id)
+        if kept is not None:
+            kept.released = True
+
+    def kept_actors(self, status: Callable[[C], str]) -> list[pb.KeptActor]:
+        """What a restarted master needs to place again the restartable actors created here that
+        may have been lost: ``status(conn)`` of the connection held to one says ``"alive"`` (its
+        stream is up: the actor lives, whatever the master knows), ``"waiting"`` (its host went,
+        it waits for the master's word) or ``"dead"`` (it gave up: held by no live handle here).
+        Those this client asked to stop are left out."""
+        out = []
+        for actor_id, kept in self.specs.items():
+            conn = self.actors.get(actor_id)
+            state = "dead" if conn is None else status(conn)
+            if kept.released or state == "alive":
+                continue
+            out.append(
+                pb.KeptActor(
+                    actor_id=actor_id,
+                    placement=kept.placement,
+                    restarts=kept.construct.restarts,
+                    held=state == "waiting",
+                )
             )
-            for actor_id, kept in self.specs.items()
-        ]
+        return out
 
     def died(self, actor_id: str, cause: str) -> tuple[C | None, list[W], list[C]]:
         """The master says ``actor_id`` died: its connection (to close), if the client held one,

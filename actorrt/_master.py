@@ -39,6 +39,10 @@ LOST_WHILE_MASTER_DOWN = (
     "while the master was down)"
 )
 INVARIANT_EXIT_STATUS = 70
+# How long after placing an actor again from its creator's word a client that confirms it late
+# is still told so: as long as a holder's connection waits for the master's word after its
+# host went (the client's RESTART_VERDICT_S); later ones have given up, or never waited.
+READOPTED_TOLD_S = 60.0
 # Heartbeats per second the master budgets for all its workers together. Past that many nodes
 # (x the base interval) the interval it gives workers grows with the cluster, up to a quarter of
 # the worker timeout, so a large cluster's idle master does not spend a core reading heartbeats
@@ -77,6 +81,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         # had their time to register again (``_confirm``): (client, ids, those it keeps).
         self._unconfirmed: list[tuple[str, list[str], Sequence[pb.KeptActor]]] = []
         self._confirm_timer: asyncio.TimerHandle | None = None
+        # Actors this master placed again from their creator's word (``_confirm``): when (the
+        # table's clock), and the clients told so.
+        self._readopted: dict[str, tuple[float, set[str]]] = {}
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
         self._init_logs()
@@ -509,7 +516,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         keep them forever. Until this master has served a worker timeout and a reconnect period,
         its workers may still be registering (with their actors): the ids it does not know yet
         are settled then, every client's together. Those reported are remembered dead: a worker
-        registering later still stops them."""
+        registering later still stops them. A client confirming one placed again after that
+        hears what its holders heard."""
         if self.closed:
             return
         unknown = [a for a in actor_ids if a not in self.table.actors]
@@ -521,6 +529,16 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     self._confirm_timer = asyncio.get_running_loop().call_later(wait, self._confirm_later)
                 self._unconfirmed.append((client_id, later, [k for k in kept if k.actor_id in later]))
             unknown = [a for a in unknown if a in self.table.dead]
+        else:
+            for actor_id in actor_ids:
+                actor = self.table.actors.get(actor_id)
+                readopted = self._readopted.get(actor_id)
+                if actor is None or readopted is None or client_id not in actor.holders:
+                    continue
+                since, told = readopted
+                if self.table.clock() - since < READOPTED_TOLD_S and client_id not in told:
+                    told.add(client_id)
+                    self._tell_readopted(actor, {client_id})
         self._settle_unknown([(client_id, unknown, kept)])
 
     def _confirm_later(self) -> None:
@@ -532,20 +550,18 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def _settle_unknown(self, confirmed: list[tuple[str, list[str], Sequence[pb.KeptActor]]]) -> None:
         """Settle the actors clients confirmed and no worker brought back: every kept one first
         (so that its other holders, whichever client spoke first, hold it again rather than
-        hear it died), then the rest."""
+        hear it died), then the rest. Who holds one placed again is known once all have spoken:
+        one nobody holds (and not detached) is released, as it would have been."""
         readopted: dict[str, Actor] = {}
-        placements: list[Placement] = []
         for client_id, actor_ids, kept in confirmed:
             for k in kept:
                 if (
                     k.actor_id in actor_ids
                     and k.actor_id not in self.table.actors
                     and k.actor_id not in self.table.dead
+                    and self._readopt(client_id, k)
                 ):
-                    placed = self._readopt(client_id, k)
-                    if placed is not None:
-                        readopted[k.actor_id] = self.table.actors[k.actor_id]
-                        placements += placed
+                    readopted[k.actor_id] = self.table.actors[k.actor_id]
         for client_id, actor_ids, _ in confirmed:
             for actor_id in actor_ids:
                 actor = self.table.actors.get(actor_id)
@@ -557,20 +573,48 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 self._send_client(
                     client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
                 )
-        for actor in readopted.values():
-            notice = pb.ClientNotice(
+        for actor_id in readopted:
+            self.table.holders_known(actor_id)
+        self._released()  # those nobody holds: reported dead
+        now = self.table.clock()
+        for actor_id in [a for a, (since, _) in self._readopted.items() if now - since >= READOPTED_TOLD_S]:
+            del self._readopted[actor_id]
+        for actor_id, actor in readopted.items():
+            if actor_id in self.table.actors:
+                holders = self._holders(actor)
+                self._readopted[actor_id] = (now, set(holders))
+                self._tell_readopted(actor, holders)
+        self._announce(self.table.place_waiting())  # after the notices: told it moved, never that it restarts
+
+    def _tell_readopted(self, actor: Actor, clients: set[str]) -> None:
+        """Tell ``clients`` that ``actor`` is being placed again (their connections saw its host
+        go and wait for the master's word), and, if it is already placed, where."""
+        notices = [
+            pb.ClientNotice(
                 actor_restarting=pb.ActorRestarting(
                     actor_id=actor.actor_id, cause=LOST_WHILE_MASTER_DOWN, restarts=actor.restarts
                 )
             )
-            for client_id in self._holders(actor):
+        ]
+        if not actor.restarting:
+            worker = self.table.workers.get(actor.worker_id)
+            moved = pb.ActorMoved(
+                actor_id=actor.actor_id,
+                endpoint=actor.endpoint,
+                node=worker.node if worker is not None else "",
+                gpu_ids=actor.gpu_ids,
+                construct=False,
+                restarts=actor.restarts,
+            )
+            notices.append(pb.ClientNotice(actor_moved=moved))
+        for client_id in clients:
+            for notice in notices:
                 self._send_client(client_id, notice)
-        self._announce(placements)  # after the notices: a holder told it moved must not hear it restarts
 
-    def _readopt(self, client_id: str, kept: pb.KeptActor) -> list[Placement] | None:
-        """Place again a restartable actor no worker brought back, from its creator's word: what
-        can be placed now; None (remembered lost) when its restart limit is used up, or its
-        creator is away."""
+    def _readopt(self, client_id: str, kept: pb.KeptActor) -> bool:
+        """Queue a restartable actor no worker brought back to be placed again, from its
+        creator's word; False (remembered lost) when its restart limit is used up, or its
+        creator has left."""
         place = kept.placement
         actor = Actor(
             actor_id=kept.actor_id,
@@ -590,8 +634,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             methods=tuple(place.shape.methods),
             attributes=tuple(place.shape.attributes),
         )
-        placements = self.table.readopt(actor, held=kept.held)
-        if placements is not None:
+        if self.table.readopt(actor, held=kept.held):
             log.info(
                 "actor %s (%s), lost while the master was down, is placed again from its creator's "
                 "word (restart %d of %s)",
@@ -602,12 +645,12 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 extra=ids(actor_id=actor.actor_id, client_id=client_id),
             )
             self.metrics.actor_restarted(LOST_WHILE_MASTER_DOWN)
-            return placements
+            return True
         if actor.max_restarts != 0 and not actor.may_restart():
             self.table.record_lost(
                 actor.actor_id, f"{LOST_WHILE_MASTER_DOWN} (after {actor.restarts} restarts, the last allowed)"
             )
-        return None
+        return False
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)

@@ -322,15 +322,15 @@ class ClusterTable:
         with it later must stop it, not bring it back."""
         return self._remember(DeadActor(actor_id, "", "", "", cause))
 
-    def readopt(self, actor: Actor, *, held: bool) -> list[Placement] | None:
+    def readopt(self, actor: Actor, *, held: bool) -> bool:
         """A restartable actor that no worker brought back to this (restarted) table, described
         by its creator (``actor.client_id``; ``held``: it holds a handle): queued to be placed
-        again, as its own restart would be (one more restart counted), when its limit allows and
-        its creator is here to construct it; returns what can be placed now. None: not taken.
-        Who else holds it is unknown until they say so."""
+        again, as its own restart would be (one more restart counted; ``place_waiting`` places
+        it), when its limit allows and its creator has not left (one away waits as for any
+        restart). Until ``holders_known``, it is not released for lack of holders."""
         creator = self.clients.get(actor.client_id)
-        if actor.actor_id in self.actors or creator is None or not creator.connected or not actor.may_restart():
-            return None
+        if actor.actor_id in self.actors or creator is None or not actor.may_restart():
+            return False
         actor.restarts += 1
         actor.restarting = True
         actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids = "", -1, "", ()
@@ -343,8 +343,17 @@ class ClusterTable:
         creator.actors.add(actor.actor_id)
         if held:
             self.add_ref(actor.client_id, actor.actor_id)
+        actor.refcounted = False
         self._queue_restart(actor)
-        return self.place_waiting()
+        return True
+
+    def holders_known(self, actor_id: str) -> None:
+        """Every client that holds ``actor_id`` has said so (``add_ref``): from now on it is
+        counted, and released now if nobody holds it (``take_released``) and it is not detached."""
+        actor = self.actors.get(actor_id)
+        if actor is not None:
+            actor.refcounted = True
+            self._release_if_unheld(actor)
 
     def _queue_restart(self, actor: Actor) -> None:
         """Queue the request that places a restarting actor again."""

@@ -55,11 +55,18 @@ def test_a_kept_spec_and_what_it_holds_go_with_the_death(state: ClientState[str,
     assert state.spec("r") is spec and state.spec("other") is None
     spec.restarts = 1  # constructed again after a restart
     state.keep_spec("detached", actor_host_pb2.ConstructActor(actor_id="detached", class_name="D"), [])
-    kept = {k.actor_id: k for k in state.kept_actors()}  # what a restarted master hears
+    state.keep_spec("killed", actor_host_pb2.ConstructActor(actor_id="killed", class_name="K"), [])
+    state.released("killed")  # a kill the old master may never have carried out
+    state.released("never-kept")  # harmless
+    # What a restarted master hears, as the connection held to "r" says.
+    kept = {k.actor_id: k for k in state.kept_actors(lambda conn: "waiting")}  # its host went
+    assert set(kept) == {"r", "detached"}
     assert kept["r"].placement == place and kept["r"].restarts == 1 and kept["r"].held
     assert kept["detached"].placement.class_name == "D" and not kept["detached"].held  # no handle held
+    assert not {k.actor_id: k for k in state.kept_actors(lambda conn: "dead")}["r"].held  # it gave up
+    assert [k.actor_id for k in state.kept_actors(lambda conn: "alive")] == ["detached"]  # "r" lives
     assert state.died("r", "after 1 restarts, the last allowed") == ("conn-r", [], ["conn-target"])
-    assert state.spec("r") is None and list(state.specs) == ["detached"]
+    assert state.spec("r") is None and list(state.specs) == ["detached", "killed"]
     with pytest.raises(ValueError, match="is dead"):
         state.keep_spec("r", spec, [])
     state.validate()

@@ -139,6 +139,55 @@ async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unkn
             assert unknown_id in master.table.dead  # a worker registering with it now must stop it
 
 
+async def test_a_holder_confirming_an_actor_placed_again_late_is_told_where_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A restartable actor the restarted master placed again from its creator's word: a holder
+    whose session came back only after the master settled became a holder again but heard
+    nothing, and its connection waited out its 60 s for the master's word while the actor lived.
+    It is told what the others were (ActorRestarting, then ActorMoved once placed), once."""
+    async with master_and_worker(worker_timeout_s=2.0) as (master, _):
+        async with (
+            actorrt.connect(master.address, token="t", log_to_driver=False) as creator,
+            actorrt.connect(master.address, token="t", log_to_driver=False) as late,
+        ):
+            servicer = master.servicer
+            sent: list[tuple[str, str, pb.ClientNotice]] = []
+            send = servicer._send_client
+
+            def recording(client_id: str, msg: pb.ClientNotice) -> None:
+                sent.append((client_id, msg.WhichOneof("notice") or "", msg))
+                send(client_id, msg)
+
+            monkeypatch.setattr(servicer, "_send_client", recording)
+            servicer.started_at = servicer.table.clock() - 60.0  # its workers had their time: settles at once
+            ghost = "0123456789abcdef"
+            place = pb.PlaceActor(class_name="Ghost", max_restarts=2)
+            place.resources.num_cpus = 1
+            servicer._confirm(creator.client_id, [ghost], [pb.KeptActor(actor_id=ghost, placement=place, held=True)])
+            assert [(to, kind) for to, kind, _ in sent] == [
+                (creator.client_id, "actor_restarting"),
+                (creator.client_id, "actor_moved"),  # a free slot: placed at once
+            ]
+            assert sent[1][2].actor_moved.construct and servicer.table.actors[ghost].restarts == 1
+            sent.clear()
+            servicer.table.add_ref(late.client_id, ghost)  # the AddRef a reopened session sends first
+            servicer._confirm(late.client_id, [ghost])
+            assert [(to, kind) for to, kind, _ in sent] == [
+                (late.client_id, "actor_restarting"),
+                (late.client_id, "actor_moved"),
+            ]
+            moved = sent[1][2].actor_moved
+            assert not moved.construct and moved.endpoint == servicer.table.actors[ghost].endpoint
+            sent.clear()
+            servicer._confirm(late.client_id, [ghost])  # its session came back once more: told already
+            servicer._confirm(creator.client_id, [ghost])  # was told when it was placed
+            assert sent == []
+            servicer.table.release_actor("", ghost, "the test is over")
+            servicer._released()
+            servicer.check()
+
+
 async def test_a_worker_whose_session_raises_says_so_and_registers_again(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

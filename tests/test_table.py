@@ -422,31 +422,41 @@ def _lost(actor_id: str, client_id: str = "c1", *, max_restarts: int = 2, restar
 
 def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_creators_word() -> None:
     """No worker brought it back (it died while the master was down): its creator's word queues
-    its restart, counted, its name kept unless taken meanwhile; its limit and its creator's
-    presence are honoured."""
+    its restart, counted, its name kept unless taken meanwhile; its limit is honoured, and a
+    creator that has left is nobody to construct it. Once every holder has spoken, one nobody
+    holds is released, unless detached."""
     t, w, _ = table_with_worker(cpus=2)
     taken = t.request(Request("c1", 1, name="taken"))
     assert taken is not None
-    placed = t.readopt(_lost("a1", restarts=1, name="r"), held=True)
-    assert placed is not None and [(p.actor_id, p.request.restart_of) for p in placed] == [("a1", "a1")]
-    a1 = t.actors["a1"]
-    assert not a1.restarting and a1.worker_id == w and a1.restarts == 2
-    assert t.names["r"] == "a1" and a1.holders == {"c1"}
-    assert t.readopt(_lost("a2", max_restarts=-1, restarts=7, name="taken"), held=False) == []  # no free slot
-    a2 = t.actors["a2"]
-    assert a2.restarting and a2.restarts == 8 and a2.name == "" and t.names["taken"] == taken.actor_id
-    assert a2.holders == set() and not a2.refcounted  # who holds it is unknown until they say so
+    assert t.readopt(_lost("a1", restarts=1, name="r"), held=True)
+    assert t.readopt(_lost("a2", max_restarts=-1, restarts=7, name="taken"), held=False)
+    a1, a2 = t.actors["a1"], t.actors["a2"]
+    assert a1.restarting and a1.restarts == 2 and t.names["r"] == "a1" and a1.holders == {"c1"}
+    assert a2.restarts == 8 and a2.name == "" and t.names["taken"] == taken.actor_id
+    assert a2.holders == set() and not a2.refcounted and not a1.refcounted  # holders not all known yet
+    placed = t.place_waiting()
+    assert [(p.actor_id, p.request.restart_of) for p in placed] == [("a1", "a1")]  # one free slot
+    assert not t.actors["a1"].restarting and t.actors["a1"].worker_id == w
     t.validate()
-    t.add_ref("c1", "a2")
-    t.drop_ref("c1", "a2")  # refcounted from the first holder on: released with the last
-    assert [a.actor_id for a in t.take_released()] == ["a2"] and "a2" not in t.actors
-    assert t.readopt(_lost("a1"), held=True) is None  # listed: not twice
-    assert t.readopt(_lost("a3", max_restarts=1, restarts=1), held=True) is None  # its last restart was used
+    t.holders_known("a1")
+    t.holders_known("a2")  # nobody said they hold it: released, and it had no process
+    assert [a.actor_id for a in t.take_released()] == ["a2"] and "a2" not in t.actors and "a1" in t.actors
+    assert not t.readopt(_lost("a1"), held=True)  # listed: not twice
+    assert not t.readopt(_lost("a3", max_restarts=1, restarts=1), held=True)  # its last restart was used
+    assert not t.readopt(_lost("a5", "nobody"), held=True)  # its creator has left: nobody constructs it
     t.open_client("c2", "host", 2)
     t.client_lost("c2")
-    assert t.readopt(_lost("a4", "c2"), held=True) is None  # its creator is away: nobody would construct it
-    assert t.readopt(_lost("a5", "nobody"), held=True) is None
-    assert set(t.actors) == {"a1", taken.actor_id}
+    d = _lost("a4", "c2")
+    d.detached = True
+    assert t.readopt(d, held=False)  # its creator is away (in its grace): the restart waits for it
+    t.holders_known("a4")
+    assert t.take_released() == [] and t.actors["a4"].restarting  # detached: nobody needs to hold it
+    t.release_actor("c1", taken.actor_id, "done")  # the one slot frees
+    t.actor_exited(taken.actor_id, "released", w, taken.slot)
+    assert t.slot_ready(w, taken.slot, "127.0.0.1:9100") == []  # a4 waits for its creator
+    t.validate()
+    t.open_client("c2", "host", 2)
+    assert [p.actor_id for p in t.place_waiting()] == ["a4"]
     t.validate()
 
 
