@@ -56,7 +56,8 @@ _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 RESTART_VERDICT_S = 60.0
 # How long a broken stream waits for the master to say why before failing the calls in flight.
 DEATH_WORD_S = 0.5
-# Bytes of arguments a connection keeps on its bulk connection unanswered. The host reads that
+# Bytes of arguments a connection keeps on its bulk connection unanswered (checked before each
+# send: one call, or one per thread sending at that moment, may take it past). The host reads that
 # connection as fast as it comes (so that neither side's sends wait on the other's loop) and
 # keeps what its actor has not run yet; past this, arguments stream in chunks on the Calls
 # stream instead, whose flow control keeps them here until the host reads them: a client that
@@ -558,7 +559,9 @@ class ActorConnection:
     def _fail_pending(self, error: ActorDiedError) -> None:
         """Fail the calls sent and not answered, and (once dead) those still queued."""
         if self._bulk_sent:
-            self._bulk_answered(list(self._bulk_sent))
+            with self._bulk_lock:
+                self._bulk_sent.clear()
+                self.bulk_unanswered = 0
         pending, self._pending = self._pending, {}
         futures = [fut for fut, _, _ in pending.values()]
         if self._incoming is not None:
