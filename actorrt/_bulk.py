@@ -220,10 +220,10 @@ class Link:
                         lost = BulkError(f"no memory for a bulk payload of {total} bytes")
                         self.loop.call_soon_threadsafe(self._arrive, key, lost)
                         continue
-                    for buffer in buffers:
-                        self._read_into(buffer)
+                    self._read_all(buffers)
                 self.bytes_in += 8 * count + _FRAME.size + total
                 self.loop.call_soon_threadsafe(self._arrive, key, buffers)
+                del buffers  # this thread keeps no frame while it waits for the next one
         except (OSError, ValueError, struct.error) as e:
             reason = f"the bulk connection broke: {e}"
         except RuntimeError:  # the loop is closed: the process is going
@@ -237,6 +237,11 @@ class Link:
                 self.loop.call_soon_threadsafe(self._fail_waiting, reason)
             except RuntimeError:
                 pass
+
+    def _read_all(self, buffers: list[Any]) -> None:
+        """Fill ``buffers`` in turn (a method: no loop variable of the reader keeps the last one)."""
+        for buffer in buffers:
+            self._read_into(buffer)
 
     def _read_exact(self, n: int) -> bytes | None:
         """``n`` bytes; None at a clean end before the first; raises at an end inside them."""
@@ -365,6 +370,12 @@ class StreamLinks:
                 raise
             raise BulkError(f"the stream ended before bulk connection number {epoch} opened") from None
         return await link.take(key)
+
+    def drop(self, epoch: int, key: int) -> None:
+        """Nobody will take frame ``key`` of connection ``epoch``: let it go (when it comes)."""
+        ready = self._ready.get(epoch)
+        if ready is not None and ready.done() and not ready.cancelled():
+            ready.result().drop(key)
 
     def close(self) -> None:
         for key in self._keys:

@@ -307,8 +307,12 @@ class ActorConnection:
         if failure is not None or self._outbox is None:
             if isinstance(packed, Encoded) and self.exchange is not None:
                 self.exchange.pool.release(packed.segments())
-            elif isinstance(packed, tuple) and packed[2] is not None:
+            elif isinstance(packed, tuple) and (link := packed[2]) is not None:
                 self._bulk_answered([packed[0]])
+                if self._outbox is not None and self._links.get(link.epoch) is link:  # the host holds its frame
+                    self._outbox.push_encoded(
+                        [pb.CallBatch(dropped_frames={packed[0]: link.epoch}).SerializeToString()]
+                    )
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
         if isinstance(packed, tuple):

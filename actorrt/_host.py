@@ -343,6 +343,9 @@ class CallStream:
         started = time.perf_counter()
         if batch.released and self.exchange is not None:
             self.exchange.peer_released(batch.released)
+        if batch.dropped_frames and self.links is not None:
+            for seq, epoch in batch.dropped_frames.items():
+                self.links.drop(epoch, seq)
         if batch.bulk_reopen and self.links is not None and (offer := self.links.offer()) is not None:
             port, key = offer  # a batch of its own: the outbox sends none with no replies
             self.outbox.push_encoded([pb.ReplyBatch(bulk_port=port, bulk_key=key).SerializeToString()])

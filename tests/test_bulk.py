@@ -33,6 +33,14 @@ class Store:
     def __init__(self) -> None:
         self.kept: list[Any] = []
 
+    @property
+    def mode(self) -> str:
+        return "plain"
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        raise ValueError(f"no mode {value!r}")
+
     def keep(self, x: np.ndarray) -> int:
         self.kept.append(x)
         return int(x.nbytes)
@@ -126,6 +134,47 @@ async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_
         assert 4 * 64 * MIB <= on_bulk < 24 * 64 * MIB  # the first on it, the rest on the stream
         assert s._conn.bulk_unanswered == 0 and not s._conn._bulk_sent
         assert await s.keep(x) == 64 * MIB and link.bytes_out - out0 - on_bulk >= 64 * MIB  # on it again
+        await c.kill(s)
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+async def test_a_frame_whose_call_failed_before_leaving_is_let_go_by_the_host(cluster: ProcCluster) -> None:
+    """A call whose buffers were already on the bulk connection, then failed in the client (a
+    failed attribute assignment fails the next call there) never sent its header: the host kept
+    its 256 MiB frame until the stream ended. The client now tells it to let the frame go. And
+    the host's reader thread kept the last frame it read (its locals) until the next came."""
+
+    async def back_to(before: int) -> None:
+        deadline = time.monotonic() + 10
+        while _rss(pid) - before > 64 * MIB:
+            assert time.monotonic() < deadline, f"the host still holds {(_rss(pid) - before) / MIB:.0f} MiB"
+            await asyncio.sleep(0.05)
+
+    async with cluster.connect(max_payload_mb=512) as c:
+        s = await Store.remote()
+        link = await bulk_up(s)
+        pid = await s.pid()
+        before = _rss(pid)
+        assert await s.slowly(np.ones(256 * MIB, np.uint8), 0.0) == 256 * MIB  # used, not kept
+        await back_to(before)
+        s.mode = "fast"  # the setter raises there: the handle's next call fails with it
+        deadline = time.monotonic() + 10
+        while s._conn.set_attr_error is None:
+            assert time.monotonic() < deadline, "the failed assignment was never answered"
+            await asyncio.sleep(0.01)
+        before, out0 = _rss(pid), link.bytes_out
+        with pytest.raises(actorrt.RemoteError, match="no mode 'fast'"):
+            await s.keep(np.ones(256 * MIB, np.uint8))
+        assert link.bytes_out - out0 >= 256 * MIB  # its buffers had gone on the bulk connection
+        assert s._conn.bulk_unanswered == 0
+        await back_to(before)
+        assert await s.keep(np.ones(MIB, np.uint8)) == MIB  # the stream and its link go on
         await c.kill(s)
 
 

@@ -25,33 +25,37 @@ _sym_db = _symbol_database.Default()
 from actorrt.v1 import common_pb2 as actorrt_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61\x63torrt/v1/actor_host.proto\x12\nactorrt.v1\x1a\x17\x61\x63torrt/v1/common.proto\"\xe2\x01\n\tCallBatch\x12-\n\tconstruct\x18\x01 \x01(\x0b\x32\x1a.actorrt.v1.ConstructActor\x12\'\n\x06\x61ttach\x18\x02 \x01(\x0b\x32\x17.actorrt.v1.AttachActor\x12\x1f\n\x05\x63\x61lls\x18\x03 \x03(\x0b\x32\x10.actorrt.v1.Call\x12\x10\n\x08released\x18\x04 \x03(\t\x12 \n\x05\x63hunk\x18\x05 \x01(\x0b\x32\x11.actorrt.v1.Chunk\x12\x13\n\x0bsplit_bytes\x18\x06 \x01(\x04\x12\x13\n\x0b\x62ulk_reopen\x18\x07 \x01(\x08\"\x15\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xfc\x01\n\x0e\x43onstructActor\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\t\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12!\n\x04spec\x18\x04 \x01(\x0b\x32\x13.actorrt.v1.Payload\x12\x17\n\x0fmax_concurrency\x18\x05 \x01(\r\x12\x0f\n\x07gpu_ids\x18\x06 \x03(\r\x12&\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x17.actorrt.v1.ShippedFile\x12\x19\n\x11max_payload_bytes\x18\x08 \x01(\x04\x12\x11\n\tshm_probe\x18\t \x01(\t\x12\x10\n\x08restarts\x18\n \x01(\r\"7\n\x0bShippedFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\"C\n\x0b\x41ttachActor\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\t\x12\x11\n\tshm_probe\x18\x03 \x01(\t\"j\n\x04\x43\x61ll\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12!\n\x04\x61rgs\x18\x03 \x01(\x0b\x32\x13.actorrt.v1.Payload\x12\"\n\x04kind\x18\x04 \x01(\x0e\x32\x14.actorrt.v1.CallKind\"\xa0\x01\n\nReplyBatch\x12\"\n\x07replies\x18\x01 \x03(\x0b\x32\x11.actorrt.v1.Reply\x12\x15\n\rshared_memory\x18\x02 \x01(\x08\x12\x10\n\x08released\x18\x03 \x03(\t\x12 \n\x05\x63hunk\x18\x04 \x01(\x0b\x32\x11.actorrt.v1.Chunk\x12\x11\n\tbulk_port\x18\x05 \x01(\r\x12\x10\n\x08\x62ulk_key\x18\x06 \x01(\x0c\"q\n\x05Reply\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12$\n\x05value\x18\x02 \x01(\x0b\x32\x13.actorrt.v1.PayloadH\x00\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x19.actorrt.v1.RemoteFailureH\x00\x42\t\n\x07outcome\"n\n\rRemoteFailure\x12\x11\n\ttype_name\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\ttraceback\x18\x03 \x01(\t\x12&\n\texception\x18\x04 \x01(\x0b\x32\x13.actorrt.v1.Payload*\x85\x01\n\x08\x43\x61llKind\x12\x19\n\x15\x43\x41LL_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43\x41LL_KIND_METHOD\x10\x01\x12\x16\n\x12\x43\x41LL_KIND_GET_ATTR\x10\x02\x12\x16\n\x12\x43\x41LL_KIND_SET_ATTR\x10\x03\x12\x18\n\x14\x43\x41LL_KIND_LIST_ATTRS\x10\x04\x32G\n\tActorHost\x12:\n\x05\x43\x61lls\x12\x15.actorrt.v1.CallBatch\x1a\x16.actorrt.v1.ReplyBatch(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61\x63torrt/v1/actor_host.proto\x12\nactorrt.v1\x1a\x17\x61\x63torrt/v1/common.proto\"\xda\x02\n\tCallBatch\x12-\n\tconstruct\x18\x01 \x01(\x0b\x32\x1a.actorrt.v1.ConstructActor\x12\'\n\x06\x61ttach\x18\x02 \x01(\x0b\x32\x17.actorrt.v1.AttachActor\x12\x1f\n\x05\x63\x61lls\x18\x03 \x03(\x0b\x32\x10.actorrt.v1.Call\x12\x10\n\x08released\x18\x04 \x03(\t\x12 \n\x05\x63hunk\x18\x05 \x01(\x0b\x32\x11.actorrt.v1.Chunk\x12\x13\n\x0bsplit_bytes\x18\x06 \x01(\x04\x12\x13\n\x0b\x62ulk_reopen\x18\x07 \x01(\x08\x12@\n\x0e\x64ropped_frames\x18\x08 \x03(\x0b\x32(.actorrt.v1.CallBatch.DroppedFramesEntry\x1a\x34\n\x12\x44roppedFramesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"\x15\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xfc\x01\n\x0e\x43onstructActor\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\t\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12!\n\x04spec\x18\x04 \x01(\x0b\x32\x13.actorrt.v1.Payload\x12\x17\n\x0fmax_concurrency\x18\x05 \x01(\r\x12\x0f\n\x07gpu_ids\x18\x06 \x03(\r\x12&\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x17.actorrt.v1.ShippedFile\x12\x19\n\x11max_payload_bytes\x18\x08 \x01(\x04\x12\x11\n\tshm_probe\x18\t \x01(\t\x12\x10\n\x08restarts\x18\n \x01(\r\"7\n\x0bShippedFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\"C\n\x0b\x41ttachActor\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\t\x12\x11\n\tshm_probe\x18\x03 \x01(\t\"j\n\x04\x43\x61ll\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12!\n\x04\x61rgs\x18\x03 \x01(\x0b\x32\x13.actorrt.v1.Payload\x12\"\n\x04kind\x18\x04 \x01(\x0e\x32\x14.actorrt.v1.CallKind\"\xa0\x01\n\nReplyBatch\x12\"\n\x07replies\x18\x01 \x03(\x0b\x32\x11.actorrt.v1.Reply\x12\x15\n\rshared_memory\x18\x02 \x01(\x08\x12\x10\n\x08released\x18\x03 \x03(\t\x12 \n\x05\x63hunk\x18\x04 \x01(\x0b\x32\x11.actorrt.v1.Chunk\x12\x11\n\tbulk_port\x18\x05 \x01(\r\x12\x10\n\x08\x62ulk_key\x18\x06 \x01(\x0c\"q\n\x05Reply\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12$\n\x05value\x18\x02 \x01(\x0b\x32\x13.actorrt.v1.PayloadH\x00\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x19.actorrt.v1.RemoteFailureH\x00\x42\t\n\x07outcome\"n\n\rRemoteFailure\x12\x11\n\ttype_name\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\ttraceback\x18\x03 \x01(\t\x12&\n\texception\x18\x04 \x01(\x0b\x32\x13.actorrt.v1.Payload*\x85\x01\n\x08\x43\x61llKind\x12\x19\n\x15\x43\x41LL_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43\x41LL_KIND_METHOD\x10\x01\x12\x16\n\x12\x43\x41LL_KIND_GET_ATTR\x10\x02\x12\x16\n\x12\x43\x41LL_KIND_SET_ATTR\x10\x03\x12\x18\n\x14\x43\x41LL_KIND_LIST_ATTRS\x10\x04\x32G\n\tActorHost\x12:\n\x05\x43\x61lls\x12\x15.actorrt.v1.CallBatch\x1a\x16.actorrt.v1.ReplyBatch(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'actorrt.v1.actor_host_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CALLKIND']._serialized_start=1200
-  _globals['_CALLKIND']._serialized_end=1333
+  _globals['_CALLBATCH_DROPPEDFRAMESENTRY']._loaded_options = None
+  _globals['_CALLBATCH_DROPPEDFRAMESENTRY']._serialized_options = b'8\001'
+  _globals['_CALLKIND']._serialized_start=1320
+  _globals['_CALLKIND']._serialized_end=1453
   _globals['_CALLBATCH']._serialized_start=69
-  _globals['_CALLBATCH']._serialized_end=295
-  _globals['_CHUNK']._serialized_start=297
-  _globals['_CHUNK']._serialized_end=318
-  _globals['_CONSTRUCTACTOR']._serialized_start=321
-  _globals['_CONSTRUCTACTOR']._serialized_end=573
-  _globals['_SHIPPEDFILE']._serialized_start=575
-  _globals['_SHIPPEDFILE']._serialized_end=630
-  _globals['_ATTACHACTOR']._serialized_start=632
-  _globals['_ATTACHACTOR']._serialized_end=699
-  _globals['_CALL']._serialized_start=701
-  _globals['_CALL']._serialized_end=807
-  _globals['_REPLYBATCH']._serialized_start=810
-  _globals['_REPLYBATCH']._serialized_end=970
-  _globals['_REPLY']._serialized_start=972
-  _globals['_REPLY']._serialized_end=1085
-  _globals['_REMOTEFAILURE']._serialized_start=1087
-  _globals['_REMOTEFAILURE']._serialized_end=1197
-  _globals['_ACTORHOST']._serialized_start=1335
-  _globals['_ACTORHOST']._serialized_end=1406
+  _globals['_CALLBATCH']._serialized_end=415
+  _globals['_CALLBATCH_DROPPEDFRAMESENTRY']._serialized_start=363
+  _globals['_CALLBATCH_DROPPEDFRAMESENTRY']._serialized_end=415
+  _globals['_CHUNK']._serialized_start=417
+  _globals['_CHUNK']._serialized_end=438
+  _globals['_CONSTRUCTACTOR']._serialized_start=441
+  _globals['_CONSTRUCTACTOR']._serialized_end=693
+  _globals['_SHIPPEDFILE']._serialized_start=695
+  _globals['_SHIPPEDFILE']._serialized_end=750
+  _globals['_ATTACHACTOR']._serialized_start=752
+  _globals['_ATTACHACTOR']._serialized_end=819
+  _globals['_CALL']._serialized_start=821
+  _globals['_CALL']._serialized_end=927
+  _globals['_REPLYBATCH']._serialized_start=930
+  _globals['_REPLYBATCH']._serialized_end=1090
+  _globals['_REPLY']._serialized_start=1092
+  _globals['_REPLY']._serialized_end=1205
+  _globals['_REMOTEFAILURE']._serialized_start=1207
+  _globals['_REMOTEFAILURE']._serialized_end=1317
+  _globals['_ACTORHOST']._serialized_start=1455
+  _globals['_ACTORHOST']._serialized_end=1526
 # @@protoc_insertion_point(module_scope)

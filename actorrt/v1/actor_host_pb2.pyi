@@ -22,7 +22,14 @@ CALL_KIND_SET_ATTR: CallKind
 CALL_KIND_LIST_ATTRS: CallKind
 
 class CallBatch(_message.Message):
-    __slots__ = ("construct", "attach", "calls", "released", "chunk", "split_bytes", "bulk_reopen")
+    __slots__ = ("construct", "attach", "calls", "released", "chunk", "split_bytes", "bulk_reopen", "dropped_frames")
+    class DroppedFramesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     CONSTRUCT_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +37,7 @@ class CallBatch(_message.Message):
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     SPLIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     BULK_REOPEN_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FRAMES_FIELD_NUMBER: _ClassVar[int]
     construct: ConstructActor
     attach: AttachActor
     calls: _containers.RepeatedCompositeFieldContainer[Call]
@@ -37,7 +45,8 @@ class CallBatch(_message.Message):
     chunk: Chunk
     split_bytes: int
     bulk_reopen: bool
-    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., split_bytes: _Optional[int] = ..., bulk_reopen: _Optional[bool] = ...) -> None: ...
+    dropped_frames: _containers.ScalarMap[int, int]
+    def __init__(self, construct: _Optional[_Union[ConstructActor, _Mapping]] = ..., attach: _Optional[_Union[AttachActor, _Mapping]] = ..., calls: _Optional[_Iterable[_Union[Call, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., split_bytes: _Optional[int] = ..., bulk_reopen: _Optional[bool] = ..., dropped_frames: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("data",)
