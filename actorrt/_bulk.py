@@ -372,10 +372,16 @@ class StreamLinks:
         return await link.take(key)
 
     def drop(self, epoch: int, key: int) -> None:
-        """Nobody will take frame ``key`` of connection ``epoch``: let it go (when it comes)."""
+        """Nobody will take frame ``key`` of connection ``epoch``: let it go (when it comes, on
+        the connection once it is open)."""
         ready = self._ready.get(epoch)
-        if ready is not None and ready.done() and not ready.cancelled():
-            ready.result().drop(key)
+        if ready is None:
+            return
+        if ready.done():
+            if not ready.cancelled():
+                ready.result().drop(key)
+        else:
+            ready.add_done_callback(lambda f: None if f.cancelled() else f.result().drop(key))
 
     def close(self) -> None:
         for key in self._keys:
@@ -457,6 +463,7 @@ class Server:
             try:
                 conn, _ = self.sock.accept()
             except OSError:
+                self.sock.close()
                 return
             if not self._handshakes.acquire(blocking=False):
                 conn.close()
@@ -502,7 +509,12 @@ class Server:
             self._handshakes.release()
 
     def close(self) -> None:
-        self.sock.close()
+        """Stop listening: the accept thread wakes (a plain ``close`` does not wake a thread in
+        ``accept``, which then lived on) and closes the socket as it ends."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:

@@ -59,13 +59,6 @@ PLACEMENT_WARN_S = 10.0  # a placement still waiting this long is logged (every 
 _VALIDATE = os.environ.get("ACTORRT_VALIDATE") == "1"
 
 
-def _stream_status(conn: ActorConnection) -> str:
-    """What a connection says of its actor to a restarted master (``ClientState.kept_actors``)."""
-    if conn.dead is not None:
-        return "dead"
-    return "waiting" if conn.waiting else "alive"
-
-
 class Cluster:
     """A connection to an actorrt cluster. Get one from ``actorrt.connect()``."""
 
@@ -203,11 +196,15 @@ class Cluster:
         to place those again): those that died while the master was down are placed again if
         they may restart, else reported dead."""
         with self._refs_lock:
-            held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in self.state.actors]
-            counted_on = sorted(set(self.state.actors) | set(self.state.specs))
-            kept = self.state.kept_actors(_stream_status)
+            given_up = sorted(a for a, conn in self.state.actors.items() if conn.dead is not None)
+            live = [a for a in self.state.actors if a not in given_up]
+            held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in live]
+            counted_on = sorted(set(live) | set(self.state.specs))
+            kept = self.state.kept_actors(lambda conn: conn.dead is None)
         confirm = (
-            [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on, kept=kept))] if counted_on else []
+            [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on, kept=kept, given_up=given_up))]
+            if counted_on or given_up
+            else []
         )
         return self.state.unanswered() + held + confirm
 

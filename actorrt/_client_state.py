@@ -136,24 +136,23 @@ class ClientState(Generic[W, C]):
         if kept is not None:
             kept.released = True
 
-    def kept_actors(self, status: Callable[[C], str]) -> list[pb.KeptActor]:
-        """What a restarted master needs to place again the restartable actors created here that
-        may have been lost: ``status(conn)`` of the connection held to one says ``"alive"`` (its
-        stream is up: the actor lives, whatever the master knows), ``"waiting"`` (its host went,
-        it waits for the master's word) or ``"dead"`` (it gave up: held by no live handle here).
-        Those this client asked to stop are left out."""
+    def kept_actors(self, live: Callable[[C], bool]) -> list[pb.KeptActor]:
+        """What a restarted master needs to place again the restartable actors created here, if
+        no worker brings them back (those this client asked to stop are left out). ``held``:
+        the connection to one is ``live`` (it has not given up on the actor). One whose stream
+        still looks up is sent too: its worker may never come back (a node lost with the master,
+        not noticed yet), and one that does is told to stop the copy the master then replaced."""
         out = []
         for actor_id, kept in self.specs.items():
-            conn = self.actors.get(actor_id)
-            state = "dead" if conn is None else status(conn)
-            if kept.released or state == "alive":
+            if kept.released:
                 continue
+            conn = self.actors.get(actor_id)
             out.append(
                 pb.KeptActor(
                     actor_id=actor_id,
                     placement=kept.placement,
                     restarts=kept.construct.restarts,
-                    held=state == "waiting",
+                    held=conn is not None and live(conn),
                 )
             )
         return out

@@ -72,20 +72,24 @@ def _failure(exc: BaseException, skip_frames: int = 1) -> tuple[pb.RemoteFailure
             tb = tb.tb_next
     text = _cut(_text_of(lambda: "".join(traceback.format_exception(type(exc), exc, tb))))
     message = _cut(_text_of(lambda: str(exc)))
-    type_name = _text_of(lambda: f"{type(exc).__module__}.{type(exc).__qualname__}")
+    type_name = _cut(_text_of(lambda: f"{type(exc).__module__}.{type(exc).__qualname__}"))
     texts = 4 * (len(text) + len(message) + len(type_name)) + 64  # utf-8: 4 bytes a character at most
     payload, size = EMPTY, 0
     try:
-        payload = dumps(exc, limit=MAX_IN_MESSAGE - texts - 64)
-        size = len(payload.pickle) + sum(len(b) for b in payload.buffers) + 16 * (len(payload.buffers) + 1)
+        payload = dumps(exc, limit=max(1, MAX_IN_MESSAGE - texts - 64))
+        # each buffer's tag and length: 11 bytes at most, and the payload's own
+        size = len(payload.pickle) + sum(len(b) for b in payload.buffers) + 11 * (len(payload.buffers) + 2)
+        if size + texts > MAX_IN_MESSAGE:
+            raise PayloadTooLargeError(size, MAX_IN_MESSAGE, in_band=True)
     except PayloadTooLargeError as e:
+        payload, size = EMPTY, 0
         message += (
             f" [the exception pickled to {describe_size(e.size)}, over what one message carries: "
             "it comes as its type, message and traceback]"
         )
         texts += 4 * 200
     except Exception:  # noqa: BLE001 - the type and message still travel
-        pass
+        payload, size = EMPTY, 0
     failure = pb.RemoteFailure(type_name=type_name, message=message, traceback=text, exception=payload)
     return failure, size + texts
 

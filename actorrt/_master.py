@@ -10,7 +10,8 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import dataclass
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -50,6 +51,16 @@ READOPTED_TOLD_S = 60.0
 HEARTBEATS_PER_S = 1000.0
 
 
+@dataclass
+class _Confirmed:
+    """One client's ``ConfirmActors``, as far as the master has not settled it."""
+
+    client_id: str
+    actor_ids: list[str]
+    kept: Sequence[pb.KeptActor]
+    given_up: Collection[str]
+
+
 class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def __init__(
         self,
@@ -78,8 +89,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.started_at = table.clock()  # the table's clock; set again when the server starts
         self.closed = False
         # Confirmed actors this master did not know yet, settled together when its workers
-        # had their time to register again (``_confirm``): (client, ids, those it keeps).
-        self._unconfirmed: list[tuple[str, list[str], Sequence[pb.KeptActor]]] = []
+        # had their time to register again (``_confirm``).
+        self._unconfirmed: list[_Confirmed] = []
         self._confirm_timer: asyncio.TimerHandle | None = None
         # Actors this master placed again from their creator's word (``_confirm``): when (the
         # table's clock), and the clients told so.
@@ -489,7 +500,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         elif kind == "lookup_actor":
             self._lookup(client_id, ev.lookup_actor)
         elif kind == "confirm_actors":
-            self._confirm(client_id, list(ev.confirm_actors.actor_ids), ev.confirm_actors.kept)
+            confirm = ev.confirm_actors
+            self._confirm(client_id, [*confirm.actor_ids, *confirm.given_up], confirm.kept, set(confirm.given_up))
         elif kind == "withdraw_placement":
             if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
                 self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
@@ -508,7 +520,13 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         else:
             log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
 
-    def _confirm(self, client_id: str, actor_ids: list[str], kept: Sequence[pb.KeptActor] = ()) -> None:
+    def _confirm(
+        self,
+        client_id: str,
+        actor_ids: list[str],
+        kept: Sequence[pb.KeptActor] = (),
+        given_up: Collection[str] = (),
+    ) -> None:
         """A client back from a lost session names the actors it holds or would construct again:
         those this master does not list ended, or waited to be placed again, while it was down.
         A restartable one its creator keeps (``kept``) is placed again, as its own restart would
@@ -517,17 +535,26 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         its workers may still be registering (with their actors): the ids it does not know yet
         are settled then, every client's together. Those reported are remembered dead: a worker
         registering later still stops them. A client confirming one placed again after that
-        hears what its holders heard."""
+        hears what its holders heard. ``given_up``: those of ``actor_ids`` whose connection in
+        the client gave up on them (not counted as holding one placed again)."""
         if self.closed:
             return
         unknown = [a for a in actor_ids if a not in self.table.actors]
         wait = self.started_at + self.worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S - self.table.clock()
+        if wait <= 0 and self._unconfirmed:  # due, but the timer has not run yet: settle together
+            self._unconfirmed.append(_Confirmed(client_id, unknown, kept, given_up))
+            if self._confirm_timer is not None:
+                self._confirm_timer.cancel()
+            self._confirm_later()
+            return
         if wait > 0:
             later = [a for a in unknown if a not in self.table.dead]
             if later:
                 if not self._unconfirmed:
                     self._confirm_timer = asyncio.get_running_loop().call_later(wait, self._confirm_later)
-                self._unconfirmed.append((client_id, later, [k for k in kept if k.actor_id in later]))
+                self._unconfirmed.append(
+                    _Confirmed(client_id, later, [k for k in kept if k.actor_id in later], given_up)
+                )
             unknown = [a for a in unknown if a in self.table.dead]
         else:
             for actor_id in actor_ids:
@@ -539,7 +566,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 if self.table.clock() - since < READOPTED_TOLD_S and client_id not in told:
                     told.add(client_id)
                     self._tell_readopted(actor, {client_id})
-        self._settle_unknown([(client_id, unknown, kept)])
+        self._settle_unknown([_Confirmed(client_id, unknown, kept, given_up)])
 
     def _confirm_later(self) -> None:
         self._confirm_timer = None
@@ -547,31 +574,31 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         if not self.closed:
             self._settle_unknown(pending)
 
-    def _settle_unknown(self, confirmed: list[tuple[str, list[str], Sequence[pb.KeptActor]]]) -> None:
+    def _settle_unknown(self, confirmed: list[_Confirmed]) -> None:
         """Settle the actors clients confirmed and no worker brought back: every kept one first
         (so that its other holders, whichever client spoke first, hold it again rather than
         hear it died), then the rest. Who holds one placed again is known once all have spoken:
         one nobody holds (and not detached) is released, as it would have been."""
         readopted: dict[str, Actor] = {}
-        for client_id, actor_ids, kept in confirmed:
-            for k in kept:
+        for c in confirmed:
+            for k in c.kept:
                 if (
-                    k.actor_id in actor_ids
+                    k.actor_id in c.actor_ids
                     and k.actor_id not in self.table.actors
                     and k.actor_id not in self.table.dead
-                    and self._readopt(client_id, k)
+                    and self._readopt(c.client_id, k)
                 ):
                     readopted[k.actor_id] = self.table.actors[k.actor_id]
-        for client_id, actor_ids, _ in confirmed:
-            for actor_id in actor_ids:
+        for c in confirmed:
+            for actor_id in c.actor_ids:
                 actor = self.table.actors.get(actor_id)
                 if actor is not None:
-                    if actor_id in readopted and client_id != actor.client_id:  # it holds a handle
-                        self.table.add_ref(client_id, actor_id)
+                    if actor_id in readopted and c.client_id != actor.client_id and actor_id not in c.given_up:
+                        self.table.add_ref(c.client_id, actor_id)  # it holds a live handle
                     continue
                 dead = self.table.dead.get(actor_id) or self.table.record_lost(actor_id, LOST_WHILE_MASTER_DOWN)
                 self._send_client(
-                    client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
+                    c.client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
                 )
         for actor_id in readopted:
             self.table.holders_known(actor_id)

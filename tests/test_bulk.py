@@ -178,6 +178,30 @@ async def test_a_frame_whose_call_failed_before_leaving_is_let_go_by_the_host(cl
         await c.kill(s)
 
 
+async def test_a_frame_dropped_before_its_connection_opened_is_let_go_once_it_is_open() -> None:
+    """The client may send a frame, and then ``dropped_frames`` for it, before the host's loop
+    has handed it the connection (the handshake answers first): the drop was ignored and the
+    frame kept until the stream ended."""
+    loop = asyncio.get_running_loop()
+    server = _bulk.Server("127.0.0.1", loop, None)
+    links = _bulk.StreamLinks(server, loop, 0, "test")
+    offer = links.offer()
+    assert offer is not None
+    links.drop(1, 7)  # connection 1 is not open yet
+    send_sock, recv_sock = await loop.run_in_executor(None, _bulk.connect, "127.0.0.1:0", offer[0], offer[1], None)
+    client = _bulk.Link(send_sock, recv_sock, loop, 0, "client")
+    try:
+        assert client.send(7, [memoryview(b"x" * 4096)]) and client.send(8, [memoryview(b"y" * 16)])
+        got = await asyncio.wait_for(links.take(1, 8), 10)  # frames come in order: 7 came first
+        assert got is not None and [bytes(b) for b in got] == [b"y" * 16]
+        host = links.current
+        assert host is not None and host._arrived == {} and host._dropped == set()
+    finally:
+        client.close()
+        links.close()
+        server.close()
+
+
 async def test_with_bulk_off_large_payloads_stream_in_chunks(
     cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

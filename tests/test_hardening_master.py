@@ -188,6 +188,49 @@ async def test_a_holder_confirming_an_actor_placed_again_late_is_told_where_it_i
             servicer.check()
 
 
+async def test_confirms_due_together_settle_together_and_a_given_up_handle_holds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A confirm that came once the settle was due but before its timer ran was settled alone:
+    a holder's confirm of an actor its creator keeps was answered ActorDied and remembered dead,
+    so the creator's word that followed could no longer place it again. And a client whose
+    connection had given up on the actor was counted as holding it, keeping it placed for
+    nobody. Now they settle together, and ``given_up`` ids are answered but hold nothing."""
+    async with master_and_worker(worker_timeout_s=2.0) as (master, _):
+        async with (
+            actorrt.connect(master.address, token="t", log_to_driver=False) as creator,
+            actorrt.connect(master.address, token="t", log_to_driver=False) as holder,
+            actorrt.connect(master.address, token="t", log_to_driver=False) as quitter,
+        ):
+            servicer = master.servicer
+            sent: list[tuple[str, str]] = []
+            send = servicer._send_client
+
+            def recording(client_id: str, msg: pb.ClientNotice) -> None:
+                sent.append((client_id, msg.WhichOneof("notice") or ""))
+                send(client_id, msg)
+
+            monkeypatch.setattr(servicer, "_send_client", recording)
+            servicer.started_at = servicer.table.clock()  # young: the creator's confirm waits
+            ghost = "fedcba9876543210"
+            place = pb.PlaceActor(class_name="Ghost", max_restarts=1)
+            kept = pb.KeptActor(actor_id=ghost, placement=place, held=False)
+            servicer._confirm(creator.client_id, [ghost], [kept])
+            servicer._confirm(quitter.client_id, [ghost], given_up={ghost})
+            assert sent == [] and servicer._confirm_timer is not None
+            servicer.started_at -= 60.0  # now due, the timer not run yet
+            servicer._confirm(holder.client_id, [ghost])
+            actor = servicer.table.actors[ghost]
+            assert actor.holders == {holder.client_id} and actor.restarts == 1  # the quitter holds nothing
+            assert (holder.client_id, "actor_died") not in sent and servicer._confirm_timer is None
+            assert (holder.client_id, "actor_restarting") in sent and (creator.client_id, "actor_moved") in sent
+            assert all(to != quitter.client_id for to, _ in sent)
+            servicer.check()
+            servicer.table.release_actor("", ghost, "the test is over")
+            servicer._released()
+            servicer.check()
+
+
 async def test_a_worker_whose_session_raises_says_so_and_registers_again(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -150,6 +150,13 @@ def test_an_error_reply_cuts_what_one_message_cannot_carry(monkeypatch: pytest.M
     kept, size = _host._failure(CarryingError(np.arange(3 * MIB, dtype=np.uint8)), skip_frames=0)
     assert kept.exception.ByteSize() > 3 * MIB and "pickled to" not in kept.message
     assert kept.ByteSize() <= size < kept.ByteSize() + 2**16
+    many = CarryingError(np.zeros(1, np.uint8))
+    many.parts = [np.full(8, i % 256, np.uint8) for i in range(5000)]  # type: ignore[attr-defined]  # 5000 buffers
+    fits, bound = _host._failure(many, skip_frames=0)
+    assert fits.exception.ByteSize() > 40_000 and fits.ByteSize() <= bound  # each buffer's framing counted
+    monkeypatch.setattr(_host, "MAX_IN_MESSAGE", bound - 1)  # its bytes fit, with their framing not
+    framed, _ = _host._failure(many, skip_frames=0)
+    assert framed.exception.ByteSize() == 0 and "over what one message carries" in framed.message
     monkeypatch.setattr(_host, "MAX_IN_MESSAGE", 2 * MIB)
     dropped, _ = _host._failure(CarryingError(np.zeros(3 * MIB, np.uint8)), skip_frames=0)
     assert dropped.exception.ByteSize() == 0 and "pickled to 3.0 MiB" in dropped.message

@@ -212,12 +212,14 @@ class ClientEvent(_message.Message):
     def __init__(self, open_session: _Optional[_Union[OpenSession, _Mapping]] = ..., place_actor: _Optional[_Union[PlaceActor, _Mapping]] = ..., release_actor: _Optional[_Union[ReleaseActor, _Mapping]] = ..., close_session: _Optional[_Union[CloseSession, _Mapping]] = ..., add_ref: _Optional[_Union[AddRef, _Mapping]] = ..., drop_ref: _Optional[_Union[DropRef, _Mapping]] = ..., lookup_actor: _Optional[_Union[LookupActor, _Mapping]] = ..., withdraw_placement: _Optional[_Union[WithdrawPlacement, _Mapping]] = ..., confirm_actors: _Optional[_Union[ConfirmActors, _Mapping]] = ...) -> None: ...
 
 class ConfirmActors(_message.Message):
-    __slots__ = ("actor_ids", "kept")
+    __slots__ = ("actor_ids", "kept", "given_up")
     ACTOR_IDS_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
+    GIVEN_UP_FIELD_NUMBER: _ClassVar[int]
     actor_ids: _containers.RepeatedScalarFieldContainer[str]
     kept: _containers.RepeatedCompositeFieldContainer[KeptActor]
-    def __init__(self, actor_ids: _Optional[_Iterable[str]] = ..., kept: _Optional[_Iterable[_Union[KeptActor, _Mapping]]] = ...) -> None: ...
+    given_up: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, actor_ids: _Optional[_Iterable[str]] = ..., kept: _Optional[_Iterable[_Union[KeptActor, _Mapping]]] = ..., given_up: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KeptActor(_message.Message):
     __slots__ = ("actor_id", "placement", "restarts", "held")
