@@ -48,6 +48,7 @@ import ssl
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,8 @@ _RECV = 16 << 20
 HANDSHAKE_S = 10.0
 # At most this many connections may be in their handshake at once; more are closed at once.
 MAX_HANDSHAKES = 64
+# How long the listener waits after a failed accept (no file descriptor left, say) to try again.
+ACCEPT_RETRY_S = 0.05
 # A sendall that makes no progress for this long breaks the connection (the peer is stuck).
 SEND_STALL_S = 60.0
 
@@ -426,6 +429,7 @@ class Server:
     def __init__(self, bind: str, loop: asyncio.AbstractEventLoop, tls: TLS | None) -> None:
         family = socket.AF_INET6 if ":" in bind else socket.AF_INET
         self.sock = socket.create_server((bind, 0), family=family, backlog=64)
+        self.closed = False
         self.port: int = self.sock.getsockname()[1]
         self.loop = loop
         self._ssl: ssl.SSLContext | None = None
@@ -463,8 +467,13 @@ class Server:
             try:
                 conn, _ = self.sock.accept()
             except OSError:
-                self.sock.close()
-                return
+                if self.closed:
+                    self.sock.close()
+                    return
+                # a connection that failed before it was accepted, or no file descriptor left:
+                # the listener stays (one error must not turn the channel off for the host's life)
+                time.sleep(ACCEPT_RETRY_S)
+                continue
             if not self._handshakes.acquire(blocking=False):
                 conn.close()
                 continue
@@ -510,11 +519,13 @@ class Server:
 
     def close(self) -> None:
         """Stop listening: the accept thread wakes (a plain ``close`` does not wake a thread in
-        ``accept``, which then lived on) and closes the socket as it ends."""
+        ``accept`` on Linux, which then lived on) and closes the socket as it ends. Where a
+        listening socket cannot be shut down (macOS, BSD), it is closed here."""
+        self.closed = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
-            pass
+            self.sock.close()
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:

@@ -196,11 +196,12 @@ class Cluster:
         to place those again): those that died while the master was down are placed again if
         they may restart, else reported dead."""
         with self._refs_lock:
-            given_up = sorted(a for a, conn in self.state.actors.items() if conn.dead is not None)
-            live = [a for a in self.state.actors if a not in given_up]
+            live = [a for a, conn in self.state.actors.items() if conn.dead is None]
             held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in live]
-            counted_on = sorted(set(live) | set(self.state.specs))
             kept = self.state.kept_actors(lambda conn: conn.dead is None)
+            counted_on = sorted({*live, *(k.actor_id for k in kept)})
+            # those it gave up on, or asked to stop: answered, holding nothing
+            given_up = sorted({*self.state.actors, *self.state.specs} - set(counted_on))
         confirm = (
             [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on, kept=kept, given_up=given_up))]
             if counted_on or given_up

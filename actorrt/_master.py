@@ -61,6 +61,18 @@ class _Confirmed:
     given_up: Collection[str]
 
 
+def _holding(confirmed: list[_Confirmed]) -> dict[str, set[str]]:
+    """Actor id -> the clients whose confirm says they hold a live handle to it: listed, not
+    given up on, and, for its creator, held (not only kept to construct again)."""
+    holding: dict[str, set[str]] = {}
+    for c in confirmed:
+        spec_only = {k.actor_id for k in c.kept if not k.held}
+        for actor_id in c.actor_ids:
+            if actor_id not in c.given_up and actor_id not in spec_only:
+                holding.setdefault(actor_id, set()).add(c.client_id)
+    return holding
+
+
 class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def __init__(
         self,
@@ -92,6 +104,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         # had their time to register again (``_confirm``).
         self._unconfirmed: list[_Confirmed] = []
         self._confirm_timer: asyncio.TimerHandle | None = None
+        self._settle_at = 0.0  # the table's clock, when the timer is armed
         # Actors this master placed again from their creator's word (``_confirm``): when (the
         # table's clock), and the clients told so.
         self._readopted: dict[str, tuple[float, set[str]]] = {}
@@ -501,7 +514,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             self._lookup(client_id, ev.lookup_actor)
         elif kind == "confirm_actors":
             confirm = ev.confirm_actors
-            self._confirm(client_id, [*confirm.actor_ids, *confirm.given_up], confirm.kept, set(confirm.given_up))
+            ids = list(dict.fromkeys([*confirm.actor_ids, *confirm.given_up]))
+            self._confirm(client_id, ids, confirm.kept, set(confirm.given_up))
         elif kind == "withdraw_placement":
             if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
                 self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
@@ -542,16 +556,15 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         unknown = [a for a in actor_ids if a not in self.table.actors]
         wait = self.started_at + self.worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S - self.table.clock()
         if wait <= 0 and self._unconfirmed:  # due, but the timer has not run yet: settle together
-            self._unconfirmed.append(_Confirmed(client_id, unknown, kept, given_up))
+            self._unconfirmed.append(_Confirmed(client_id, actor_ids, kept, given_up))
             if self._confirm_timer is not None:
                 self._confirm_timer.cancel()
             self._confirm_later()
             return
-        if wait > 0:
-            later = [a for a in unknown if a not in self.table.dead]
+        if wait > 0:  # known ones too: who holds what this master rebuilt is counted then
+            later = [a for a in actor_ids if a not in self.table.dead]
             if later:
-                if not self._unconfirmed:
-                    self._confirm_timer = asyncio.get_running_loop().call_later(wait, self._confirm_later)
+                self.arm_settle()
                 self._unconfirmed.append(
                     _Confirmed(client_id, later, [k for k in kept if k.actor_id in later], given_up)
                 )
@@ -568,11 +581,38 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     self._tell_readopted(actor, {client_id})
         self._settle_unknown([_Confirmed(client_id, unknown, kept, given_up)])
 
+    def arm_settle(self) -> None:
+        """Settle (``_confirm_later``) once this master has served a worker timeout and a
+        reconnect period (from ``started_at``), unless that is armed already."""
+        if self.closed:
+            return
+        due = self.started_at + self.worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S
+        if self._confirm_timer is not None:
+            if self._settle_at == due:
+                return
+            self._confirm_timer.cancel()
+        self._settle_at = due
+        wait = max(0.0, due - self.table.clock())
+        self._confirm_timer = asyncio.get_running_loop().call_later(wait, self._confirm_later)
+
     def _confirm_later(self) -> None:
         self._confirm_timer = None
         pending, self._unconfirmed = self._unconfirmed, []
         if not self.closed:
             self._settle_unknown(pending)
+            self._count_rebuilt(pending)
+            self.check()
+
+    def _count_rebuilt(self, confirmed: list[_Confirmed]) -> None:
+        """The actors this master rebuilt from its workers' reports did not know who holds them:
+        a client's AddRef that came before the worker did was dropped, and their creator was
+        taken as their holder. Once the clients back have confirmed, those holding a live handle
+        hold them, with those not back yet; one nobody holds is released, unless detached."""
+        holding = _holding(confirmed)
+        for actor in list(self.table.actors.values()):
+            if not actor.refcounted and not actor.restarting:
+                self.table.count_holders(actor.actor_id, holding.get(actor.actor_id, set()))
+        self._released()
 
     def _settle_unknown(self, confirmed: list[_Confirmed]) -> None:
         """Settle the actors clients confirmed and no worker brought back: every kept one first
@@ -580,6 +620,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         hear it died), then the rest. Who holds one placed again is known once all have spoken:
         one nobody holds (and not detached) is released, as it would have been."""
         readopted: dict[str, Actor] = {}
+        holding = _holding(confirmed)
         for c in confirmed:
             for k in c.kept:
                 if (
@@ -591,17 +632,14 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     readopted[k.actor_id] = self.table.actors[k.actor_id]
         for c in confirmed:
             for actor_id in c.actor_ids:
-                actor = self.table.actors.get(actor_id)
-                if actor is not None:
-                    if actor_id in readopted and c.client_id != actor.client_id and actor_id not in c.given_up:
-                        self.table.add_ref(c.client_id, actor_id)  # it holds a live handle
+                if actor_id in self.table.actors:
                     continue
                 dead = self.table.dead.get(actor_id) or self.table.record_lost(actor_id, LOST_WHILE_MASTER_DOWN)
                 self._send_client(
                     c.client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
                 )
         for actor_id in readopted:
-            self.table.holders_known(actor_id)
+            self.table.count_holders(actor_id, holding.get(actor_id, set()))
         self._released()  # those nobody holds: reported dead
         now = self.table.clock()
         for actor_id in [a for a, (since, _) in self._readopted.items() if now - since >= READOPTED_TOLD_S]:
@@ -922,6 +960,7 @@ class Master(Service):
         self.servicer.address = self.address
         await self._server.start()
         self.servicer.started_at = self.table.clock()
+        self.servicer.arm_settle()  # whether or not a client confirms anything
         self._sweeper = asyncio.create_task(self._sweep_forever())
         log.info("master listening on %s", self.address)
 

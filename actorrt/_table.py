@@ -327,7 +327,7 @@ class ClusterTable:
         by its creator (``actor.client_id``; ``held``: it holds a handle): queued to be placed
         again, as its own restart would be (one more restart counted; ``place_waiting`` places
         it), when its limit allows and its creator has not left (one away waits as for any
-        restart). Until ``holders_known``, it is not released for lack of holders."""
+        restart). Until ``count_holders``, it is not released for lack of holders."""
         creator = self.clients.get(actor.client_id)
         if actor.actor_id in self.actors or creator is None or not actor.may_restart():
             return False
@@ -347,13 +347,26 @@ class ClusterTable:
         self._queue_restart(actor)
         return True
 
-    def holders_known(self, actor_id: str) -> None:
-        """Every client that holds ``actor_id`` has said so (``add_ref``): from now on it is
-        counted, and released now if nobody holds it (``take_released``) and it is not detached."""
+    def count_holders(self, actor_id: str, holders: Collection[str]) -> None:
+        """Who holds ``actor_id`` (rebuilt from a worker's report, or placed again from its
+        creator's word) is known now: ``holders``, and the clients not back yet that it listed.
+        From now on it is counted: released now if nobody holds it (``take_released``) and it
+        is not detached."""
         actor = self.actors.get(actor_id)
-        if actor is not None:
-            actor.refcounted = True
-            self._release_if_unheld(actor)
+        if actor is None:
+            return
+        for client_id in list(actor.holders):
+            client = self.clients.get(client_id)
+            if client_id not in holders and client is not None and client.connected:
+                actor.holders.discard(client_id)
+                client.holding.discard(actor_id)
+        for client_id in holders:
+            client = self.clients.get(client_id)
+            if client is not None:
+                actor.holders.add(client_id)
+                client.holding.add(actor_id)
+        actor.refcounted = True
+        self._release_if_unheld(actor)
 
     def _queue_restart(self, actor: Actor) -> None:
         """Queue the request that places a restarting actor again."""

@@ -438,8 +438,8 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     assert [(p.actor_id, p.request.restart_of) for p in placed] == [("a1", "a1")]  # one free slot
     assert not t.actors["a1"].restarting and t.actors["a1"].worker_id == w
     t.validate()
-    t.holders_known("a1")
-    t.holders_known("a2")  # nobody said they hold it: released, and it had no process
+    t.count_holders("a1", {"c1"})
+    t.count_holders("a2", set())  # nobody said they hold it: released, and it had no process
     assert [a.actor_id for a in t.take_released()] == ["a2"] and "a2" not in t.actors and "a1" in t.actors
     assert not t.readopt(_lost("a1"), held=True)  # listed: not twice
     assert not t.readopt(_lost("a3", max_restarts=1, restarts=1), held=True)  # its last restart was used
@@ -449,7 +449,7 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     d = _lost("a4", "c2")
     d.detached = True
     assert t.readopt(d, held=False)  # its creator is away (in its grace): the restart waits for it
-    t.holders_known("a4")
+    t.count_holders("a4", set())
     assert t.take_released() == [] and t.actors["a4"].restarting  # detached: nobody needs to hold it
     t.release_actor("c1", taken.actor_id, "done")  # the one slot frees
     t.actor_exited(taken.actor_id, "released", w, taken.slot)
@@ -457,6 +457,35 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     t.validate()
     t.open_client("c2", "host", 2)
     assert [p.actor_id for p in t.place_waiting()] == ["a4"]
+    t.validate()
+
+
+def test_who_holds_an_actor_rebuilt_from_its_worker_is_counted_once_the_clients_have_confirmed() -> None:
+    """A restarted master rebuilds actors from its workers' reports with their creator as the
+    only holder and no counting: an AddRef that came before the worker was dropped, so a holder
+    could lose the actor when the others dropped theirs, and one nobody held stayed forever.
+    ``count_holders`` sets who holds it (keeping those not back yet), then counts."""
+    clock = Clock()
+    t = ClusterTable(clock)
+    live = [
+        Actor(aid, "", slot, f"127.0.0.1:{9000 + slot}", "creator", "A", 1, ())
+        for slot, aid in enumerate(("shared", "orphan", "away"))
+    ]
+    live[2].client_id = "gone"
+    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=3, gpus=0, live_actors=live)
+    assert stale == []
+    t.open_client("creator", "host", 1)
+    t.open_client("other", "host", 2)
+    assert all(not a.refcounted for a in t.actors.values())
+    t.add_ref("other", "shared")  # its AddRef, after the worker registered, counts it at once
+    t.count_holders("shared", {"other"})  # the creator confirmed it does not hold it
+    t.count_holders("orphan", set())
+    t.count_holders("away", set())  # its creator is not back yet: it keeps its hold
+    assert t.actors["shared"].holders == {"other"} and "shared" not in t.clients["creator"].holding
+    assert [a.actor_id for a in t.take_released()] == ["orphan"] and t.actors["orphan"].stopping
+    assert t.actors["away"].holders == {"gone"} and t.actors["away"].refcounted
+    t.drop_ref("other", "shared")  # the last holder lets go: released
+    assert [a.actor_id for a in t.take_released()] == ["shared"]
     t.validate()
 
 
