@@ -99,12 +99,12 @@ async def test_large_payloads_take_the_bulk_connection_both_ways(cluster: ProcCl
         await c.kill(s)
 
 
-def _peak_rss(pid: int) -> int:
-    """The process's peak resident set so far (VmHWM), in bytes."""
+def _memory(pid: int, field: str = "VmRSS") -> int:
+    """The process's resident set (``VmRSS``), or its peak so far (``VmHWM``), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmHWM for {pid}")
+    raise AssertionError(f"no {field} for {pid}")
 
 
 async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_actor(
@@ -120,12 +120,12 @@ async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_
         s = await Store.remote()
         link = await bulk_up(s)
         pid = await s.pid()
-        before, out0 = _peak_rss(pid), link.bytes_out
+        before, out0 = _memory(pid, "VmHWM"), link.bytes_out
         x = np.ones(64 * MIB, np.uint8)
         futures = [s.slowly(x, 0.2) for _ in range(24)]
         assert s._conn.bulk_unanswered <= (256 + 64) * MIB
         assert await asyncio.gather(*futures) == [64 * MIB] * 24
-        grew = _peak_rss(pid) - before
+        grew = _memory(pid, "VmHWM") - before
         on_bulk = link.bytes_out - out0
         print(
             f"\nthe actor's peak RSS grew {grew / MIB:.0f} MiB; {on_bulk / MIB:.0f} MiB of 1536 went on the bulk link"
@@ -137,13 +137,6 @@ async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_
         await c.kill(s)
 
 
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for {pid}")
-
-
 async def test_a_frame_whose_call_failed_before_leaving_is_let_go_by_the_host(cluster: ProcCluster) -> None:
     """A call whose buffers were already on the bulk connection, then failed in the client (a
     failed attribute assignment fails the next call there) never sent its header: the host kept
@@ -152,15 +145,15 @@ async def test_a_frame_whose_call_failed_before_leaving_is_let_go_by_the_host(cl
 
     async def back_to(before: int) -> None:
         deadline = time.monotonic() + 10
-        while _rss(pid) - before > 64 * MIB:
-            assert time.monotonic() < deadline, f"the host still holds {(_rss(pid) - before) / MIB:.0f} MiB"
+        while _memory(pid) - before > 64 * MIB:
+            assert time.monotonic() < deadline, f"the host still holds {(_memory(pid) - before) / MIB:.0f} MiB"
             await asyncio.sleep(0.05)
 
     async with cluster.connect(max_payload_mb=512) as c:
         s = await Store.remote()
         link = await bulk_up(s)
         pid = await s.pid()
-        before = _rss(pid)
+        before = _memory(pid)
         assert await s.slowly(np.ones(256 * MIB, np.uint8), 0.0) == 256 * MIB  # used, not kept
         await back_to(before)
         s.mode = "fast"  # the setter raises there: the handle's next call fails with it
@@ -168,7 +161,7 @@ async def test_a_frame_whose_call_failed_before_leaving_is_let_go_by_the_host(cl
         while s._conn.set_attr_error is None:
             assert time.monotonic() < deadline, "the failed assignment was never answered"
             await asyncio.sleep(0.01)
-        before, out0 = _rss(pid), link.bytes_out
+        before, out0 = _memory(pid), link.bytes_out
         with pytest.raises(actorrt.RemoteError, match="no mode 'fast'"):
             await s.keep(np.ones(256 * MIB, np.uint8))
         assert link.bytes_out - out0 >= 256 * MIB  # its buffers had gone on the bulk connection
