@@ -374,6 +374,67 @@ async def test_a_frame_there_is_no_memory_for_fails_alone_and_the_link_lives_on(
         receiver.close()
 
 
+_NO_DESCRIPTORS = """
+import asyncio, resource, socket, sys
+from actorrt import _bulk
+
+async def main() -> None:
+    server = _bulk.Server("127.0.0.1", asyncio.get_running_loop(), None)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    hog = []
+    try:
+        while True:
+            hog.append(socket.socket())
+    except OSError:
+        pass
+    print(server.port, flush=True)  # every descriptor taken: accepting fails (EMFILE)
+    sys.stdin.readline()  # the test connected meanwhile
+    for sock in hog:
+        sock.close()
+    print("freed", flush=True)
+    sys.stdin.readline()
+    server.close()
+
+asyncio.run(main())
+"""
+
+
+def test_a_failed_accept_leaves_the_bulk_listener_listening() -> None:
+    """An accept that fails (no file descriptor left; a connection reset before it was
+    accepted) ended the listener's thread and closed its port: the host's bulk channel was off
+    for the rest of its life. It tries again; only ``close`` ends it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _NO_DESCRIPTORS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        port = int(proc.stdout.readline())
+        first = socket.create_connection(("127.0.0.1", port), timeout=5)  # the kernel's backlog takes it
+        time.sleep(0.5)  # the listener's accept fails meanwhile, again and again
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "freed"
+        first.close()
+        second = socket.create_connection(("127.0.0.1", port), timeout=5)  # refused before: the port was closed
+        second.sendall(b"not the handshake" + bytes(64))
+        try:
+            assert second.recv(16) == b""  # accepted, read and refused: the listener lives
+        except ConnectionResetError:  # refused with its bytes unread: the same
+            pass
+        second.close()
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_a_slow_but_moving_send_is_not_cut_off_by_the_stall_timeout() -> None:
     """The socket's timeout is meant as "no progress for that long"; a plain socket's sendall
     applies it to the whole call, so a transfer slower than 60 s broke the link while its bytes
