@@ -561,8 +561,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 self._confirm_timer.cancel()
             self._confirm_later()
             return
-        if wait > 0:  # known ones too: who holds what this master rebuilt is counted then
-            later = [a for a in actor_ids if a not in self.table.dead]
+        if wait > 0:
+            later = [a for a in unknown if a not in self.table.dead]
             if later:
                 self.arm_settle()
                 self._unconfirmed.append(
@@ -600,25 +600,14 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         pending, self._unconfirmed = self._unconfirmed, []
         if not self.closed:
             self._settle_unknown(pending)
-            self._count_rebuilt(pending)
             self.check()
-
-    def _count_rebuilt(self, confirmed: list[_Confirmed]) -> None:
-        """The actors this master rebuilt from its workers' reports did not know who holds them:
-        a client's AddRef that came before the worker did was dropped, and their creator was
-        taken as their holder. Once the clients back have confirmed, those holding a live handle
-        hold them, with those not back yet; one nobody holds is released, unless detached."""
-        holding = _holding(confirmed)
-        for actor in list(self.table.actors.values()):
-            if not actor.refcounted and not actor.restarting:
-                self.table.count_holders(actor.actor_id, holding.get(actor.actor_id, set()))
-        self._released()
 
     def _settle_unknown(self, confirmed: list[_Confirmed]) -> None:
         """Settle the actors clients confirmed and no worker brought back: every kept one first
         (so that its other holders, whichever client spoke first, hold it again rather than
-        hear it died), then the rest. Who holds one placed again is known once all have spoken:
-        one nobody holds (and not detached) is released, as it would have been."""
+        hear it died), then the rest. The clients that confirm holding a live handle to one
+        placed again hold it (it is told where it goes); like the actors rebuilt from workers'
+        reports, it is not released for lack of holders (``Actor.refcounted``)."""
         readopted: dict[str, Actor] = {}
         holding = _holding(confirmed)
         for c in confirmed:
@@ -638,9 +627,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 self._send_client(
                     c.client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
                 )
-        for actor_id in readopted:
-            self.table.count_holders(actor_id, holding.get(actor_id, set()))
-        self._released()  # those nobody holds: reported dead
+        for actor_id in readopted:  # those holding a live handle (the creator's own word is in)
+            for client_id in holding.get(actor_id, set()) - {self.table.actors[actor_id].client_id}:
+                self.table.add_ref(client_id, actor_id)
         now = self.table.clock()
         for actor_id in [a for a, (since, _) in self._readopted.items() if now - since >= READOPTED_TOLD_S]:
             del self._readopted[actor_id]
@@ -960,7 +949,6 @@ class Master(Service):
         self.servicer.address = self.address
         await self._server.start()
         self.servicer.started_at = self.table.clock()
-        self.servicer.arm_settle()  # whether or not a client confirms anything
         self._sweeper = asyncio.create_task(self._sweep_forever())
         log.info("master listening on %s", self.address)
 

@@ -113,8 +113,10 @@ class Actor:
     holders: set[str] = field(default_factory=set)
     tokens: dict[str, int] = field(default_factory=dict)
     senders: set[str] = field(default_factory=set)  # clients that sent a copy (their ``sent`` lists it)
-    # False for an actor a restarted master learned of from its worker: who holds it is unknown
-    # until a client says so again, so it is not released for lack of holders.
+    # False for an actor a restarted master learned of from its worker, or placed again from its
+    # creator's word: who holds it is not known for sure (a client's AddRef may have come before
+    # the worker, a handle copy may have been on its way), so it is never released for lack of
+    # holders: it ends with its creator (unless detached), or by a kill.
     refcounted: bool = True
 
     def may_restart(self) -> bool:
@@ -292,7 +294,7 @@ class ClusterTable:
             actor.num_gpus = len(actor.gpu_ids)
             actor.holders = {actor.client_id}
             actor.placed_at = self.clock()  # as far as this table knows
-            actor.refcounted = False  # who else holds it is unknown until they say so again
+            actor.refcounted = False  # who else holds it is not known for sure
             if actor.name and actor.name in self.names:  # another live actor has it: keep theirs
                 actor.name = ""
             if actor.name:
@@ -327,7 +329,7 @@ class ClusterTable:
         by its creator (``actor.client_id``; ``held``: it holds a handle): queued to be placed
         again, as its own restart would be (one more restart counted; ``place_waiting`` places
         it), when its limit allows and its creator has not left (one away waits as for any
-        restart). Until ``count_holders``, it is not released for lack of holders."""
+        restart). Never released for lack of holders (``Actor.refcounted``)."""
         creator = self.clients.get(actor.client_id)
         if actor.actor_id in self.actors or creator is None or not actor.may_restart():
             return False
@@ -343,30 +345,8 @@ class ClusterTable:
         creator.actors.add(actor.actor_id)
         if held:
             self.add_ref(actor.client_id, actor.actor_id)
-        actor.refcounted = False
         self._queue_restart(actor)
         return True
-
-    def count_holders(self, actor_id: str, holders: Collection[str]) -> None:
-        """Who holds ``actor_id`` (rebuilt from a worker's report, or placed again from its
-        creator's word) is known now: ``holders``, and the clients not back yet that it listed.
-        From now on it is counted: released now if nobody holds it (``take_released``) and it
-        is not detached."""
-        actor = self.actors.get(actor_id)
-        if actor is None:
-            return
-        for client_id in list(actor.holders):
-            client = self.clients.get(client_id)
-            if client_id not in holders and client is not None and client.connected:
-                actor.holders.discard(client_id)
-                client.holding.discard(actor_id)
-        for client_id in holders:
-            client = self.clients.get(client_id)
-            if client is not None:
-                actor.holders.add(client_id)
-                client.holding.add(actor_id)
-        actor.refcounted = True
-        self._release_if_unheld(actor)
 
     def _queue_restart(self, actor: Actor) -> None:
         """Queue the request that places a restarting actor again."""
@@ -595,7 +575,6 @@ class ClusterTable:
         else:
             actor.holders.add(client_id)
             client.holding.add(actor_id)
-            actor.refcounted = True
 
     def drop_ref(self, client_id: str, actor_id: str, token: str = "") -> None:
         """``client_id`` dropped its last handle (no token), or a copy with ``token`` arrived

@@ -423,8 +423,8 @@ def _lost(actor_id: str, client_id: str = "c1", *, max_restarts: int = 2, restar
 def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_creators_word() -> None:
     """No worker brought it back (it died while the master was down): its creator's word queues
     its restart, counted, its name kept unless taken meanwhile; its limit is honoured, and a
-    creator that has left is nobody to construct it. Once every holder has spoken, one nobody
-    holds is released, unless detached."""
+    creator that has left is nobody to construct it. Who holds it is not known for sure, so it
+    is never released for lack of holders: it ends with its creator, or by a kill."""
     t, w, _ = table_with_worker(cpus=2)
     taken = t.request(Request("c1", 1, name="taken"))
     assert taken is not None
@@ -433,14 +433,15 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     a1, a2 = t.actors["a1"], t.actors["a2"]
     assert a1.restarting and a1.restarts == 2 and t.names["r"] == "a1" and a1.holders == {"c1"}
     assert a2.restarts == 8 and a2.name == "" and t.names["taken"] == taken.actor_id
-    assert a2.holders == set() and not a2.refcounted and not a1.refcounted  # holders not all known yet
+    assert a2.holders == set() and not a2.refcounted and not a1.refcounted
     placed = t.place_waiting()
     assert [(p.actor_id, p.request.restart_of) for p in placed] == [("a1", "a1")]  # one free slot
     assert not t.actors["a1"].restarting and t.actors["a1"].worker_id == w
     t.validate()
-    t.count_holders("a1", {"c1"})
-    t.count_holders("a2", set())  # nobody said they hold it: released, and it had no process
-    assert [a.actor_id for a in t.take_released()] == ["a2"] and "a2" not in t.actors and "a1" in t.actors
+    t.drop_ref("c1", "a1")  # its creator lets go: kept, someone else may hold it
+    assert t.take_released() == [] and {"a1", "a2"} <= set(t.actors)
+    assert t.release_actor("c1", "a2", "killed") is not None  # a kill still ends one
+    assert [a.actor_id for a in t.take_released()] == ["a2"] and "a2" not in t.actors  # it had no process
     assert not t.readopt(_lost("a1"), held=True)  # listed: not twice
     assert not t.readopt(_lost("a3", max_restarts=1, restarts=1), held=True)  # its last restart was used
     assert not t.readopt(_lost("a5", "nobody"), held=True)  # its creator has left: nobody constructs it
@@ -449,8 +450,6 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     d = _lost("a4", "c2")
     d.detached = True
     assert t.readopt(d, held=False)  # its creator is away (in its grace): the restart waits for it
-    t.count_holders("a4", set())
-    assert t.take_released() == [] and t.actors["a4"].restarting  # detached: nobody needs to hold it
     t.release_actor("c1", taken.actor_id, "done")  # the one slot frees
     t.actor_exited(taken.actor_id, "released", w, taken.slot)
     assert t.slot_ready(w, taken.slot, "127.0.0.1:9100") == []  # a4 waits for its creator
@@ -460,32 +459,25 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     t.validate()
 
 
-def test_who_holds_an_actor_rebuilt_from_its_worker_is_counted_once_the_clients_have_confirmed() -> None:
-    """A restarted master rebuilds actors from its workers' reports with their creator as the
-    only holder and no counting: an AddRef that came before the worker was dropped, so a holder
-    could lose the actor when the others dropped theirs, and one nobody held stayed forever.
-    ``count_holders`` sets who holds it (keeping those not back yet), then counts."""
-    clock = Clock()
-    t = ClusterTable(clock)
-    live = [
-        Actor(aid, "", slot, f"127.0.0.1:{9000 + slot}", "creator", "A", 1, ())
-        for slot, aid in enumerate(("shared", "orphan", "away"))
-    ]
-    live[2].client_id = "gone"
-    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=3, gpus=0, live_actors=live)
+def test_an_actor_rebuilt_from_its_worker_is_never_released_for_lack_of_holders() -> None:
+    """A restarted master rebuilds actors from its workers' reports with their creator as their
+    only known holder: a client's AddRef that came before the worker was dropped. The first
+    AddRef after the worker turned counting on, so that client and the creator letting go
+    released the actor while the first client still used it. Who holds a rebuilt actor is not
+    known for sure: it is never released by reference; it ends with its creator, or by a kill."""
+    t = ClusterTable(Clock())
+    live = [Actor("shared", "", 0, "127.0.0.1:9000", "creator", "A", 1, ())]
+    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=1, gpus=0, live_actors=live)
     assert stale == []
     t.open_client("creator", "host", 1)
-    t.open_client("other", "host", 2)
-    assert all(not a.refcounted for a in t.actors.values())
-    t.add_ref("other", "shared")  # its AddRef, after the worker registered, counts it at once
-    t.count_holders("shared", {"other"})  # the creator confirmed it does not hold it
-    t.count_holders("orphan", set())
-    t.count_holders("away", set())  # its creator is not back yet: it keeps its hold
-    assert t.actors["shared"].holders == {"other"} and "shared" not in t.clients["creator"].holding
-    assert [a.actor_id for a in t.take_released()] == ["orphan"] and t.actors["orphan"].stopping
-    assert t.actors["away"].holders == {"gone"} and t.actors["away"].refcounted
-    t.drop_ref("other", "shared")  # the last holder lets go: released
-    assert [a.actor_id for a in t.take_released()] == ["shared"]
+    t.open_client("late", "host", 2)  # its AddRef came after the worker registered
+    t.add_ref("late", "shared")
+    t.drop_ref("late", "shared")
+    t.drop_ref("creator", "shared")  # a third client whose AddRef was dropped may still use it
+    assert t.take_released() == [] and not t.actors["shared"].stopping
+    t.validate()
+    stopped = t.remove_client("creator")  # it ends with its creator
+    assert [a.actor_id for a in stopped] == ["shared"] and t.actors["shared"].stopping
     t.validate()
 
 
