@@ -285,7 +285,11 @@ class SquashedGaussianActor(_BoundedActor):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, log_std)`` of the pre-squash Gaussian, each ``[B, act]``."""
-        mean, raw = self.net(obs).chunk(2, dim=-1)
+        return self.head(self.net(obs))
+
+    def head(self, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, log_std)`` from the network's output ``[B, 2 act]`` (``mean``, then the raw ``log_std``)."""
+        mean, raw = out.chunk(2, dim=-1)
         lo, hi = self.log_std_min, self.log_std_max
         log_std = lo + 0.5 * (hi - lo) * (torch.tanh(raw) + 1.0)
         return mean, log_std
@@ -298,9 +302,16 @@ class SquashedGaussianActor(_BoundedActor):
         mean, log_std = self(obs)
         if noise is None:
             noise = torch.randn_like(mean)
+        action, log_prob, _ = self.reparameterised(mean, log_std, noise)
+        return action, log_prob
+
+    def reparameterised(
+        self, mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(a, log pi(a|s), u)`` of the sample ``u = mean + exp(log_std) noise``, ``a = bias + scale tanh(u)``."""
         u = mean + noise * log_std.exp()
         log_prob = ops.tanh_gaussian_log_prob(u, mean, log_std) - torch.log(self.scale).sum()
-        return self.bias + self.scale * torch.tanh(u), log_prob
+        return self.bias + self.scale * torch.tanh(u), log_prob, u
 
     def greedy(self, obs: torch.Tensor) -> torch.Tensor:
         """The squashed mean: the action to evaluate with."""

@@ -100,14 +100,20 @@ class OffPolicyAlgorithm(Algorithm):
         state["_compiled"] = {}
         return state
 
-    def _maybe_compiled(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` (a bound method computing losses), or its ``torch.compile`` (built once) when
-        :attr:`compile` is set. Static shapes: the batch size is fixed in a training run."""
+    def _maybe_compiled(self, fn: Callable[..., Any], no_autograd: bool = False) -> Callable[..., Any]:
+        """``fn`` (a bound method computing losses or gradients), or its ``torch.compile`` (built
+        once) when :attr:`compile` is set. Static shapes: the batch size is fixed in a training run.
+        ``no_autograd``: ``fn`` runs under ``torch.no_grad`` (gradients written out), and is
+        compiled with inductor's C++ wrapper, which calls its kernels without Python in between
+        (~4% of a SAC step)."""
         if not self.compile:
             return fn
         compiled = self._compiled.get(fn.__name__)
         if compiled is None:
-            compiled = self._compiled[fn.__name__] = torch.compile(fn, dynamic=False)
+            options: dict[str, str | int | bool | Callable[..., Any]] | None = (
+                {"cpp_wrapper": True} if no_autograd else None
+            )
+            compiled = self._compiled[fn.__name__] = torch.compile(fn, dynamic=False, options=options)
         return compiled
 
     def _step(self, optimizer: torch.optim.Optimizer) -> None:

@@ -21,9 +21,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rl import ops
+from rl import backprop, ops
 from rl.algorithm import PolicyStep, check_gamma
 from rl.algorithms._off_policy import OffPolicyAlgorithm, check_tau, frozen_copy, weighted_mse
+from rl.fused import FusedMLPPair
 from rl.networks import SquashedGaussianActor, TwinQCritic
 from rl.replay import ReplayBatch
 
@@ -83,6 +84,19 @@ class SAC(OffPolicyAlgorithm):
         self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
         self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
         self.alpha_optimizer = torch.optim.Adam(self.temperature.parameters(), lr=alpha_lr, fused=True)
+        self.written_out = (
+            self.fused
+            and autocast is None
+            and type(actor) is SquashedGaussianActor
+            and type(critic) is TwinQCritic
+            and isinstance(critic.nets, FusedMLPPair)
+            and backprop.supports(actor.net)
+            and backprop.supports(critic.nets)
+        )
+        """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
+        by autograd: the same steps to float rounding, faster (``bench/README_rl.md``). On with the
+        fast paths (``fused``) in float32, for the default networks (ReLU MLPs, the fused twin
+        critic); with ``compile``, the written-out gradients are what is compiled."""
 
     @property
     def alpha(self) -> float:
@@ -102,6 +116,8 @@ class SAC(OffPolicyAlgorithm):
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One step of each of critics, actor and temperature; then the soft target update."""
+        if self.written_out and self.autocast is None:  # (autocast set after construction: autograd)
+            return self._learn_written_out(batch)
         alpha = self.temperature().detach()
 
         # Soft policy evaluation: the critics regress onto the soft one-step target.
@@ -144,6 +160,123 @@ class SAC(OffPolicyAlgorithm):
             "entropy": float(-log_prob.mean()),
             "q_mean": float(q1.mean()),
         }
+
+    @torch.no_grad()
+    def _learn_written_out(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
+        """:meth:`learn` with each gradient written out (:mod:`rl.backprop`): the same losses, the
+        same draws of noise in the same order, the same optimiser steps."""
+        alpha = self.temperature().detach()
+        grads, critic_loss, q1, y = self._maybe_compiled(self._critic_grads, no_autograd=True)(
+            batch.obs,
+            batch.actions,
+            batch.rewards,
+            batch.terminated,
+            batch.next_obs,
+            batch.weights,
+            alpha,
+            self._noise(batch.obs),
+        )
+        self._set_grads(self.critic, grads)
+        self._step(self.critic_optimizer)
+
+        grads, actor_loss, log_prob = self._maybe_compiled(self._actor_grads, no_autograd=True)(
+            batch.obs, alpha, self._noise(batch.obs)
+        )
+        self._set_grads(self.model, grads)
+        self._step(self.actor_optimizer)
+
+        # The temperature: dJ(alpha)/dlog alpha = -mean(log pi + H_target).
+        alpha_loss = torch.zeros(())
+        if self.autotune_alpha:
+            target_gap = (log_prob + self.target_entropy).mean()
+            alpha_loss = -(self.temperature.log_alpha * target_gap)
+            self.temperature.log_alpha.grad = -target_gap
+            self._step(self.alpha_optimizer)
+
+        self._soft_update(self.target_critic, self.critic, self.tau)
+        self.updates += 1
+        self.td_errors = (y - q1).numpy()
+        return {
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "alpha": float(alpha),
+            "alpha_loss": alpha_loss.item(),
+            "entropy": float(-log_prob.mean()),
+            "q_mean": float(q1.mean()),
+        }
+
+    def _critic_grads(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        weights: torch.Tensor,
+        alpha: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(dJ_Q/d critic parameters, J_Q, Q_1(s, a), y)``; ``dJ_Q/dQ_i = 2 w (Q_i - y) / N``."""
+        pair = self.critic.nets
+        assert isinstance(pair, FusedMLPPair)
+        target = self.target_critic.nets
+        assert isinstance(target, FusedMLPPair)
+        next_action, next_log_prob = self.model.sample(next_obs, noise)
+        next_q1, next_q2, _ = backprop.pair_forward(target, torch.cat([next_obs, next_action], dim=-1))
+        y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha)
+        q1, q2, tape = backprop.pair_forward(pair, torch.cat([obs, actions], dim=-1))
+        loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
+        dq = weights * (2.0 / obs.shape[0])
+        grads, _ = backprop.pair_backward(pair, tape, dq * (q1 - y), dq * (q2 - y))
+        assert grads is not None
+        return grads, loss, q1, y
+
+    def _actor_grads(
+        self, obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        """``(dJ_pi/d actor parameters, J_pi, log pi(a~|s))``, through the reparameterised sample
+        ``a = bias + scale tanh(u)``, ``u = mean + std eps``, with the critics as they are now:
+
+            J_pi = mean(alpha log pi(a|s) - min_i Q_i(s, a))
+
+        ``log pi = sum(-eps^2/2 - log_std) - sum log(1 - tanh(u)^2) + const`` (``eps`` is fixed), so
+
+            dJ/du       = (alpha 2 tanh(u) - dmin Q/da scale (1 - tanh(u)^2)) / N
+            dJ/dmean    = dJ/du
+            dJ/dlog_std = dJ/du eps std - alpha / N
+
+        and ``log_std = lo + (hi - lo) (tanh(raw) + 1) / 2`` gives
+        ``dJ/draw = dJ/dlog_std (hi - lo) (1 - tanh(raw)^2) / 2``.
+        """
+        n = obs.shape[0]
+        pair = self.critic.nets
+        assert isinstance(pair, FusedMLPPair)
+        actor = self.model
+        out, actor_tape = backprop.mlp_forward(actor.net, obs)
+        mean, log_std = actor.head(out)
+        action, log_prob, u = actor.reparameterised(mean, log_std, noise)
+        q1, q2, q_tape = backprop.pair_forward(pair, torch.cat([obs, action], dim=-1))
+        loss = (alpha * log_prob - torch.minimum(q1, q2)).mean()
+        # torch.minimum's gradient: to the smaller, halved between equal ones.
+        to_q1 = (q1 < q2).float() + 0.5 * (q1 == q2).float()
+        _, dmin_q = backprop.pair_backward(pair, q_tape, to_q1, 1.0 - to_q1, weight_grads=False, input_grad=True)
+        assert dmin_q is not None
+        tanh_u = torch.tanh(u)
+        d_u = (alpha * 2.0 * tanh_u - dmin_q[:, obs.shape[1] :] * actor.scale * (1.0 - tanh_u * tanh_u)) / n
+        d_log_std = d_u * noise * log_std.exp() - alpha / n
+        lo, hi = actor.log_std_min, actor.log_std_max
+        tanh_raw = torch.tanh(out[:, actor.action_dim :])
+        d_raw = d_log_std * (0.5 * (hi - lo)) * (1.0 - tanh_raw * tanh_raw)
+        grads, _ = backprop.mlp_backward(actor.net, actor_tape, torch.cat([d_u, d_raw], dim=-1))
+        assert grads is not None
+        return grads, loss, log_prob.detach()
+
+    @staticmethod
+    def _set_grads(module: torch.nn.Module, grads: list[torch.Tensor] | None) -> None:
+        """``p.grad = g`` for ``module.parameters()`` and ``grads`` in the same order."""
+        assert grads is not None
+        for p, g in zip(module.parameters(), grads, strict=True):
+            p.grad = g
 
     def _noise(self, obs: torch.Tensor) -> torch.Tensor:
         """The standard normal draw of a reparameterised sample for each row of ``obs`` (drawn

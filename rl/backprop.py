@@ -1,0 +1,173 @@
+"""Forward and backward passes of ReLU MLPs written out, without autograd: the fast path of SAC's update.
+
+A SAC gradient step at batch 256 with 256x256 networks is sixteen 256x256x256 matrix products
+(forward, backward and targets of the twin critics and the actor). On one core of a CPU without
+bfloat16 units they take ~8 ms; autograd, or ``torch.compile``'s wrappers and its choice of
+batched products with transposed operands, add as much again. Written out, each layer is one
+``addmm`` and an in-place ReLU going forward, and going back, the weight gradient
+(``g^T x``), the bias gradient (``sum g``) and the input gradient (``(g W) * [y > 0]``), each
+product on operands laid out as BLAS takes them. Only what a caller needs is computed: a
+critic's weight gradients in its own step, its input gradient (towards the action) in the
+actor's.
+
+:class:`Tape` keeps a forward pass's layer inputs for its backward pass. Two kinds of network:
+
+- :func:`mlp_forward` / :func:`mlp_backward`: an ``nn.Sequential`` of ``nn.Linear`` layers with
+  ReLU between them (:func:`rl.networks.mlp` with ``activation=ReLU``);
+- :func:`pair_forward` / :func:`pair_backward`: a :class:`rl.fused.FusedMLPPair` with ReLU (the twin
+  critic's default), in its own parameter layout.
+
+:func:`supports` tells whether a network is one of these. The results equal autograd's to float
+rounding (``tests/rl/test_rl_backprop.py``); SAC uses them when its fast paths are on
+(:attr:`rl.SAC.written_out`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from rl.fused import FusedMLPPair, ReLU
+from rl.precision import OutputLinear
+
+__all__ = ["Tape", "mlp_backward", "mlp_forward", "pair_backward", "pair_forward", "supports"]
+
+
+@dataclass
+class Tape:
+    """The input of each layer of one forward pass, ``inputs[0]`` the network's input and
+    ``inputs[i]`` (``i > 0``) the ReLU output that fed layer ``i``: a ReLU's output is all its
+    backward needs (its gradient is 1 where the output is positive)."""
+
+    inputs: list[torch.Tensor]
+
+
+def _linears(net: nn.Module) -> list[nn.Linear] | None:
+    """The linear layers of ``Linear, ReLU, Linear, ..., Linear``, or ``None`` for any other shape."""
+    if not isinstance(net, nn.Sequential) or len(net) % 2 == 0:
+        return None
+    layers = list(net)
+    linears = [m for m in layers[0::2] if isinstance(m, nn.Linear) and type(m) in (nn.Linear, OutputLinear)]
+    linears = [m for m in linears if not _has_hooks(m)]
+    if len(linears) != len(layers[0::2]) or _has_hooks(net):
+        return None
+    if not all(type(m) in (nn.ReLU, ReLU) and not _has_hooks(m) for m in layers[1::2]):
+        return None
+    return linears
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks)
+
+
+def supports(net: nn.Module) -> bool:
+    """Whether :func:`mlp_forward` (a ReLU ``nn.Sequential``) or :func:`pair_forward` (a ReLU
+    :class:`rl.fused.FusedMLPPair`) computes ``net``'s forward pass, in float32."""
+    if any(p.dtype != torch.float32 for p in net.parameters()):
+        return False
+    if isinstance(net, FusedMLPPair):
+        return type(net.activation) in (nn.ReLU, ReLU) and not _has_hooks(net)
+    return _linears(net) is not None
+
+
+def _relu_backward(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``grad * [out > 0]`` for ``out = relu(x)``, in one pass."""
+    return torch.ops.aten.threshold_backward(grad, out, 0.0)
+
+
+def mlp_forward(net: nn.Sequential, x: torch.Tensor) -> tuple[torch.Tensor, Tape]:
+    """``net(x)`` for a ReLU MLP (:func:`supports`), and the tape for :func:`mlp_backward`."""
+    linears = _linears(net)
+    assert linears is not None, "mlp_forward: not a Linear/ReLU nn.Sequential"
+    inputs = [x]
+    for layer in linears[:-1]:
+        x = torch.addmm(layer.bias, x, layer.weight.t()).relu_()
+        inputs.append(x)
+    last = linears[-1]
+    return torch.addmm(last.bias, x, last.weight.t()), Tape(inputs)
+
+
+def mlp_backward(
+    net: nn.Sequential, tape: Tape, grad: torch.Tensor, weight_grads: bool = True, input_grad: bool = False
+) -> tuple[list[torch.Tensor] | None, torch.Tensor | None]:
+    """Back through :func:`mlp_forward` from ``grad`` (``dL/d output``): the gradients of
+    ``net.parameters()`` in their order (``None`` unless ``weight_grads``) and ``dL/d x``
+    (``None`` unless ``input_grad``)."""
+    linears = _linears(net)
+    assert linears is not None, "mlp_backward: not a Linear/ReLU nn.Sequential"
+    grads: list[torch.Tensor] = []
+    for i in range(len(linears) - 1, -1, -1):
+        x = tape.inputs[i]
+        if weight_grads:
+            grads += [grad.sum(0), grad.t() @ x]  # bias, weight: reversed below
+        if i > 0:
+            grad = _relu_backward(grad @ linears[i].weight, x)
+        elif input_grad:
+            grad = grad @ linears[0].weight
+    return (grads[::-1] if weight_grads else None), (grad if input_grad else None)
+
+
+def pair_forward(pair: FusedMLPPair, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Tape]:
+    """``pair(x)`` for a ReLU :class:`rl.fused.FusedMLPPair` with heads of width 1 (twin Q),
+    as ``(a, b)`` of shape ``[B]`` each, and the tape for :func:`pair_backward`. ``x``: ``[B, in]``.
+
+    The first layer of both networks is one product (``[B, in] x [in, 2 h0]``); each further layer
+    and head is one product per network, on its half of the activations."""
+    h0 = pair.hidden[0]
+    first = torch.addmm(pair.first_bias, x, pair.first_weight.t()).relu_()  # [B, 2 h0]
+    hs = [first[:, :h0], first[:, h0:]]
+    inputs = [x, first]
+    for w, b in zip(pair.weights, pair.biases, strict=True):
+        hs = [torch.addmm(b[i, 0], hs[i], w[i]).relu_() for i in range(2)]
+        inputs += hs
+    heads = (pair.head_a, pair.head_b)
+    a, b_out = (torch.addmm(heads[i].bias, hs[i], heads[i].weight.t()).squeeze(-1) for i in range(2))
+    return a, b_out, Tape(inputs)
+
+
+def pair_backward(
+    pair: FusedMLPPair,
+    tape: Tape,
+    grad_a: torch.Tensor,
+    grad_b: torch.Tensor,
+    weight_grads: bool = True,
+    input_grad: bool = False,
+) -> tuple[list[torch.Tensor] | None, torch.Tensor | None]:
+    """Back through :func:`pair_forward` from ``dL/da`` and ``dL/db`` (``[B]`` each): the
+    gradients of ``pair.parameters()`` in their order (``None`` unless ``weight_grads``) and
+    ``dL/d x`` (``None`` unless ``input_grad``)."""
+    h0 = pair.hidden[0]
+    heads = (pair.head_a, pair.head_b)
+    depth = len(pair.weights)
+    # The last hidden layer's outputs: the tape's last pair (or the halves of the first layer).
+    last = tape.inputs[-2:] if depth else [tape.inputs[1][:, :h0], tape.inputs[1][:, h0:]]
+    g_out = [grad_a.unsqueeze(-1), grad_b.unsqueeze(-1)]
+    head_grads = [[g.sum(0), g.t() @ h] for g, h in zip(g_out, last, strict=True)] if weight_grads else []
+    gs = [_relu_backward(g_out[i] * heads[i].weight, last[i]) for i in range(2)]
+    layer_grads: list[list[torch.Tensor]] = []
+    for k in range(depth - 1, -1, -1):
+        w = pair.weights[k]
+        if k > 0:
+            xs = tape.inputs[2 + 2 * (k - 1) : 4 + 2 * (k - 1)]
+        else:
+            first = tape.inputs[1]
+            xs = [first[:, :h0], first[:, h0:]]
+        if weight_grads:
+            layer_grads.append(
+                [
+                    torch.stack([g.sum(0, keepdim=True) for g in gs]),  # [2, 1, out]
+                    torch.stack([x.t() @ g for x, g in zip(xs, gs, strict=True)]),  # [2, in, out]
+                ]
+            )
+        gs = [_relu_backward(gs[i] @ w[i].t(), xs[i]) for i in range(2)]
+    g_first = torch.cat(gs, dim=1)  # [B, 2 h0]
+    x = tape.inputs[0]
+    grads: list[torch.Tensor] | None = None
+    if weight_grads:
+        grads = [g_first.t() @ x, g_first.sum(0)]
+        hidden = layer_grads[::-1]
+        grads += [g[1] for g in hidden] + [g[0] for g in hidden]  # weights list, then biases list
+        grads += head_grads[0][::-1] + head_grads[1][::-1]  # head_a weight, bias; head_b weight, bias
+    return grads, (g_first @ pair.first_weight if input_grad else None)

@@ -1,0 +1,169 @@
+"""The written-out forward and backward passes (:mod:`rl.backprop`) against autograd, and SAC's update
+with them (:attr:`rl.SAC.written_out`) against its autograd update: the same gradients, the same
+steps, the same metrics, to float rounding; and the networks they do not cover go to autograd."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import rl
+from rl import backprop
+from rl.agent import to_torch
+from rl.fused import FusedMLPPair, ReLU
+from rl.networks import mlp
+
+OBS = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+ACT = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+
+
+def _autograd_grads(module: nn.Module, loss: torch.Tensor) -> list[torch.Tensor]:
+    return list(torch.autograd.grad(loss, list(module.parameters())))
+
+
+@pytest.mark.parametrize("hidden", [(16,), (32, 32), (8, 16, 8)], ids=str)
+def test_mlp_backward_equals_autograd(hidden: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    net = mlp(7, hidden, 3, ReLU)
+    x = torch.randn(40, 7)
+    upstream = torch.randn(40, 3)
+    out, tape = backprop.mlp_forward(net, x)
+    torch.testing.assert_close(out, net(x))
+    grads, dx = backprop.mlp_backward(net, tape, upstream, input_grad=True)
+    x_ref = x.clone().requires_grad_(True)
+    ref = _autograd_grads(net, (net(x_ref) * upstream).sum())
+    (dx_ref,) = torch.autograd.grad((net(x_ref) * upstream).sum(), x_ref)
+    assert grads is not None and dx is not None and len(grads) == len(ref)
+    for g, r in zip(grads, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(dx, dx_ref, rtol=1e-5, atol=1e-6)
+    only_input, dx2 = backprop.mlp_backward(net, tape, upstream, weight_grads=False, input_grad=True)
+    assert only_input is None and dx2 is not None
+    torch.testing.assert_close(dx2, dx)
+
+
+@pytest.mark.parametrize("hidden", [(16,), (32, 32), (8, 16, 8)], ids=str)
+def test_pair_backward_equals_autograd(hidden: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    pair = FusedMLPPair(6, hidden, 1, 1, ReLU)
+    x = torch.randn(50, 6)
+    ga, gb = torch.randn(50), torch.randn(50)
+    a, b, tape = backprop.pair_forward(pair, x)
+    a_ref, b_ref = pair(x)
+    torch.testing.assert_close(a, a_ref.squeeze(-1))
+    torch.testing.assert_close(b, b_ref.squeeze(-1))
+    grads, dx = backprop.pair_backward(pair, tape, ga, gb, input_grad=True)
+    x_ref = x.clone().requires_grad_(True)
+    a_ref, b_ref = pair(x_ref)
+    loss = (a_ref.squeeze(-1) * ga).sum() + (b_ref.squeeze(-1) * gb).sum()
+    *ref, dx_ref = torch.autograd.grad(loss, [*pair.parameters(), x_ref])
+    assert grads is not None and dx is not None
+    names = [name for name, _ in pair.named_parameters()]
+    for name, g, r in zip(names, grads, ref, strict=True):
+        assert g.shape == r.shape, name
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6, msg=name)
+    torch.testing.assert_close(dx, dx_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_supports_only_what_it_computes() -> None:
+    assert backprop.supports(mlp(4, (8,), 2, ReLU))
+    assert backprop.supports(mlp(4, (8,), 2, nn.ReLU))
+    assert not backprop.supports(mlp(4, (8,), 2, nn.Tanh))
+    assert not backprop.supports(mlp(4, (8,), 2, ReLU).double())
+    hooked = mlp(4, (8,), 2, ReLU)
+    hooked[0].register_forward_hook(lambda *_: None)
+    assert not backprop.supports(hooked)
+    assert not backprop.supports(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.LayerNorm(8), nn.Linear(8, 2)))
+    assert backprop.supports(FusedMLPPair(4, (8, 8), 1, 1, ReLU))
+    assert not backprop.supports(FusedMLPPair(4, (8, 8), 1, 1, nn.Tanh))
+
+
+def _sac(**kwargs: object) -> rl.SAC:
+    torch.manual_seed(0)
+    actor = rl.SquashedGaussianActor(OBS, ACT, (32, 32))
+    critic = rl.TwinQCritic(OBS, ACT, (32, 32))
+    return rl.SAC(actor, critic, **kwargs)  # type: ignore[arg-type]
+
+
+def _batches(n: int, prioritised: bool) -> list[rl.ReplayBatch[torch.Tensor]]:
+    rng = np.random.default_rng(0)
+    m = 500
+    replay: rl.UniformReplay = (
+        rl.PrioritizedReplay(1000, (5,), (2,), seed=0) if prioritised else rl.UniformReplay(1000, (5,), (2,), seed=0)
+    )
+    replay.add(
+        rng.standard_normal((m, 5)).astype(np.float32),
+        rng.uniform(-2, 2, (m, 2)).astype(np.float32),
+        rng.standard_normal(m).astype(np.float32),
+        rng.standard_normal((m, 5)).astype(np.float32),
+        rng.random(m) < 0.1,
+    )
+    if prioritised:
+        replay.update_priorities(np.arange(m), rng.random(m) * 3 + 0.1)
+    return [to_torch(replay.sample(64)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("prioritised", [False, True], ids=["uniform", "prioritised"])
+@pytest.mark.parametrize("autotune_alpha", [True, False], ids=["autotune", "fixed-alpha"])
+def test_sac_written_out_learns_what_autograd_learns(autotune_alpha: bool, prioritised: bool) -> None:
+    """From the same weights, batches and noise, six steps: the same metrics, TD errors, weights,
+    target weights, temperature and optimiser state, to float rounding."""
+    written = _sac(autotune_alpha=autotune_alpha, alpha=0.2)
+    autograd = copy.deepcopy(written)
+    autograd.written_out = False
+    assert written.written_out
+    batches = _batches(6, prioritised)
+    if prioritised:
+        assert not torch.all(batches[0].weights == 1)
+    for i, batch in enumerate(batches):
+        torch.manual_seed(100 + i)
+        m_written = written.learn(batch)
+        torch.manual_seed(100 + i)
+        m_autograd = autograd.learn(batch)
+        assert m_written.keys() == m_autograd.keys()
+        for key, value in m_autograd.items():
+            assert m_written[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
+        np.testing.assert_allclose(written.td_errors, autograd.td_errors, rtol=0, atol=1e-4)
+    for a, b in [
+        (autograd.model, written.model),
+        (autograd.critic, written.critic),
+        (autograd.target_critic, written.target_critic),
+        (autograd.temperature, written.temperature),
+    ]:
+        for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=0, atol=1e-5, msg=name)
+    for opt_a, opt_b in [
+        (autograd.critic_optimizer, written.critic_optimizer),
+        (autograd.actor_optimizer, written.actor_optimizer),
+    ]:
+        for p, q in zip(opt_a.param_groups[0]["params"], opt_b.param_groups[0]["params"], strict=True):
+            sa, sb = opt_a.state[p], opt_b.state[q]
+            assert float(sa["step"]) == float(sb["step"]) == len(batches)
+            torch.testing.assert_close(sb["exp_avg"], sa["exp_avg"], rtol=1e-3, atol=1e-7)
+    if not autotune_alpha:
+        assert written.alpha == pytest.approx(0.2)
+
+
+def test_sac_written_out_is_chosen_only_where_it_applies() -> None:
+    assert _sac().written_out
+    assert not _sac(fused=False).written_out
+    assert not _sac(autocast=torch.bfloat16).written_out
+    torch.manual_seed(0)
+    tanh_actor = rl.SquashedGaussianActor(OBS, ACT, (32, 32), activation=nn.Tanh)
+    assert not rl.SAC(tanh_actor, rl.TwinQCritic(OBS, ACT, (32, 32))).written_out
+    assert not rl.SAC(
+        rl.SquashedGaussianActor(OBS, ACT, (32,)), rl.TwinQCritic(OBS, ACT, (32,), fused=False)
+    ).written_out
+
+    class Subclassed(rl.SquashedGaussianActor):
+        pass
+
+    assert not rl.SAC(Subclassed(OBS, ACT, (32,)), rl.TwinQCritic(OBS, ACT, (32,))).written_out
+    # Where it does not apply, the autograd update runs and learns.
+    algo = rl.SAC(tanh_actor, rl.TwinQCritic(OBS, ACT, (32, 32)))
+    assert np.isfinite(algo.learn(_batches(1, False)[0])["critic_loss"])
