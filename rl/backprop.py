@@ -45,30 +45,49 @@ class Tape:
 
 
 def _linears(net: nn.Module) -> list[nn.Linear] | None:
-    """The linear layers of ``Linear, ReLU, Linear, ..., Linear``, or ``None`` for any other shape."""
-    if not isinstance(net, nn.Sequential) or len(net) % 2 == 0:
+    """The linear layers of ``Linear, ReLU, Linear, ..., Linear`` (each with a bias, none used
+    twice), or ``None`` for any other shape."""
+    if type(net) is not nn.Sequential or len(net) % 2 == 0:
         return None
     layers = list(net)
     linears = [m for m in layers[0::2] if isinstance(m, nn.Linear) and type(m) in (nn.Linear, OutputLinear)]
-    linears = [m for m in linears if not _has_hooks(m)]
-    if len(linears) != len(layers[0::2]) or _has_hooks(net):
+    if len(linears) != len(layers[0::2]) or len({id(m) for m in linears}) != len(linears):
         return None
-    if not all(type(m) in (nn.ReLU, ReLU) and not _has_hooks(m) for m in layers[1::2]):
+    if any(m.bias is None for m in linears) or not all(type(m) in (nn.ReLU, ReLU) for m in layers[1::2]):
         return None
     return linears
 
 
-def _has_hooks(module: nn.Module) -> bool:
-    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks)
+def _hooked(net: nn.Module) -> bool:
+    """Whether a hook could change what ``net`` computes or what its gradients are: a hook on it,
+    on any module in it, on any of its parameters, or a global module hook."""
+    hook_dicts = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    if any(getattr(m, name, None) for m in net.modules() for name in hook_dicts):
+        return True
+    if any(p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None) for p in net.parameters()):
+        return True
+    from torch.nn.modules import module as module_globals
+
+    global_hooks = (
+        "_global_forward_hooks",
+        "_global_forward_pre_hooks",
+        "_global_backward_hooks",
+        "_global_backward_pre_hooks",
+    )
+    return any(getattr(module_globals, name, None) for name in global_hooks)
 
 
 def supports(net: nn.Module) -> bool:
     """Whether :func:`mlp_forward` (a ReLU ``nn.Sequential``) or :func:`pair_forward` (a ReLU
-    :class:`rl.fused.FusedMLPPair`) computes ``net``'s forward pass, in float32."""
-    if any(p.dtype != torch.float32 for p in net.parameters()):
+    :class:`rl.fused.FusedMLPPair` with heads of width 1) computes ``net``'s forward pass, in
+    float32, with every parameter trained and no hook to honour (checked when called: SAC
+    checks when it is built)."""
+    params = list(net.parameters())
+    if any(p.dtype != torch.float32 or not p.requires_grad for p in params) or _hooked(net):
         return False
-    if isinstance(net, FusedMLPPair):
-        return type(net.activation) in (nn.ReLU, ReLU) and not _has_hooks(net)
+    if type(net) is FusedMLPPair:
+        heads_of_one = net.head_a.out_features == net.head_b.out_features == 1
+        return type(net.activation) in (nn.ReLU, ReLU) and heads_of_one
     return _linears(net) is not None
 
 

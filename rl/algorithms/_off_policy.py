@@ -61,11 +61,13 @@ class OffPolicyAlgorithm(Algorithm):
 
     ``compile`` (default ``False``): the loss computations of :meth:`learn` (forward passes, and
     with them the backward passes) run through ``torch.compile``, built at the first update (a
-    few seconds; again for each new batch size). The optimiser steps stay eager. It computes the
-    same maths (``tests/rl/test_rl_compile.py``). On a CPU with AMX, with ``autocast=torch.bfloat16``,
-    a SAC or TD3 step on one core takes about half of SB3's; on an AVX2-only CPU, in float32, a SAC
-    step takes ~0.65x of SB3's (``bench/README_rl.md``). SAC, TD3 and DDPG accept it.
-    Inductor builds C++ kernels on a CPU: it needs a C++ compiler (``g++``) at the first update.
+    few seconds; again for each new batch size); where SAC writes its gradients out
+    (:attr:`rl.SAC.written_out`, float32), those gradient computations are what is compiled. The
+    optimiser steps stay eager. It computes the same maths (``tests/rl/test_rl_compile.py``). On a
+    CPU with AMX, with ``autocast=torch.bfloat16``, a SAC or TD3 step on one core takes about half
+    of SB3's; on an AVX2-only CPU, in float32, a SAC step takes ~0.56x of SB3's
+    (``bench/README_rl.md``). SAC, TD3 and DDPG accept it. Inductor builds C++ kernels on a CPU:
+    it needs a C++ compiler (``g++``) at the first update.
     """
 
     model: DeterministicActor | SquashedGaussianActor

@@ -89,7 +89,7 @@ class SAC(OffPolicyAlgorithm):
             and autocast is None
             and type(actor) is SquashedGaussianActor
             and type(critic) is TwinQCritic
-            and isinstance(critic.nets, FusedMLPPair)
+            and type(critic.nets) is FusedMLPPair
             and backprop.supports(actor.net)
             and backprop.supports(critic.nets)
         )
@@ -273,10 +273,11 @@ class SAC(OffPolicyAlgorithm):
 
     @staticmethod
     def _set_grads(module: torch.nn.Module, grads: list[torch.Tensor] | None) -> None:
-        """``p.grad = g`` for ``module.parameters()`` and ``grads`` in the same order."""
+        """``p.grad = g`` for ``module.parameters()`` and ``grads`` in the same order; a parameter
+        frozen since the algorithm was built gets none, as autograd would give it."""
         assert grads is not None
         for p, g in zip(module.parameters(), grads, strict=True):
-            p.grad = g
+            p.grad = g if p.requires_grad else None
 
     def _noise(self, obs: torch.Tensor) -> torch.Tensor:
         """The standard normal draw of a reparameterised sample for each row of ``obs`` (drawn

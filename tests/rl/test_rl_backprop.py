@@ -20,6 +20,8 @@ from rl.networks import mlp
 
 OBS = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+ASYMMETRIC = gym.spaces.Box(np.array([-1.0, 0.0, -3.0], np.float32), np.array([1.0, 0.5, 5.0], np.float32))
+"""Bounds with a different scale and a non-zero centre in each dimension."""
 
 
 def _autograd_grads(module: nn.Module, loss: torch.Tensor) -> list[torch.Tensor]:
@@ -81,24 +83,56 @@ def test_supports_only_what_it_computes() -> None:
     assert not backprop.supports(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.LayerNorm(8), nn.Linear(8, 2)))
     assert backprop.supports(FusedMLPPair(4, (8, 8), 1, 1, ReLU))
     assert not backprop.supports(FusedMLPPair(4, (8, 8), 1, 1, nn.Tanh))
+    assert not backprop.supports(FusedMLPPair(4, (8, 8), 3, 3, ReLU))  # twin Q heads only
+
+    class Pair(FusedMLPPair):
+        pass
+
+    assert not backprop.supports(Pair(4, (8, 8), 1, 1, ReLU))  # a subclass may compute otherwise
+
+    class Seq(nn.Sequential):
+        pass
+
+    assert not backprop.supports(Seq(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)))
+    assert not backprop.supports(nn.Sequential(nn.Linear(4, 8, bias=False), nn.ReLU(), nn.Linear(8, 2)))
+    shared = nn.Linear(8, 8)
+    assert not backprop.supports(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), shared, nn.ReLU(), shared))
+    frozen = mlp(4, (8,), 2, ReLU)
+    frozen[0].weight.requires_grad_(False)
+    assert not backprop.supports(frozen)
+    param_hooked = FusedMLPPair(4, (8, 8), 1, 1, ReLU)
+    param_hooked.head_a.weight.register_hook(lambda g: g * 0)
+    assert not backprop.supports(param_hooked)
+    sub_hooked = FusedMLPPair(4, (8, 8), 1, 1, ReLU)
+    sub_hooked.head_b.register_forward_hook(lambda *_: None)
+    assert not backprop.supports(sub_hooked)
+    handle = nn.modules.module.register_module_forward_hook(lambda *_: None)
+    try:
+        assert not backprop.supports(mlp(4, (8,), 2, ReLU))
+    finally:
+        handle.remove()
+    assert backprop.supports(mlp(4, (8,), 2, ReLU))
 
 
-def _sac(**kwargs: object) -> rl.SAC:
+def _sac(act: gym.spaces.Box = ACT, hidden: tuple[int, ...] = (32, 32), **kwargs: object) -> rl.SAC:
     torch.manual_seed(0)
-    actor = rl.SquashedGaussianActor(OBS, ACT, (32, 32))
-    critic = rl.TwinQCritic(OBS, ACT, (32, 32))
+    actor = rl.SquashedGaussianActor(OBS, act, hidden)
+    critic = rl.TwinQCritic(OBS, act, hidden)
     return rl.SAC(actor, critic, **kwargs)  # type: ignore[arg-type]
 
 
-def _batches(n: int, prioritised: bool) -> list[rl.ReplayBatch[torch.Tensor]]:
+def _batches(n: int, prioritised: bool, act: gym.spaces.Box = ACT) -> list[rl.ReplayBatch[torch.Tensor]]:
     rng = np.random.default_rng(0)
     m = 500
+    n_act = act.shape[0]
     replay: rl.UniformReplay = (
-        rl.PrioritizedReplay(1000, (5,), (2,), seed=0) if prioritised else rl.UniformReplay(1000, (5,), (2,), seed=0)
+        rl.PrioritizedReplay(1000, (5,), (n_act,), seed=0)
+        if prioritised
+        else rl.UniformReplay(1000, (5,), (n_act,), seed=0)
     )
     replay.add(
         rng.standard_normal((m, 5)).astype(np.float32),
-        rng.uniform(-2, 2, (m, 2)).astype(np.float32),
+        rng.uniform(act.low, act.high, (m, n_act)).astype(np.float32),
         rng.standard_normal(m).astype(np.float32),
         rng.standard_normal((m, 5)).astype(np.float32),
         rng.random(m) < 0.1,
@@ -108,16 +142,21 @@ def _batches(n: int, prioritised: bool) -> list[rl.ReplayBatch[torch.Tensor]]:
     return [to_torch(replay.sample(64)) for _ in range(n)]
 
 
+@pytest.mark.parametrize(
+    ("act", "hidden"), [(ACT, (32, 32)), (ASYMMETRIC, (8, 16, 8))], ids=["2d-32x32", "asymmetric-3d-8x16x8"]
+)
 @pytest.mark.parametrize("prioritised", [False, True], ids=["uniform", "prioritised"])
 @pytest.mark.parametrize("autotune_alpha", [True, False], ids=["autotune", "fixed-alpha"])
-def test_sac_written_out_learns_what_autograd_learns(autotune_alpha: bool, prioritised: bool) -> None:
+def test_sac_written_out_learns_what_autograd_learns(
+    autotune_alpha: bool, prioritised: bool, act: gym.spaces.Box, hidden: tuple[int, ...]
+) -> None:
     """From the same weights, batches and noise, six steps: the same metrics, TD errors, weights,
     target weights, temperature and optimiser state, to float rounding."""
-    written = _sac(autotune_alpha=autotune_alpha, alpha=0.2)
+    written = _sac(act, hidden, autotune_alpha=autotune_alpha, alpha=0.2)
     autograd = copy.deepcopy(written)
     autograd.written_out = False
     assert written.written_out
-    batches = _batches(6, prioritised)
+    batches = _batches(6, prioritised, act)
     if prioritised:
         assert not torch.all(batches[0].weights == 1)
     for i, batch in enumerate(batches):
@@ -137,14 +176,18 @@ def test_sac_written_out_learns_what_autograd_learns(autotune_alpha: bool, prior
     ]:
         for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
             torch.testing.assert_close(q, p, rtol=0, atol=1e-5, msg=name)
-    for opt_a, opt_b in [
+    optimisers = [
         (autograd.critic_optimizer, written.critic_optimizer),
         (autograd.actor_optimizer, written.actor_optimizer),
-    ]:
+    ]
+    if autotune_alpha:
+        optimisers.append((autograd.alpha_optimizer, written.alpha_optimizer))
+    for opt_a, opt_b in optimisers:
         for p, q in zip(opt_a.param_groups[0]["params"], opt_b.param_groups[0]["params"], strict=True):
             sa, sb = opt_a.state[p], opt_b.state[q]
             assert float(sa["step"]) == float(sb["step"]) == len(batches)
             torch.testing.assert_close(sb["exp_avg"], sa["exp_avg"], rtol=1e-3, atol=1e-7)
+            torch.testing.assert_close(sb["exp_avg_sq"], sa["exp_avg_sq"], rtol=1e-3, atol=1e-12)
     if not autotune_alpha:
         assert written.alpha == pytest.approx(0.2)
 
@@ -167,3 +210,15 @@ def test_sac_written_out_is_chosen_only_where_it_applies() -> None:
     # Where it does not apply, the autograd update runs and learns.
     algo = rl.SAC(tanh_actor, rl.TwinQCritic(OBS, ACT, (32, 32)))
     assert np.isfinite(algo.learn(_batches(1, False)[0])["critic_loss"])
+
+
+def test_sac_written_out_leaves_a_parameter_frozen_after_construction_alone() -> None:
+    """A parameter frozen once the algorithm is built gets no gradient, as under autograd."""
+    algo = _sac()
+    frozen = algo.model.net[0].weight
+    before = frozen.detach().clone()
+    frozen.requires_grad_(False)
+    for batch in _batches(3, False):
+        algo.learn(batch)
+    assert torch.equal(frozen, before) and frozen.grad is None
+    assert not torch.equal(algo.model.net[2].weight, _sac().model.net[2].weight)
