@@ -28,7 +28,10 @@ A run is deterministic per seed on one kind of CPU: the same code gives the same
 the load (another CPU's kernels round differently, and so give another, equally valid, sample). So
 where a (runner, env, seed) has several rows, each checkpoint is read from the latest row that has
 it, whichever CPU it ran on.
-Micro-benchmark rows and ``--quick`` runs are left out.
+Micro-benchmark rows and ``--quick`` runs are left out. Our SAC rows whose gradients were written
+out (``"written_out": true``: ``rl.SAC.written_out``, from commit 4a1cc94 on) are another side,
+``<side>/written-out`` (``ourscompile/written-out``), in every table: another update code, whose
+wall-clock must not be totalled with the autograd rows'.
 
 **Learning curves** (``--curves``): for each (env, algorithm, seed) where our side and SB3 both
 have a row with a curve (the mean of the last 10 training episodes every 10,000 env steps), the
@@ -82,11 +85,23 @@ def cpu(row: Run) -> str:
     return str(row.get("cpu") or UNRECORDED)
 
 
+WRITTEN_OUT = "/written-out"
+"""Appended to the side of our SAC rows whose gradients were written out (``"written_out": true``,
+:attr:`rl.SAC.written_out`): another update code, timed apart from the autograd rows."""
+
+
+def side_algo(row: Run) -> tuple[str, str]:
+    """``(side, algo)`` of a row's runner ``<side>_<algo>``, the side marked :data:`WRITTEN_OUT`
+    where the row says its SAC gradients were written out."""
+    side, algo = row["runner"].rsplit("_", 1)
+    return (side + WRITTEN_OUT if row.get("written_out") else side), algo
+
+
 def latest(runs: list[Run]) -> dict[tuple[str, str, str, str, int], Run]:
     """The latest run (by ``utc_end``, then file order) of each ``(cpu, side, algo, env, seed)``."""
     out: dict[tuple[str, str, str, str, int], Run] = {}
     for row in sorted(runs, key=lambda r: r.get("utc_end", "")):  # stable: file order breaks ties
-        side, algo = row["runner"].rsplit("_", 1)
+        side, algo = side_algo(row)
         out[(cpu(row), side, algo, row["env"], int(row["seed"]))] = row
     return out
 
@@ -96,7 +111,7 @@ def returns(runs: list[Run], key: str = "mean_return") -> dict[tuple[str, str, s
     ``key``: ``mean_return`` (the training episodes) or ``eval_return`` (the mean action)."""
     table: dict[tuple[str, str, str, int], dict[int, float]] = defaultdict(dict)
     for row in sorted(runs, key=lambda r: r.get("utc_end", "")):
-        side, algo = row["runner"].rsplit("_", 1)
+        side, algo = side_algo(row)
         for checkpoint, at in row["checkpoints"].items():
             if at.get(key) is not None:
                 table[(side, algo, row["env"], int(checkpoint))][int(row["seed"])] = float(at[key])
@@ -208,7 +223,7 @@ def curve_pairs(runs: list[Run]) -> list[dict[str, Any]]:
     curves: dict[tuple[str, str, str, int], dict[int, float | None]] = {}
     for row in sorted(runs, key=lambda r: r.get("utc_end", "")):
         if row.get("curve") and not row.get("quick"):
-            side, algo = row["runner"].rsplit("_", 1)
+            side, algo = side_algo(row)
             curves[(side, algo, row["env"], int(row["seed"]))] = {int(k): v for k, v in row["curve"]}
     pairs = []
     for (side, algo, env, seed), ours in sorted(curves.items()):

@@ -62,6 +62,9 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
         _run("ourscompile_td3-256", 0, {50_000: 3200.0}, "2026-01-04T01:00Z", (44_000, 150.0)),
         # Ours never reaching 3,000 is listed, as a bound from below (its whole run against SB3's time).
         _run("ourscompile_td3-256", 1, {50_000: 1000.0}, "2026-01-04T01:10Z", None, wall_s=600.0),
+        # SAC with its gradients written out: its own side, its seed 0 timed apart from the autograd
+        # rows of seed 0 (which it does not supersede), on the same CPU as those.
+        _run("oursbf16compile_sac", 0, {50_000: 3300.0}, "2026-01-06T00:00Z", (44_000, 150.0), written_out=True),
     ]
     rc, out, err = _summary(tmp_path, rows, "--json")
     assert rc == 0, err
@@ -70,9 +73,12 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     # 100k: SB3 only, so no cell; Hopper TD3: one seed, flagged as too few.
     assert set(cells) == {
         ("HalfCheetah-v5", "sac", 50_000, "oursbf16compile"),
+        ("HalfCheetah-v5", "sac", 50_000, "oursbf16compile/written-out"),
         ("HalfCheetah-v5", "td3", 50_000, "ourscompile"),
         ("Hopper-v5", "td3", 50_000, "ours"),
     }
+    written = cells[("HalfCheetah-v5", "sac", 50_000, "oursbf16compile/written-out")]
+    assert written["seeds"] == [0] and (written["ours_mean"], written["sb3_mean"]) == (3300.0, 2500.0)
     c = cells[("HalfCheetah-v5", "sac", 50_000, "oursbf16compile")]
     assert c["seeds"] == [0, 1, 2] and c["n"] == 3 and c["enough_seeds"]
     assert (c["ours_mean"], c["sb3_mean"]) == (2533.3, 2366.7)
@@ -83,7 +89,9 @@ def test_cells_pair_seeds_take_the_latest_run_and_bound_unreached_sb3(tmp_path: 
     hop = cells[("Hopper-v5", "td3", 50_000, "ours")]
     assert hop["n"] == 1 and not hop["enough_seeds"] and hop["se_diff"] is None and hop["mean_diff"] == -100.0
 
-    reach, td3, td3_256 = [c for c in lines if c["kind"] == "reach_3000"]  # SAC, TD3, TD3 256x256
+    reach, reach_written, td3, td3_256 = [c for c in lines if c["kind"] == "reach_3000"]  # SAC x2, TD3, TD3 256x256
+    assert reach_written["side"] == "oursbf16compile/written-out" and reach_written["algo"] == "sac"
+    assert [(p["seed"], p["ratio"]) for p in reach_written["seeds"]] == [(0, 0.25)]  # 150 s against 600 s
     assert (td3_256["algo"], td3_256["sb3_algo"], td3_256["n"]) == ("td3-256", "sac", 1)
     # Seed 0: 150 s against SAC's 600 s; seed 1: never, its 600 s run against SAC's 400 s.
     assert [(p["seed"], p["ours_reached"], p["ratio"]) for p in td3_256["seeds"]] == [(0, True, 0.25), (1, False, 1.5)]
