@@ -461,7 +461,7 @@ def run_ours_offpolicy(
             agent.learn(replay.sample(batch_size))
         tracker.step(collector.total_steps, rollout.episode_returns.tolist(), learning)
     collector.close()
-    # SAC's gradients written out (rl.backprop) or by autograd: rows of the two are timed apart.
+    # Gradients written out (rl.backprop) or by autograd: rows of the two are timed apart.
     return {
         **tracker.result(collector.total_steps, algorithm.updates),
         "written_out": getattr(algorithm, "written_out", False),

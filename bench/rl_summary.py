@@ -28,10 +28,10 @@ A run is deterministic per seed on one kind of CPU: the same code gives the same
 the load (another CPU's kernels round differently, and so give another, equally valid, sample). So
 where a (runner, env, seed) has several rows, each checkpoint is read from the latest row that has
 it, whichever CPU it ran on.
-Micro-benchmark rows and ``--quick`` runs are left out. Our SAC rows whose gradients were written
-out (``"written_out": true``: ``rl.SAC.written_out``, from commit 4a1cc94 on) are another side,
-``<side>/written-out`` (``ourscompile/written-out``), in every table: another update code, whose
-wall-clock must not be totalled with the autograd rows'.
+Micro-benchmark rows and ``--quick`` runs are left out. Our SAC, TD3 and DDPG rows whose gradients
+were written out (``"written_out": true``: ``rl.backprop``, SAC from commit 4a1cc94 on) are another
+side, ``<side>/written-out`` (``ourscompile/written-out``), in every table: another update code,
+whose wall-clock must not be totalled with the autograd rows'.
 
 **Learning curves** (``--curves``): for each (env, algorithm, seed) where our side and SB3 both
 have a row with a curve (the mean of the last 10 training episodes every 10,000 env steps), the
@@ -86,13 +86,13 @@ def cpu(row: Run) -> str:
 
 
 WRITTEN_OUT = "/written-out"
-"""Appended to the side of our SAC rows whose gradients were written out (``"written_out": true``,
-:attr:`rl.SAC.written_out`): another update code, timed apart from the autograd rows."""
+"""Appended to the side of our rows whose gradients were written out (``"written_out": true``,
+:mod:`rl.backprop`): another update code, timed apart from the autograd rows."""
 
 
 def side_algo(row: Run) -> tuple[str, str]:
     """``(side, algo)`` of a row's runner ``<side>_<algo>``, the side marked :data:`WRITTEN_OUT`
-    where the row says its SAC gradients were written out."""
+    where the row says its gradients were written out."""
     side, algo = row["runner"].rsplit("_", 1)
     return (side + WRITTEN_OUT if row.get("written_out") else side), algo
 

@@ -1,25 +1,27 @@
-"""Forward and backward passes of ReLU MLPs written out, without autograd: the fast path of SAC's update.
+"""Forward and backward passes of ReLU MLPs written out, without autograd: the fast path of the
+SAC, TD3 and DDPG updates.
 
 A SAC gradient step at batch 256 with 256x256 networks is sixteen 256x256x256 matrix products
 (forward, backward and targets of the twin critics and the actor). On one core of a CPU without
-bfloat16 units they take ~8 ms; autograd, or ``torch.compile``'s wrappers and its choice of
-batched products with transposed operands, add as much again. Written out, each layer is one
+bfloat16 units they take ~8-11 ms; autograd, or ``torch.compile``'s wrappers and its choice of
+batched products with transposed operands, added 6-9 ms more. Written out, each layer is one
 ``addmm`` and an in-place ReLU going forward, and going back, the weight gradient
 (``g^T x``), the bias gradient (``sum g``) and the input gradient (``(g W) * [y > 0]``), each
 product on operands laid out as BLAS takes them. Only what a caller needs is computed: a
 critic's weight gradients in its own step, its input gradient (towards the action) in the
-actor's.
+actor's, and for TD3's actor only the first critic of the pair.
 
 :class:`Tape` keeps a forward pass's layer inputs for its backward pass. Two kinds of network:
 
-- :func:`mlp_forward` / :func:`mlp_backward`: an ``nn.Sequential`` of ``nn.Linear`` layers with
-  ReLU between them (:func:`rl.networks.mlp` with ``activation=ReLU``);
-- :func:`pair_forward` / :func:`pair_backward`: a :class:`rl.fused.FusedMLPPair` with ReLU (the twin
-  critic's default), in its own parameter layout.
+- :func:`mlp_forward` / :func:`mlp_backward` on :data:`Layers`: an ``nn.Sequential`` of
+  ``nn.Linear`` layers with ReLU between them (:func:`mlp_layers`; :func:`rl.networks.mlp` with
+  ``activation=ReLU``), or the first network of a pair (:func:`pair_first_layers`);
+- :func:`pair_forward` / :func:`pair_backward`: a :class:`rl.fused.FusedMLPPair` with ReLU and
+  heads of width 1 (the twin critic's default), in its own parameter layout.
 
 :func:`supports` tells whether a network is one of these. The results equal autograd's to float
-rounding (``tests/rl/test_rl_backprop.py``); SAC uses them when its fast paths are on
-(:attr:`rl.SAC.written_out`).
+rounding (``tests/rl/test_rl_backprop.py``); SAC, TD3 and DDPG use them when their fast paths
+are on (``written_out``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ from torch import nn
 from rl.fused import FusedMLPPair, ReLU
 from rl.precision import OutputLinear
 
-__all__ = ["Tape", "mlp_backward", "mlp_forward", "pair_backward", "pair_forward", "supports"]
+__all__ = [
+    "Layers",
+    "Tape",
+    "mlp_backward",
+    "mlp_forward",
+    "mlp_layers",
+    "pair_backward",
+    "pair_first_layers",
+    "pair_forward",
+    "supports",
+]
 
 
 @dataclass
@@ -96,35 +108,52 @@ def _relu_backward(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten.threshold_backward(grad, out, 0.0)
 
 
-def mlp_forward(net: nn.Sequential, x: torch.Tensor) -> tuple[torch.Tensor, Tape]:
-    """``net(x)`` for a ReLU MLP (:func:`supports`), and the tape for :func:`mlp_backward`."""
+Layers = list[tuple[torch.Tensor, torch.Tensor]]
+"""An MLP as its ``(weight [out, in], bias [out])`` per layer, ReLU between them."""
+
+
+def mlp_layers(net: nn.Sequential) -> Layers:
+    """The layers of a ReLU MLP (:func:`supports`), as its ``nn.Linear`` weights and biases."""
     linears = _linears(net)
-    assert linears is not None, "mlp_forward: not a Linear/ReLU nn.Sequential"
+    assert linears is not None, "mlp_layers: not a Linear/ReLU nn.Sequential"
+    return [(m.weight, m.bias) for m in linears]
+
+
+def pair_first_layers(pair: FusedMLPPair) -> Layers:
+    """The first network of a ReLU :class:`rl.fused.FusedMLPPair` (TD3's actor follows ``Q_1``
+    alone), as views of the pair's parameters (:func:`mlp_backward` of these: input gradients only,
+    its weight gradients would be laid out as the views are, not as the parameters)."""
+    h0 = pair.hidden[0]
+    layers = [(pair.first_weight[:h0], pair.first_bias[:h0])]
+    layers += [(w[0].t(), b[0, 0]) for w, b in zip(pair.weights, pair.biases, strict=True)]
+    return [*layers, (pair.head_a.weight, pair.head_a.bias)]
+
+
+def mlp_forward(layers: Layers, x: torch.Tensor) -> tuple[torch.Tensor, Tape]:
+    """The MLP's output for ``x`` (``[B, in]``), and the tape for :func:`mlp_backward`."""
     inputs = [x]
-    for layer in linears[:-1]:
-        x = torch.addmm(layer.bias, x, layer.weight.t()).relu_()
+    for weight, bias in layers[:-1]:
+        x = torch.addmm(bias, x, weight.t()).relu_()
         inputs.append(x)
-    last = linears[-1]
-    return torch.addmm(last.bias, x, last.weight.t()), Tape(inputs)
+    weight, bias = layers[-1]
+    return torch.addmm(bias, x, weight.t()), Tape(inputs)
 
 
 def mlp_backward(
-    net: nn.Sequential, tape: Tape, grad: torch.Tensor, weight_grads: bool = True, input_grad: bool = False
+    layers: Layers, tape: Tape, grad: torch.Tensor, weight_grads: bool = True, input_grad: bool = False
 ) -> tuple[list[torch.Tensor] | None, torch.Tensor | None]:
-    """Back through :func:`mlp_forward` from ``grad`` (``dL/d output``): the gradients of
-    ``net.parameters()`` in their order (``None`` unless ``weight_grads``) and ``dL/d x``
-    (``None`` unless ``input_grad``)."""
-    linears = _linears(net)
-    assert linears is not None, "mlp_backward: not a Linear/ReLU nn.Sequential"
+    """Back through :func:`mlp_forward` from ``grad`` (``dL/d output``): the gradients of each
+    layer's weight and bias in turn, as ``nn.Sequential.parameters()`` orders them (``None``
+    unless ``weight_grads``), and ``dL/d x`` (``None`` unless ``input_grad``)."""
     grads: list[torch.Tensor] = []
-    for i in range(len(linears) - 1, -1, -1):
+    for i in range(len(layers) - 1, -1, -1):
         x = tape.inputs[i]
         if weight_grads:
             grads += [grad.sum(0), grad.t() @ x]  # bias, weight: reversed below
         if i > 0:
-            grad = _relu_backward(grad @ linears[i].weight, x)
+            grad = _relu_backward(grad @ layers[i][0], x)
         elif input_grad:
-            grad = grad @ linears[0].weight
+            grad = grad @ layers[0][0]
     return (grads[::-1] if weight_grads else None), (grad if input_grad else None)
 
 

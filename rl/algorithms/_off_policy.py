@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl import ops
+from rl import backprop, ops
 from rl.algorithm import Algorithm, PolicyStep, check_gamma
-from rl.fused import fused_adam_step_
+from rl.fused import FusedMLPPair, fused_adam_step_
 from rl.model import Model
 from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, TwinQCritic
 from rl.precision import warn_if_slow_bfloat16
@@ -61,8 +61,8 @@ class OffPolicyAlgorithm(Algorithm):
 
     ``compile`` (default ``False``): the loss computations of :meth:`learn` (forward passes, and
     with them the backward passes) run through ``torch.compile``, built at the first update (a
-    few seconds; again for each new batch size); where SAC writes its gradients out
-    (:attr:`rl.SAC.written_out`, float32), those gradient computations are what is compiled. The
+    few seconds; again for each new batch size); where the gradients are written out
+    (``written_out``, float32), those gradient computations are what is compiled. The
     optimiser steps stay eager. It computes the same maths (``tests/rl/test_rl_compile.py``). On a
     CPU with AMX, with ``autocast=torch.bfloat16``, a SAC or TD3 step on one core takes about half
     of SB3's; on an AVX2-only CPU, in float32, a SAC step takes ~0.56x of SB3's
@@ -125,6 +125,14 @@ class OffPolicyAlgorithm(Algorithm):
         else:
             optimizer.step()
 
+    @staticmethod
+    def _set_grads(module: torch.nn.Module, grads: list[torch.Tensor] | None) -> None:
+        """``p.grad = g`` for ``module.parameters()`` and ``grads`` (written out) in the same order;
+        a parameter frozen since the algorithm was built gets none, as autograd would give it."""
+        assert grads is not None
+        for p, g in zip(module.parameters(), grads, strict=True):
+            p.grad = g if p.requires_grad else None
+
     def _mixed(self) -> contextlib.AbstractContextManager[object]:
         """The context of a forward pass in :meth:`learn`: ``torch.autocast`` to :attr:`autocast`
         on the model's device, or nothing."""
@@ -171,6 +179,22 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         """Standard deviation of the acting noise, as a fraction of the half-range of each action."""
         self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
         self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
+        twin = type(critic) is TwinQCritic and type(critic.nets) is FusedMLPPair and backprop.supports(critic.nets)
+        single = type(critic) is QCritic and backprop.supports(critic.net)
+        self.written_out = (
+            self.fused
+            and autocast is None
+            and type(actor) is DeterministicActor
+            and backprop.supports(actor.net)
+            and (twin or single)
+        )
+        """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
+        by autograd, as :attr:`rl.SAC.written_out` does: with the fast paths in float32, for the
+        default networks (ReLU MLPs; the fused twin critic or a :class:`rl.QCritic`)."""
+
+    def _writes_out(self) -> bool:
+        """:attr:`written_out`, unless ``autocast`` was set after the algorithm was built."""
+        return self.written_out and self.autocast is None
 
     def sample(self, obs: torch.Tensor) -> PolicyStep:
         """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""
@@ -192,8 +216,35 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
                 q = q[0]
             return -q.float().mean()
 
+    @torch.no_grad()
+    def _actor_grads(self, obs: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """``(dJ/d actor parameters, J)`` of :meth:`_actor_loss` written out: with
+        ``a = bias + scale tanh(out)``, ``dJ/d out = -dQ_1/da scale (1 - tanh(out)^2) / N``."""
+        actor, critic = self.model, self.critic
+        actor_layers = backprop.mlp_layers(actor.net)
+        out, actor_tape = backprop.mlp_forward(actor_layers, obs)
+        tanh_out = torch.tanh(out)
+        action = actor.bias + actor.scale * tanh_out
+        if isinstance(critic, TwinQCritic):
+            assert isinstance(critic.nets, FusedMLPPair)
+            q_layers = backprop.pair_first_layers(critic.nets)
+        else:
+            q_layers = backprop.mlp_layers(critic.net)
+        q, q_tape = backprop.mlp_forward(q_layers, torch.cat([obs, action], dim=-1))
+        _, dq = backprop.mlp_backward(q_layers, q_tape, torch.ones_like(q), weight_grads=False, input_grad=True)
+        assert dq is not None
+        d_out = -dq[:, obs.shape[1] :] * actor.scale * (1.0 - tanh_out * tanh_out) / obs.shape[0]
+        grads, _ = backprop.mlp_backward(actor_layers, actor_tape, d_out)
+        assert grads is not None
+        return grads, -q.mean()
+
     def _actor_step(self, obs: torch.Tensor) -> float:
         """One actor step on ``obs``, the critic frozen; returns the loss."""
+        if self._writes_out():
+            grads, loss = self._maybe_compiled(self._actor_grads, no_autograd=True)(obs)
+            self._set_grads(self.model, grads)
+            self._step(self.actor_optimizer)
+            return loss.item()
         self.critic.requires_grad_(False)
         loss = self._maybe_compiled(self._actor_loss)(obs)
         self.actor_optimizer.zero_grad(set_to_none=True)

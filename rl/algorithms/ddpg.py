@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from rl import ops
+from rl import backprop, ops
 from rl.algorithms._off_policy import DeterministicOffPolicy, weighted_mse
 from rl.networks import DeterministicActor, QCritic
 from rl.replay import ReplayBatch
@@ -42,11 +42,14 @@ class DDPG(DeterministicOffPolicy):
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""
-        critic_loss, q, y = self._maybe_compiled(self._critic_loss)(
-            batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights
-        )
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
+        args = (batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights)
+        if self._writes_out():
+            grads, critic_loss, q, y = self._maybe_compiled(self._critic_grads, no_autograd=True)(*args)
+            self._set_grads(self.critic, grads)
+        else:
+            critic_loss, q, y = self._maybe_compiled(self._critic_loss)(*args)
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            critic_loss.backward()
         self._step(self.critic_optimizer)
         actor_loss = self._actor_step(batch.obs)
 
@@ -55,6 +58,31 @@ class DDPG(DeterministicOffPolicy):
         self.updates += 1
         self.td_errors = (y - q).numpy()
         return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss, "q_mean": float(q.mean())}
+
+    @torch.no_grad()
+    def _critic_grads(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(dL/d critic parameters, L, Q(s, a), y)`` of :meth:`_critic_loss` written out
+        (:mod:`rl.backprop`): ``dL/dQ = 2 w (Q - y) / N``."""
+        next_q = self.target_critic(next_obs, self.target_actor(next_obs))
+        y = ops.td_target(rewards, terminated, next_q, self.gamma)
+        net = self.critic.net
+        assert isinstance(net, torch.nn.Sequential)
+        layers = backprop.mlp_layers(net)
+        q, tape = backprop.mlp_forward(layers, torch.cat([obs, actions], dim=-1))
+        q = q.squeeze(-1)
+        loss = weighted_mse(q, y, weights)
+        grad = (weights * (2.0 / obs.shape[0]) * (q - y)).unsqueeze(-1)
+        grads, _ = backprop.mlp_backward(layers, tape, grad)
+        assert grads is not None
+        return grads, loss, q, y
 
     def _critic_loss(
         self,

@@ -252,7 +252,8 @@ class SAC(OffPolicyAlgorithm):
         pair = self.critic.nets
         assert isinstance(pair, FusedMLPPair)
         actor = self.model
-        out, actor_tape = backprop.mlp_forward(actor.net, obs)
+        actor_layers = backprop.mlp_layers(actor.net)
+        out, actor_tape = backprop.mlp_forward(actor_layers, obs)
         mean, log_std = actor.head(out)
         action, log_prob, u = actor.reparameterised(mean, log_std, noise)
         q1, q2, q_tape = backprop.pair_forward(pair, torch.cat([obs, action], dim=-1))
@@ -267,17 +268,9 @@ class SAC(OffPolicyAlgorithm):
         lo, hi = actor.log_std_min, actor.log_std_max
         tanh_raw = torch.tanh(out[:, actor.action_dim :])
         d_raw = d_log_std * (0.5 * (hi - lo)) * (1.0 - tanh_raw * tanh_raw)
-        grads, _ = backprop.mlp_backward(actor.net, actor_tape, torch.cat([d_u, d_raw], dim=-1))
+        grads, _ = backprop.mlp_backward(actor_layers, actor_tape, torch.cat([d_u, d_raw], dim=-1))
         assert grads is not None
         return grads, loss, log_prob.detach()
-
-    @staticmethod
-    def _set_grads(module: torch.nn.Module, grads: list[torch.Tensor] | None) -> None:
-        """``p.grad = g`` for ``module.parameters()`` and ``grads`` in the same order; a parameter
-        frozen since the algorithm was built gets none, as autograd would give it."""
-        assert grads is not None
-        for p, g in zip(module.parameters(), grads, strict=True):
-            p.grad = g if p.requires_grad else None
 
     def _noise(self, obs: torch.Tensor) -> torch.Tensor:
         """The standard normal draw of a reparameterised sample for each row of ``obs`` (drawn

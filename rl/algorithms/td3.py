@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from rl import ops
+from rl import backprop, ops
 from rl.algorithms._off_policy import DeterministicOffPolicy, weighted_mse
+from rl.fused import FusedMLPPair
 from rl.networks import DeterministicActor, TwinQCritic
 from rl.replay import ReplayBatch
 
@@ -58,7 +59,7 @@ class TD3(DeterministicOffPolicy):
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic step; every ``policy_delay`` steps also an actor step and the target updates."""
-        critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(
+        args = (
             batch.obs,
             batch.actions,
             batch.rewards,
@@ -67,8 +68,13 @@ class TD3(DeterministicOffPolicy):
             batch.weights,
             torch.randn_like(batch.actions),
         )
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
+        if self._writes_out():
+            grads, critic_loss, q1, y = self._maybe_compiled(self._critic_grads, no_autograd=True)(*args)
+            self._set_grads(self.critic, grads)
+        else:
+            critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(*args)
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            critic_loss.backward()
         self._step(self.critic_optimizer)
         self.updates += 1
 
@@ -84,6 +90,42 @@ class TD3(DeterministicOffPolicy):
             "q_mean": float(q1.mean()),
         }
 
+    def _smoothed_target_action(self, next_obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """``a' = clip(mu'(s') + clip(eps, -c, c), low, high)`` with ``eps = noise sigma~ scale``."""
+        actor = self.model
+        return ops.smoothed_target_action(
+            self.target_actor(next_obs),
+            noise * (self.policy_noise * actor.scale),
+            self.noise_clip * actor.scale,
+            actor.low,
+            actor.high,
+        )
+
+    @torch.no_grad()
+    def _critic_grads(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        weights: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(dL/d critic parameters, L, Q_1(s, a), y)`` of :meth:`_critic_loss` written out
+        (:mod:`rl.backprop`): ``dL/dQ_i = 2 w (Q_i - y) / N``."""
+        pair, target = self.critic.nets, self.target_critic.nets
+        assert isinstance(pair, FusedMLPPair) and isinstance(target, FusedMLPPair)
+        next_action = self._smoothed_target_action(next_obs, noise)
+        next_q1, next_q2, _ = backprop.pair_forward(target, torch.cat([next_obs, next_action], dim=-1))
+        y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma)
+        q1, q2, tape = backprop.pair_forward(pair, torch.cat([obs, actions], dim=-1))
+        loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
+        dq = weights * (2.0 / obs.shape[0])
+        grads, _ = backprop.pair_backward(pair, tape, dq * (q1 - y), dq * (q2 - y))
+        assert grads is not None
+        return grads, loss, q1, y
+
     def _critic_loss(
         self,
         obs: torch.Tensor,
@@ -96,15 +138,8 @@ class TD3(DeterministicOffPolicy):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(L, Q_1(s, a), y)`` (the last two detached, float32); ``noise`` is the standard normal
         draw of the target policy smoothing (drawn outside, so a compiled loss does not draw it)."""
-        actor = self.model
         with torch.no_grad(), self._mixed():
-            next_action = ops.smoothed_target_action(
-                self.target_actor(next_obs),
-                noise * (self.policy_noise * actor.scale),
-                self.noise_clip * actor.scale,
-                actor.low,
-                actor.high,
-            )
+            next_action = self._smoothed_target_action(next_obs, noise)
             next_q1, next_q2 = self.target_critic(next_obs, next_action)
             y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma).float()
         with self._mixed():

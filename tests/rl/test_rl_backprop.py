@@ -34,9 +34,10 @@ def test_mlp_backward_equals_autograd(hidden: tuple[int, ...]) -> None:
     net = mlp(7, hidden, 3, ReLU)
     x = torch.randn(40, 7)
     upstream = torch.randn(40, 3)
-    out, tape = backprop.mlp_forward(net, x)
+    layers = backprop.mlp_layers(net)
+    out, tape = backprop.mlp_forward(layers, x)
     torch.testing.assert_close(out, net(x))
-    grads, dx = backprop.mlp_backward(net, tape, upstream, input_grad=True)
+    grads, dx = backprop.mlp_backward(layers, tape, upstream, input_grad=True)
     x_ref = x.clone().requires_grad_(True)
     ref = _autograd_grads(net, (net(x_ref) * upstream).sum())
     (dx_ref,) = torch.autograd.grad((net(x_ref) * upstream).sum(), x_ref)
@@ -44,7 +45,7 @@ def test_mlp_backward_equals_autograd(hidden: tuple[int, ...]) -> None:
     for g, r in zip(grads, ref, strict=True):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(dx, dx_ref, rtol=1e-5, atol=1e-6)
-    only_input, dx2 = backprop.mlp_backward(net, tape, upstream, weight_grads=False, input_grad=True)
+    only_input, dx2 = backprop.mlp_backward(layers, tape, upstream, weight_grads=False, input_grad=True)
     assert only_input is None and dx2 is not None
     torch.testing.assert_close(dx2, dx)
 
@@ -222,3 +223,71 @@ def test_sac_written_out_leaves_a_parameter_frozen_after_construction_alone() ->
         algo.learn(batch)
     assert torch.equal(first.weight, before) and first.weight.grad is None
     assert not torch.equal(second.weight, second_before)
+
+
+def _deterministic(name: str, act: gym.spaces.Box, hidden: tuple[int, ...]) -> rl.TD3 | rl.DDPG:
+    torch.manual_seed(0)
+    actor = rl.DeterministicActor(OBS, act, hidden)
+    if name == "TD3":
+        return rl.TD3(actor, rl.TwinQCritic(OBS, act, hidden), policy_delay=2)
+    return rl.DDPG(actor, rl.QCritic(OBS, act, hidden))
+
+
+@pytest.mark.parametrize(
+    ("act", "hidden"), [(ACT, (32, 32)), (ASYMMETRIC, (8, 16, 8))], ids=["2d-32x32", "asymmetric-3d-8x16x8"]
+)
+@pytest.mark.parametrize("prioritised", [False, True], ids=["uniform", "prioritised"])
+@pytest.mark.parametrize("name", ["TD3", "DDPG"])
+def test_td3_and_ddpg_written_out_learn_what_autograd_learns(
+    name: str, prioritised: bool, act: gym.spaces.Box, hidden: tuple[int, ...]
+) -> None:
+    """TD3 (twin critic, the actor through Q_1 alone, delayed) and DDPG (one critic): six steps
+    from the same weights, batches and noise give the same metrics, TD errors, weights, targets
+    and optimiser state as the autograd update, to float rounding."""
+    written = _deterministic(name, act, hidden)
+    autograd = copy.deepcopy(written)
+    autograd.written_out = False
+    assert written.written_out
+    batches = _batches(6, prioritised, act)
+    for i, batch in enumerate(batches):
+        torch.manual_seed(100 + i)
+        m_written = written.learn(batch)
+        torch.manual_seed(100 + i)
+        m_autograd = autograd.learn(batch)
+        assert m_written.keys() == m_autograd.keys()
+        for key, value in m_autograd.items():
+            assert m_written[key] == pytest.approx(value, rel=1e-4, abs=1e-5, nan_ok=True), (
+                key
+            )  # TD3: nan until its first actor step
+        np.testing.assert_allclose(written.td_errors, autograd.td_errors, rtol=0, atol=1e-4)
+    for a, b in [
+        (autograd.model, written.model),
+        (autograd.critic, written.critic),
+        (autograd.target_actor, written.target_actor),
+        (autograd.target_critic, written.target_critic),
+    ]:
+        for (pname, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=0, atol=1e-5, msg=pname)
+    for opt_a, opt_b in [
+        (autograd.critic_optimizer, written.critic_optimizer),
+        (autograd.actor_optimizer, written.actor_optimizer),
+    ]:
+        for p, q in zip(opt_a.param_groups[0]["params"], opt_b.param_groups[0]["params"], strict=True):
+            sa, sb = opt_a.state[p], opt_b.state[q]
+            assert float(sa["step"]) == float(sb["step"])
+            torch.testing.assert_close(sb["exp_avg"], sa["exp_avg"], rtol=1e-3, atol=1e-7)
+            torch.testing.assert_close(sb["exp_avg_sq"], sa["exp_avg_sq"], rtol=1e-3, atol=1e-12)
+    expected_actor_steps = 3 if name == "TD3" else 6
+    assert float(written.actor_optimizer.state[next(written.model.parameters())]["step"]) == expected_actor_steps
+
+
+def test_deterministic_written_out_is_chosen_only_where_it_applies() -> None:
+    torch.manual_seed(0)
+    actor = rl.DeterministicActor(OBS, ACT, (16,))
+    assert rl.TD3(actor, rl.TwinQCritic(OBS, ACT, (16,))).written_out
+    assert not rl.TD3(actor, rl.TwinQCritic(OBS, ACT, (16,), fused=False)).written_out
+    assert not rl.TD3(actor, rl.TwinQCritic(OBS, ACT, (16,)), fused=False).written_out
+    assert not rl.DDPG(actor, rl.QCritic(OBS, ACT, (16,), activation=nn.Tanh)).written_out
+    assert not rl.DDPG(
+        rl.DeterministicActor(OBS, ACT, (16,), activation=nn.ELU), rl.QCritic(OBS, ACT, (16,))
+    ).written_out

@@ -1,4 +1,4 @@
-"""``compile=True`` for SAC, TD3 and DDPG: their compiled losses (SAC in float32: its written-out gradients,
+"""``compile=True`` for SAC, TD3 and DDPG: their compiled losses (in float32: their written-out gradients,
 :mod:`rl.backprop`) compute what the eager ones compute, they pickle,
 and the pieces it relies on (:class:`rl.fused.ReLU` under ``torch.compile``, and
 :func:`rl.fused.fused_adam_step_`) equal their plain versions."""
@@ -111,7 +111,7 @@ def test_a_compiled_algorithm_pickles_and_its_copy_compiles_its_own(name: str) -
 
 
 def _compiled_names(algo: Any) -> set[str]:
-    """What ``compile`` compiles: SAC's written-out gradients (float32), else the losses."""
+    """What ``compile`` compiles: the written-out gradients (float32), else the losses."""
     if getattr(algo, "written_out", False):
         return {"_critic_grads", "_actor_grads"}
     return {"_critic_loss", "_actor_loss"}
