@@ -257,9 +257,10 @@ def print_curves(pairs: list[dict[str, Any]]) -> None:
         print("No (env, algorithm, seed) has a learning curve on both our side and SB3's yet.")
     for p in pairs:
         print(f"\nLearning curves, {p['env']} {p['algo']} seed {p['seed']}: {p['side']} against sb3")
-        print(f"{'steps':>8} {p['side']:>16} {'sb3':>9}")
+        sw = max(16, len(p["side"]))
+        print(f"{'steps':>8} {p['side']:>{sw}} {'sb3':>9}")
         for k, a, b in zip(p["steps"], p["ours"], p["sb3"], strict=True):
-            print(f"{k:>8} {_fmt(a):>16} {_fmt(b):>9}")
+            print(f"{k:>8} {_fmt(a):>{sw}} {_fmt(b):>9}")
         for name in ("ours", "sb3"):
             at = p[f"{name}_peak"]
             print(f"{name} peak: " + ("none" if at is None else f"{at[1]:.1f} at {at[0]} steps"))
@@ -282,12 +283,13 @@ def print_tables(
 
 def _print_returns(returns_: list[dict[str, Any]]) -> None:
     w = max([len("algo"), *(len(c["algo"]) for c in returns_)])
-    head = f"{'env':<15} {'algo':<{w}} {'step':>7} {'side':<16} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
+    sw = max([16, *(len(c["side"]) for c in returns_)])
+    head = f"{'env':<15} {'algo':<{w}} {'step':>7} {'side':<{sw}} {'n':>3}  {'ours mean':>9} {'sb3 mean':>9}"
     print(head + f"  {'ours med':>9} {'sb3 med':>9}  {'above':>5}  {'diff':>7} {'se':>6}")
     for c in returns_:
         n = f"{c['n']}{'' if c['enough_seeds'] else '*'}"
         print(
-            f"{c['env']:<15} {c['algo']:<{w}} {c['checkpoint']:>7} {c['side']:<16} {n:>3}  "
+            f"{c['env']:<15} {c['algo']:<{w}} {c['checkpoint']:>7} {c['side']:<{sw}} {n:>3}  "
             f"{c['ours_mean']:>9.1f} {c['sb3_mean']:>9.1f}  {c['ours_median']:>9.1f} {c['sb3_median']:>9.1f}  "
             f"{c['ours_above']:>2}/{c['n']:<2}  {c['mean_diff']:>7.1f} {_fmt(c['se_diff']):>6}"
         )

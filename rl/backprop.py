@@ -37,6 +37,7 @@ from rl.precision import OutputLinear
 __all__ = [
     "Layers",
     "Tape",
+    "hooked",
     "mlp_backward",
     "mlp_forward",
     "mlp_layers",
@@ -70,7 +71,7 @@ def _linears(net: nn.Module) -> list[nn.Linear] | None:
     return linears
 
 
-def _hooked(net: nn.Module) -> bool:
+def hooked(net: nn.Module) -> bool:
     """Whether a hook could change what ``net`` computes or what its gradients are: a hook on it,
     on any module in it, on any of its parameters, or a global module hook."""
     hook_dicts = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -95,7 +96,7 @@ def supports(net: nn.Module) -> bool:
     float32, with every parameter trained and no hook to honour (checked when called: SAC
     checks when it is built)."""
     params = list(net.parameters())
-    if any(p.dtype != torch.float32 or not p.requires_grad for p in params) or _hooked(net):
+    if any(p.dtype != torch.float32 or not p.requires_grad for p in params) or hooked(net):
         return False
     if type(net) is FusedMLPPair:
         heads_of_one = net.head_a.out_features == net.head_b.out_features == 1

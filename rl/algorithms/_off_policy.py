@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -126,6 +126,20 @@ class OffPolicyAlgorithm(Algorithm):
             optimizer.step()
 
     @staticmethod
+    @contextlib.contextmanager
+    def _frozen(module: torch.nn.Module) -> Iterator[None]:
+        """``module``'s trained parameters take no gradient inside (a step through a critic
+        towards the actor); those frozen before stay frozen after."""
+        trained = [p for p in module.parameters() if p.requires_grad]
+        for p in trained:
+            p.requires_grad_(False)
+        try:
+            yield
+        finally:
+            for p in trained:
+                p.requires_grad_(True)
+
+    @staticmethod
     def _set_grads(module: torch.nn.Module, grads: list[torch.Tensor] | None) -> None:
         """``p.grad = g`` for ``module.parameters()`` and ``grads`` (written out) in the same order;
         a parameter frozen since the algorithm was built gets none, as autograd would give it."""
@@ -155,6 +169,8 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
     critic, target copies of both, and an Adam optimiser for each."""
 
     model: DeterministicActor
+    _written_critic: type[QCritic] | type[TwinQCritic]
+    """The critic whose gradients the subclass writes out (TD3: twin, DDPG: single)."""
 
     def __init__(
         self,
@@ -179,18 +195,23 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         """Standard deviation of the acting noise, as a fraction of the half-range of each action."""
         self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
         self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
-        twin = type(critic) is TwinQCritic and type(critic.nets) is FusedMLPPair and backprop.supports(critic.nets)
-        single = type(critic) is QCritic and backprop.supports(critic.net)
+        if isinstance(critic, TwinQCritic):
+            critic_written = type(critic.nets) is FusedMLPPair and backprop.supports(critic.nets)
+        else:
+            critic_written = backprop.supports(critic.net)
         self.written_out = (
             self.fused
             and autocast is None
             and type(actor) is DeterministicActor
+            and type(critic) is self._written_critic
             and backprop.supports(actor.net)
-            and (twin or single)
+            and critic_written
+            and not backprop.hooked(actor)
+            and not backprop.hooked(critic)
         )
         """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
         by autograd, as :attr:`rl.SAC.written_out` does: with the fast paths in float32, for the
-        default networks (ReLU MLPs; the fused twin critic or a :class:`rl.QCritic`)."""
+        default networks (ReLU MLPs; TD3's fused twin critic, DDPG's :class:`rl.QCritic`)."""
 
     def _writes_out(self) -> bool:
         """:attr:`written_out`, unless ``autocast`` was set after the algorithm was built."""
@@ -245,10 +266,9 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
             self._set_grads(self.model, grads)
             self._step(self.actor_optimizer)
             return loss.item()
-        self.critic.requires_grad_(False)
-        loss = self._maybe_compiled(self._actor_loss)(obs)
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        with self._frozen(self.critic):
+            loss = self._maybe_compiled(self._actor_loss)(obs)
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            loss.backward()
         self._step(self.actor_optimizer)
-        self.critic.requires_grad_(True)
         return loss.item()

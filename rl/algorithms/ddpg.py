@@ -25,6 +25,8 @@ __all__ = ["DDPG"]
 class DDPG(DeterministicOffPolicy):
     """DDPG with target networks and Gaussian exploration noise."""
 
+    _written_critic = QCritic
+
     def __init__(
         self,
         actor: DeterministicActor,

@@ -92,6 +92,8 @@ class SAC(OffPolicyAlgorithm):
             and type(critic.nets) is FusedMLPPair
             and backprop.supports(actor.net)
             and backprop.supports(critic.nets)
+            and not backprop.hooked(actor)
+            and not backprop.hooked(critic)
         )
         """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
         by autograd: the same steps to float rounding, faster (``bench/README_rl.md``). On with the
@@ -137,17 +139,16 @@ class SAC(OffPolicyAlgorithm):
 
         # Soft policy improvement, through the reparameterised sample, and the temperature's step:
         # one backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no actor weight).
-        self.critic.requires_grad_(False)
-        actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(
-            batch.obs, alpha, self._noise(batch.obs)
-        )
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        self.alpha_optimizer.zero_grad(set_to_none=True)
-        (actor_loss + alpha_loss).backward()
+        with self._frozen(self.critic):
+            actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(
+                batch.obs, alpha, self._noise(batch.obs)
+            )
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            (actor_loss + alpha_loss).backward()
         self._step(self.actor_optimizer)
         if self.autotune_alpha:
             self._step(self.alpha_optimizer)
-        self.critic.requires_grad_(True)
 
         self._soft_update(self.target_critic, self.critic, self.tau)
         self.updates += 1

@@ -31,6 +31,8 @@ __all__ = ["TD3"]
 class TD3(DeterministicOffPolicy):
     """TD3 with the paper's defaults."""
 
+    _written_critic = TwinQCritic
+
     def __init__(
         self,
         actor: DeterministicActor,

@@ -291,3 +291,28 @@ def test_deterministic_written_out_is_chosen_only_where_it_applies() -> None:
     assert not rl.DDPG(
         rl.DeterministicActor(OBS, ACT, (16,), activation=nn.ELU), rl.QCritic(OBS, ACT, (16,))
     ).written_out
+    # Each takes the critic it writes out: TD3 a twin one, DDPG a single one.
+    assert not rl.TD3(actor, rl.QCritic(OBS, ACT, (16,))).written_out  # type: ignore[arg-type]
+    assert not rl.DDPG(actor, rl.TwinQCritic(OBS, ACT, (16,))).written_out  # type: ignore[arg-type]
+    # A hook on the actor or critic module itself (not only inside its networks) is honoured.
+    hooked_actor = rl.DeterministicActor(OBS, ACT, (16,))
+    hooked_actor.register_forward_hook(lambda _m, _i, out: out * 0)
+    assert not rl.DDPG(hooked_actor, rl.QCritic(OBS, ACT, (16,))).written_out
+    hooked_critic = rl.TwinQCritic(OBS, ACT, (16,))
+    hooked_critic.register_forward_hook(lambda _m, _i, out: out)
+    assert not rl.SAC(rl.SquashedGaussianActor(OBS, ACT, (16,)), hooked_critic).written_out
+
+
+@pytest.mark.parametrize("name", ["SAC", "DDPG"])
+@pytest.mark.parametrize("written_out", [True, False], ids=["written-out", "autograd"])
+def test_a_critic_parameter_frozen_by_the_user_stays_frozen(name: str, written_out: bool) -> None:
+    """The actor's step freezes the critic for itself and thaws only what it froze."""
+    algo: rl.SAC | rl.TD3 | rl.DDPG = _sac() if name == "SAC" else _deterministic("DDPG", ACT, (32, 32))
+    algo.written_out = written_out
+    frozen = next(algo.critic.parameters())
+    frozen.requires_grad_(False)
+    before = frozen.detach().clone()
+    for batch in _batches(3, False):
+        algo.learn(batch)
+    assert not frozen.requires_grad and torch.equal(frozen, before)
+    assert all(p.requires_grad for p in list(algo.critic.parameters())[1:])
