@@ -71,6 +71,8 @@ class OffPolicyAlgorithm(Algorithm):
     """
 
     model: DeterministicActor | SquashedGaussianActor
+    critic: QCritic | TwinQCritic
+    critic_optimizer: torch.optim.Optimizer
 
     def __init__(
         self,
@@ -95,6 +97,9 @@ class OffPolicyAlgorithm(Algorithm):
         """``y - Q(s, a)`` of the last batch learned from (first critic where there are two)."""
         self.updates = 0
         """Gradient steps taken (of the critic)."""
+        self.written_out = False
+        """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
+        by autograd (set by each algorithm where its networks allow it)."""
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled functions do not pickle; a copy compiles its own at its first update.
@@ -124,6 +129,53 @@ class OffPolicyAlgorithm(Algorithm):
             fused_adam_step_(optimizer)
         else:
             optimizer.step()
+
+    def _writes_out(self) -> bool:
+        """:attr:`written_out`, unless ``autocast`` was set after the algorithm was built."""
+        return self.written_out and self.autocast is None
+
+    def _critic_step(
+        self,
+        loss: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+        grads: Callable[..., tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]],
+        *args: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critic's step on ``args``: its gradients written out by ``grads`` (``(gradients, L,
+        Q_1(s, a), y)``) or by autograd through ``loss`` (``(L, Q_1(s, a), y)``), either compiled
+        where :attr:`compile` is set; returns ``(L, Q_1(s, a), y)``."""
+        if self._writes_out():
+            gradients, critic_loss, q1, y = self._maybe_compiled(grads, no_autograd=True)(*args)
+            self._set_grads(self.critic, gradients)
+        else:
+            critic_loss, q1, y = self._maybe_compiled(loss)(*args)
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            critic_loss.backward()
+        self._step(self.critic_optimizer)
+        return critic_loss, q1, y
+
+    def _regression_grads(
+        self, obs: torch.Tensor, actions: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
+    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        """``(dL/d critic parameters, L, Q_1(s, a))`` of the critic regressed onto ``y``, written
+        out: ``L = sum_i mean w (Q_i(s, a) - y)^2`` over the critic's one or two networks, so
+        ``dL/dQ_i = 2 w (Q_i - y) / N``."""
+        x = torch.cat([obs, actions], dim=-1)
+        scale = weights * (2.0 / obs.shape[0])
+        critic = self.critic
+        if isinstance(critic, TwinQCritic):
+            assert isinstance(critic.nets, FusedMLPPair)
+            q1, q2, tape = backprop.pair_forward(critic.nets, x)
+            loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
+            grads, _ = backprop.pair_backward(critic.nets, tape, scale * (q1 - y), scale * (q2 - y))
+        else:
+            assert isinstance(critic.net, torch.nn.Sequential)
+            layers = backprop.mlp_layers(critic.net)
+            out, tape = backprop.mlp_forward(layers, x)
+            q1 = out.squeeze(-1)
+            loss = weighted_mse(q1, y, weights)
+            grads, _ = backprop.mlp_backward(layers, tape, (scale * (q1 - y)).unsqueeze(-1))
+        assert grads is not None
+        return grads, loss, q1
 
     @staticmethod
     @contextlib.contextmanager
@@ -212,10 +264,6 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
         by autograd, as :attr:`rl.SAC.written_out` does: with the fast paths in float32, for the
         default networks (ReLU MLPs; TD3's fused twin critic, DDPG's :class:`rl.QCritic`)."""
-
-    def _writes_out(self) -> bool:
-        """:attr:`written_out`, unless ``autocast`` was set after the algorithm was built."""
-        return self.written_out and self.autocast is None
 
     def sample(self, obs: torch.Tensor) -> PolicyStep:
         """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from rl import backprop, ops
+from rl import ops
 from rl.algorithms._off_policy import DeterministicOffPolicy, weighted_mse
 from rl.networks import DeterministicActor, QCritic
 from rl.replay import ReplayBatch
@@ -45,14 +45,7 @@ class DDPG(DeterministicOffPolicy):
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""
         args = (batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights)
-        if self._writes_out():
-            grads, critic_loss, q, y = self._maybe_compiled(self._critic_grads, no_autograd=True)(*args)
-            self._set_grads(self.critic, grads)
-        else:
-            critic_loss, q, y = self._maybe_compiled(self._critic_loss)(*args)
-            self.critic_optimizer.zero_grad(set_to_none=True)
-            critic_loss.backward()
-        self._step(self.critic_optimizer)
+        critic_loss, q, y = self._critic_step(self._critic_loss, self._critic_grads, *args)
         actor_loss = self._actor_step(batch.obs)
 
         self._soft_update(self.target_critic, self.critic, self.tau)
@@ -72,18 +65,10 @@ class DDPG(DeterministicOffPolicy):
         weights: torch.Tensor,
     ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(dL/d critic parameters, L, Q(s, a), y)`` of :meth:`_critic_loss` written out
-        (:mod:`rl.backprop`): ``dL/dQ = 2 w (Q - y) / N``."""
+        (:mod:`rl.backprop`)."""
         next_q = self.target_critic(next_obs, self.target_actor(next_obs))
         y = ops.td_target(rewards, terminated, next_q, self.gamma)
-        net = self.critic.net
-        assert isinstance(net, torch.nn.Sequential)
-        layers = backprop.mlp_layers(net)
-        q, tape = backprop.mlp_forward(layers, torch.cat([obs, actions], dim=-1))
-        q = q.squeeze(-1)
-        loss = weighted_mse(q, y, weights)
-        grad = (weights * (2.0 / obs.shape[0]) * (q - y)).unsqueeze(-1)
-        grads, _ = backprop.mlp_backward(layers, tape, grad)
-        assert grads is not None
+        grads, loss, q = self._regression_grads(obs, actions, y, weights)
         return grads, loss, q, y
 
     def _critic_loss(

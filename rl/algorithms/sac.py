@@ -117,13 +117,14 @@ class SAC(OffPolicyAlgorithm):
         return self.model.greedy(obs)
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
-        """One step of each of critics, actor and temperature; then the soft target update."""
-        if self.written_out and self.autocast is None:  # (autocast set after construction: autograd)
-            return self._learn_written_out(batch)
+        """One step of each of critics, actor and temperature; then the soft target update. The
+        gradients are written out (:attr:`written_out`) or taken by autograd: the same steps."""
         alpha = self.temperature().detach()
 
         # Soft policy evaluation: the critics regress onto the soft one-step target.
-        critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(
+        critic_loss, q1, y = self._critic_step(
+            self._critic_loss,
+            self._critic_grads,
             batch.obs,
             batch.actions,
             batch.rewards,
@@ -133,19 +134,22 @@ class SAC(OffPolicyAlgorithm):
             alpha,
             self._noise(batch.obs),
         )
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self._step(self.critic_optimizer)
 
-        # Soft policy improvement, through the reparameterised sample, and the temperature's step:
-        # one backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no actor weight).
-        with self._frozen(self.critic):
-            actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(
-                batch.obs, alpha, self._noise(batch.obs)
+        # Soft policy improvement, through the reparameterised sample, and the temperature's step.
+        noise = self._noise(batch.obs)
+        if self._writes_out():
+            grads, actor_loss, log_prob = self._maybe_compiled(self._actor_grads, no_autograd=True)(
+                batch.obs, alpha, noise
             )
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            self.alpha_optimizer.zero_grad(set_to_none=True)
-            (actor_loss + alpha_loss).backward()
+            self._set_grads(self.model, grads)
+            alpha_loss = self._temperature_grad(log_prob)
+        else:
+            # One backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no actor weight).
+            with self._frozen(self.critic):
+                actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(batch.obs, alpha, noise)
+                self.actor_optimizer.zero_grad(set_to_none=True)
+                self.alpha_optimizer.zero_grad(set_to_none=True)
+                (actor_loss + alpha_loss).backward()
         self._step(self.actor_optimizer)
         if self.autotune_alpha:
             self._step(self.alpha_optimizer)
@@ -163,49 +167,16 @@ class SAC(OffPolicyAlgorithm):
         }
 
     @torch.no_grad()
-    def _learn_written_out(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
-        """:meth:`learn` with each gradient written out (:mod:`rl.backprop`): the same losses, the
-        same draws of noise in the same order, the same optimiser steps."""
-        alpha = self.temperature().detach()
-        grads, critic_loss, q1, y = self._maybe_compiled(self._critic_grads, no_autograd=True)(
-            batch.obs,
-            batch.actions,
-            batch.rewards,
-            batch.terminated,
-            batch.next_obs,
-            batch.weights,
-            alpha,
-            self._noise(batch.obs),
-        )
-        self._set_grads(self.critic, grads)
-        self._step(self.critic_optimizer)
+    def _temperature_grad(self, log_prob: torch.Tensor) -> torch.Tensor:
+        """``J(alpha)`` of :meth:`_actor_loss`, with its gradient ``dJ/dlog alpha = -mean(log pi +
+        H_target)`` set on ``log alpha`` (0 and nothing set without :attr:`autotune_alpha`)."""
+        if not self.autotune_alpha:
+            return torch.zeros(())
+        target_gap = (log_prob + self.target_entropy).mean()
+        self.temperature.log_alpha.grad = -target_gap
+        return -(self.temperature.log_alpha * target_gap)
 
-        grads, actor_loss, log_prob = self._maybe_compiled(self._actor_grads, no_autograd=True)(
-            batch.obs, alpha, self._noise(batch.obs)
-        )
-        self._set_grads(self.model, grads)
-        self._step(self.actor_optimizer)
-
-        # The temperature: dJ(alpha)/dlog alpha = -mean(log pi + H_target).
-        alpha_loss = torch.zeros(())
-        if self.autotune_alpha:
-            target_gap = (log_prob + self.target_entropy).mean()
-            alpha_loss = -(self.temperature.log_alpha * target_gap)
-            self.temperature.log_alpha.grad = -target_gap
-            self._step(self.alpha_optimizer)
-
-        self._soft_update(self.target_critic, self.critic, self.tau)
-        self.updates += 1
-        self.td_errors = (y - q1).numpy()
-        return {
-            "critic_loss": critic_loss.item(),
-            "actor_loss": actor_loss.item(),
-            "alpha": float(alpha),
-            "alpha_loss": alpha_loss.item(),
-            "entropy": float(-log_prob.mean()),
-            "q_mean": float(q1.mean()),
-        }
-
+    @torch.no_grad()
     def _critic_grads(
         self,
         obs: torch.Tensor,
@@ -217,21 +188,16 @@ class SAC(OffPolicyAlgorithm):
         alpha: torch.Tensor,
         noise: torch.Tensor,
     ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(dJ_Q/d critic parameters, J_Q, Q_1(s, a), y)``; ``dJ_Q/dQ_i = 2 w (Q_i - y) / N``."""
-        pair = self.critic.nets
-        assert isinstance(pair, FusedMLPPair)
+        """``(dJ_Q/d critic parameters, J_Q, Q_1(s, a), y)`` of :meth:`_critic_loss` written out."""
         target = self.target_critic.nets
         assert isinstance(target, FusedMLPPair)
         next_action, next_log_prob = self.model.sample(next_obs, noise)
         next_q1, next_q2, _ = backprop.pair_forward(target, torch.cat([next_obs, next_action], dim=-1))
         y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha)
-        q1, q2, tape = backprop.pair_forward(pair, torch.cat([obs, actions], dim=-1))
-        loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
-        dq = weights * (2.0 / obs.shape[0])
-        grads, _ = backprop.pair_backward(pair, tape, dq * (q1 - y), dq * (q2 - y))
-        assert grads is not None
+        grads, loss, q1 = self._regression_grads(obs, actions, y, weights)
         return grads, loss, q1, y
 
+    @torch.no_grad()
     def _actor_grads(
         self, obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
     ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:

@@ -70,14 +70,7 @@ class TD3(DeterministicOffPolicy):
             batch.weights,
             torch.randn_like(batch.actions),
         )
-        if self._writes_out():
-            grads, critic_loss, q1, y = self._maybe_compiled(self._critic_grads, no_autograd=True)(*args)
-            self._set_grads(self.critic, grads)
-        else:
-            critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(*args)
-            self.critic_optimizer.zero_grad(set_to_none=True)
-            critic_loss.backward()
-        self._step(self.critic_optimizer)
+        critic_loss, q1, y = self._critic_step(self._critic_loss, self._critic_grads, *args)
         self.updates += 1
 
         if self.updates % self.policy_delay == 0:
@@ -115,17 +108,13 @@ class TD3(DeterministicOffPolicy):
         noise: torch.Tensor,
     ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(dL/d critic parameters, L, Q_1(s, a), y)`` of :meth:`_critic_loss` written out
-        (:mod:`rl.backprop`): ``dL/dQ_i = 2 w (Q_i - y) / N``."""
-        pair, target = self.critic.nets, self.target_critic.nets
-        assert isinstance(pair, FusedMLPPair) and isinstance(target, FusedMLPPair)
+        (:mod:`rl.backprop`)."""
+        target = self.target_critic.nets
+        assert isinstance(target, FusedMLPPair)
         next_action = self._smoothed_target_action(next_obs, noise)
         next_q1, next_q2, _ = backprop.pair_forward(target, torch.cat([next_obs, next_action], dim=-1))
         y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma)
-        q1, q2, tape = backprop.pair_forward(pair, torch.cat([obs, actions], dim=-1))
-        loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
-        dq = weights * (2.0 / obs.shape[0])
-        grads, _ = backprop.pair_backward(pair, tape, dq * (q1 - y), dq * (q2 - y))
-        assert grads is not None
+        grads, loss, q1 = self._regression_grads(obs, actions, y, weights)
         return grads, loss, q1, y
 
     def _critic_loss(
