@@ -5,6 +5,7 @@ steps, the same metrics, to float rounding; and the networks they do not cover g
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -143,6 +144,39 @@ def _batches(n: int, prioritised: bool, act: gym.spaces.Box = ACT) -> list[rl.Re
     return [to_torch(replay.sample(64)) for _ in range(n)]
 
 
+def _learn_both_ways(written: Any, batches: list[rl.ReplayBatch[torch.Tensor]]) -> Any:
+    """Step ``written`` (gradients written out) and an autograd copy of it on ``batches`` with the
+    same noise; their metrics and TD errors agree at every step. Returns the copy."""
+    autograd = copy.deepcopy(written)
+    autograd.written_out = False
+    assert written.written_out
+    for i, batch in enumerate(batches):
+        torch.manual_seed(100 + i)
+        m_written = written.learn(batch)
+        torch.manual_seed(100 + i)
+        m_autograd = autograd.learn(batch)
+        assert m_written.keys() == m_autograd.keys()
+        for key, value in m_autograd.items():  # TD3's actor loss: nan until its first actor step
+            assert m_written[key] == pytest.approx(value, rel=1e-4, abs=1e-5, nan_ok=True), key
+        np.testing.assert_allclose(written.td_errors, autograd.td_errors, rtol=0, atol=1e-4)
+    return autograd
+
+
+def _assert_same_state(autograd: Any, written: Any, modules: list[str], optimisers: list[str]) -> None:
+    """The named modules' weights and the named optimisers' state (steps, moments) agree."""
+    for module in modules:
+        a, b = getattr(autograd, module), getattr(written, module)
+        for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=0, atol=1e-5, msg=f"{module}.{name}")
+    for optimiser in optimisers:
+        opt_a, opt_b = getattr(autograd, optimiser), getattr(written, optimiser)
+        for p, q in zip(opt_a.param_groups[0]["params"], opt_b.param_groups[0]["params"], strict=True):
+            sa, sb = opt_a.state[p], opt_b.state[q]
+            assert float(sa["step"]) == float(sb["step"]) > 0
+            torch.testing.assert_close(sb["exp_avg"], sa["exp_avg"], rtol=1e-3, atol=1e-7)
+            torch.testing.assert_close(sb["exp_avg_sq"], sa["exp_avg_sq"], rtol=1e-3, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     ("act", "hidden"), [(ACT, (32, 32)), (ASYMMETRIC, (8, 16, 8))], ids=["2d-32x32", "asymmetric-3d-8x16x8"]
 )
@@ -154,41 +188,13 @@ def test_sac_written_out_learns_what_autograd_learns(
     """From the same weights, batches and noise, six steps: the same metrics, TD errors, weights,
     target weights, temperature and optimiser state, to float rounding."""
     written = _sac(act, hidden, autotune_alpha=autotune_alpha, alpha=0.2)
-    autograd = copy.deepcopy(written)
-    autograd.written_out = False
-    assert written.written_out
     batches = _batches(6, prioritised, act)
     if prioritised:
         assert not torch.all(batches[0].weights == 1)
-    for i, batch in enumerate(batches):
-        torch.manual_seed(100 + i)
-        m_written = written.learn(batch)
-        torch.manual_seed(100 + i)
-        m_autograd = autograd.learn(batch)
-        assert m_written.keys() == m_autograd.keys()
-        for key, value in m_autograd.items():
-            assert m_written[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
-        np.testing.assert_allclose(written.td_errors, autograd.td_errors, rtol=0, atol=1e-4)
-    for a, b in [
-        (autograd.model, written.model),
-        (autograd.critic, written.critic),
-        (autograd.target_critic, written.target_critic),
-        (autograd.temperature, written.temperature),
-    ]:
-        for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
-            torch.testing.assert_close(q, p, rtol=0, atol=1e-5, msg=name)
-    optimisers = [
-        (autograd.critic_optimizer, written.critic_optimizer),
-        (autograd.actor_optimizer, written.actor_optimizer),
-    ]
-    if autotune_alpha:
-        optimisers.append((autograd.alpha_optimizer, written.alpha_optimizer))
-    for opt_a, opt_b in optimisers:
-        for p, q in zip(opt_a.param_groups[0]["params"], opt_b.param_groups[0]["params"], strict=True):
-            sa, sb = opt_a.state[p], opt_b.state[q]
-            assert float(sa["step"]) == float(sb["step"]) == len(batches)
-            torch.testing.assert_close(sb["exp_avg"], sa["exp_avg"], rtol=1e-3, atol=1e-7)
-            torch.testing.assert_close(sb["exp_avg_sq"], sa["exp_avg_sq"], rtol=1e-3, atol=1e-12)
+    autograd = _learn_both_ways(written, batches)
+    modules = ["model", "critic", "target_critic", "temperature"]
+    optimisers = ["critic_optimizer", "actor_optimizer"] + (["alpha_optimizer"] if autotune_alpha else [])
+    _assert_same_state(autograd, written, modules, optimisers)
     if not autotune_alpha:
         assert written.alpha == pytest.approx(0.2)
 
@@ -245,38 +251,10 @@ def test_td3_and_ddpg_written_out_learn_what_autograd_learns(
     from the same weights, batches and noise give the same metrics, TD errors, weights, targets
     and optimiser state as the autograd update, to float rounding."""
     written = _deterministic(name, act, hidden)
-    autograd = copy.deepcopy(written)
-    autograd.written_out = False
-    assert written.written_out
-    batches = _batches(6, prioritised, act)
-    for i, batch in enumerate(batches):
-        torch.manual_seed(100 + i)
-        m_written = written.learn(batch)
-        torch.manual_seed(100 + i)
-        m_autograd = autograd.learn(batch)
-        assert m_written.keys() == m_autograd.keys()
-        for key, value in m_autograd.items():
-            assert m_written[key] == pytest.approx(value, rel=1e-4, abs=1e-5, nan_ok=True), (
-                key
-            )  # TD3: nan until its first actor step
-        np.testing.assert_allclose(written.td_errors, autograd.td_errors, rtol=0, atol=1e-4)
-    for a, b in [
-        (autograd.model, written.model),
-        (autograd.critic, written.critic),
-        (autograd.target_actor, written.target_actor),
-        (autograd.target_critic, written.target_critic),
-    ]:
-        for (pname, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
-            torch.testing.assert_close(q, p, rtol=0, atol=1e-5, msg=pname)
-    for opt_a, opt_b in [
-        (autograd.critic_optimizer, written.critic_optimizer),
-        (autograd.actor_optimizer, written.actor_optimizer),
-    ]:
-        for p, q in zip(opt_a.param_groups[0]["params"], opt_b.param_groups[0]["params"], strict=True):
-            sa, sb = opt_a.state[p], opt_b.state[q]
-            assert float(sa["step"]) == float(sb["step"])
-            torch.testing.assert_close(sb["exp_avg"], sa["exp_avg"], rtol=1e-3, atol=1e-7)
-            torch.testing.assert_close(sb["exp_avg_sq"], sa["exp_avg_sq"], rtol=1e-3, atol=1e-12)
+    autograd = _learn_both_ways(written, _batches(6, prioritised, act))
+    _assert_same_state(
+        autograd, written, ["model", "critic", "target_actor", "target_critic"], ["critic_optimizer", "actor_optimizer"]
+    )
     expected_actor_steps = 3 if name == "TD3" else 6
     assert float(written.actor_optimizer.state[next(written.model.parameters())]["step"]) == expected_actor_steps
 
