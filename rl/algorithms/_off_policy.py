@@ -65,7 +65,7 @@ class OffPolicyAlgorithm(Algorithm):
     (``written_out``, float32), those gradient computations are what is compiled. The
     optimiser steps stay eager. It computes the same maths (``tests/rl/test_rl_compile.py``). On a
     CPU with AMX, with ``autocast=torch.bfloat16``, a SAC or TD3 step on one core takes about half
-    of SB3's; on an AVX2-only CPU, in float32, a SAC step takes ~0.56x of SB3's
+    of SB3's; on an AVX2-only CPU, in float32, a SAC step takes ~0.6x of SB3's
     (``bench/README_rl.md``). SAC, TD3 and DDPG accept it. Inductor builds C++ kernels on a CPU:
     it needs a C++ compiler (``g++``) at the first update.
     """
@@ -312,11 +312,10 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         if self._writes_out():
             grads, loss = self._maybe_compiled(self._actor_grads, no_autograd=True)(obs)
             self._set_grads(self.model, grads)
-            self._step(self.actor_optimizer)
-            return loss.item()
-        with self._frozen(self.critic):
-            loss = self._maybe_compiled(self._actor_loss)(obs)
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+        else:
+            with self._frozen(self.critic):
+                loss = self._maybe_compiled(self._actor_loss)(obs)
+                self.actor_optimizer.zero_grad(set_to_none=True)
+                loss.backward()
         self._step(self.actor_optimizer)
         return loss.item()
