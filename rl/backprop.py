@@ -95,8 +95,7 @@ def supports(net: nn.Module) -> bool:
     :class:`rl.fused.FusedMLPPair` with heads of width 1) computes ``net``'s forward pass, in
     float32, with every parameter trained and no hook to honour (checked when called: SAC
     checks when it is built)."""
-    params = list(net.parameters())
-    if any(p.dtype != torch.float32 or not p.requires_grad for p in params) or hooked(net):
+    if any(p.dtype != torch.float32 or not p.requires_grad for p in net.parameters()) or hooked(net):
         return False
     if type(net) is FusedMLPPair:
         heads_of_one = net.head_a.out_features == net.head_b.out_features == 1
@@ -189,20 +188,16 @@ def pair_backward(
     ``dL/d x`` (``None`` unless ``input_grad``)."""
     h0 = pair.hidden[0]
     heads = (pair.head_a, pair.head_b)
-    depth = len(pair.weights)
-    # The last hidden layer's outputs: the tape's last pair (or the halves of the first layer).
-    last = tape.inputs[-2:] if depth else [tape.inputs[1][:, :h0], tape.inputs[1][:, h0:]]
+    first = tape.inputs[1]
+    # outs[k]: the two networks' outputs of hidden layer k (the inputs of pair.weights[k], or of the heads).
+    outs = [[first[:, :h0], first[:, h0:]]]
+    outs += [tape.inputs[i : i + 2] for i in range(2, len(tape.inputs), 2)]
     g_out = [grad_a.unsqueeze(-1), grad_b.unsqueeze(-1)]
-    head_grads = [[g.sum(0), g.t() @ h] for g, h in zip(g_out, last, strict=True)] if weight_grads else []
-    gs = [_relu_backward(g_out[i] * heads[i].weight, last[i]) for i in range(2)]
+    head_grads = [[g.sum(0), g.t() @ h] for g, h in zip(g_out, outs[-1], strict=True)] if weight_grads else []
+    gs = [_relu_backward(g_out[i] * heads[i].weight, outs[-1][i]) for i in range(2)]
     layer_grads: list[list[torch.Tensor]] = []
-    for k in range(depth - 1, -1, -1):
-        w = pair.weights[k]
-        if k > 0:
-            xs = tape.inputs[2 + 2 * (k - 1) : 4 + 2 * (k - 1)]
-        else:
-            first = tape.inputs[1]
-            xs = [first[:, :h0], first[:, h0:]]
+    for k in range(len(pair.weights) - 1, -1, -1):
+        w, xs = pair.weights[k], outs[k]
         if weight_grads:
             layer_grads.append(
                 [
