@@ -24,9 +24,10 @@ None = None`` argument; ``None`` means :func:`enabled`), never on every call.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -35,10 +36,13 @@ from torch import nn
 from rl.precision import OutputLinear, outside_autocast
 
 __all__ = [
+    "AdamTensors",
     "FusedMLPPair",
     "MLPPair",
     "ReLU",
     "SigmoidTanh",
+    "adam_",
+    "adam_tensors",
     "enabled",
     "fused_adam_step_",
     "fused_clip_grad_norm_",
@@ -291,56 +295,147 @@ def plain_clip_grad_norm_(grads: Sequence[torch.Tensor], max_norm: float | None)
 # -- Adam step ----------------------------------------------------------------------------------
 
 
-def fused_adam_step_(optimizer: torch.optim.Optimizer) -> None:
-    """``optimizer.step()`` for a ``torch.optim.Adam(fused=True)``: per parameter group, the two
-    kernels that step runs (``torch._foreach_add_`` on the step counts, ``torch._fused_adam_``),
-    on the optimiser's own state, so its ``state_dict`` is what ``step()`` would leave.
+class AdamTensors(NamedTuple):
+    """What one step of a parameter group of a fused ``torch.optim.Adam`` reads and writes: its
+    parameters and their state (the optimiser's own tensors, so its ``state_dict`` follows), its
+    hyper-parameters, and the step's two bias-correction factors, computed in float64 before the
+    step (as the fused kernel computes them): scalar tensors, so that ``torch.compile``
+    specialises neither on them nor on the learning rate."""
 
-    ``Optimizer.step`` spends ~90 us per call on bookkeeping (hooks, the profiler's record,
-    collecting and grouping tensors) around ~100 us of kernels for a 256x256 twin critic: three
-    calls per SAC update. Anything else (another optimiser, ``amsgrad``, ``maximize``, a tensor
-    learning rate, state not yet created, a parameter without a gradient, a group of mixed devices
-    or dtypes) takes ``optimizer.step()``; the results are equal to the bit
-    (``tests/rl/test_rl_compile.py``).
-    """
+    params: list[torch.Tensor]
+    exp_avgs: list[torch.Tensor]
+    exp_avg_sqs: list[torch.Tensor]
+    steps: list[torch.Tensor]
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    step_size: torch.Tensor
+    """``lr / (1 - beta1^t)`` at this step's ``t``."""
+    bias_correction2_sqrt: torch.Tensor
+    """``sqrt(1 - beta2^t)``."""
+
+
+def adam_tensors(optimizer: torch.optim.Optimizer, create: bool = False) -> list[AdamTensors] | None:
+    """Per parameter group, the :class:`AdamTensors` of a ``torch.optim.Adam(fused=True)`` doing
+    plain Adam (L2 weight decay allowed), for :func:`adam_`; ``None`` for any other optimiser or
+    option (``amsgrad``, ``maximize``, decoupled weight decay, a tensor learning rate or betas,
+    parameters of mixed devices or dtypes, step counts that differ between parameters), and, unless
+    ``create``, where a parameter has no state yet. ``create`` makes the missing state as the optimiser's first ``step()`` would (step count
+    ``0`` as a float32 scalar on the parameter's device, zero moments)."""
     if type(optimizer) is not torch.optim.Adam or not optimizer.defaults.get("fused"):
-        optimizer.step()
-        return
-    steps: list[list[torch.Tensor]] = []
+        return None
+    groups: list[AdamTensors] = []
     for group in optimizer.param_groups:
+        beta1, beta2 = group["betas"]
+        params = group["params"]
         if (
             group["amsgrad"]
             or group["maximize"]
             or group.get("decoupled_weight_decay")
-            or isinstance(group["lr"], torch.Tensor)
-        ):
-            optimizer.step()
-            return
-        params = group["params"]
-        if (
-            any(p.grad is None or p not in optimizer.state for p in params)
+            or not group["fused"]
+            or any(isinstance(v, torch.Tensor) for v in (group["lr"], beta1, beta2))
             or len({(p.device, p.dtype) for p in params}) > 1
         ):
-            optimizer.step()  # creates the state at the first step
-            return
-        steps.append([optimizer.state[p]["step"] for p in params])
-    for group, group_steps in zip(optimizer.param_groups, steps, strict=True):
-        params = group["params"]
-        states = [optimizer.state[p] for p in params]
-        beta1, beta2 = group["betas"]
-        torch._foreach_add_(group_steps, 1)
+            return None
+        states = []
+        for p in params:
+            state = optimizer.state.get(p)
+            if not state:
+                if not create:
+                    return None
+                state = optimizer.state[p]
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            states.append(state)
+        steps = [st["step"] for st in states]
+        counts = {float(t) for t in steps}
+        if len(counts) > 1:  # parameters stepped apart (some had no gradient at some step)
+            return None
+        t = (counts.pop() if counts else 0.0) + 1.0
+        lr = group["lr"]
+        groups.append(
+            AdamTensors(
+                list(params),
+                [st["exp_avg"] for st in states],
+                [st["exp_avg_sq"] for st in states],
+                steps,
+                lr,
+                beta1,
+                beta2,
+                group["eps"],
+                group["weight_decay"],
+                torch.tensor(lr / (1.0 - beta1**t), dtype=torch.float32),
+                torch.tensor(math.sqrt(1.0 - beta2**t), dtype=torch.float32),
+            )
+        )
+    return groups
+
+
+@torch.no_grad()
+def adam_(adam: AdamTensors, grads: Sequence[torch.Tensor]) -> None:
+    """One Adam step (Kingma and Ba 2015, Algorithm 1) of ``adam.params`` along ``grads``, in place:
+
+        g = grad + weight_decay theta,  t = t + 1
+        m = beta1 m + (1 - beta1) g,    v = beta2 v + (1 - beta2) g^2
+        theta = theta - lr / (1 - beta1^t) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+    In eager mode, the two kernels of ``Adam(fused=True).step()`` (``torch._foreach_add_`` on the
+    step counts, ``torch._fused_adam_``): the same result to the bit. Under ``torch.compile``, the
+    formula above as tensor operations, which inductor fuses into the code around them, with the
+    bias corrections that :func:`adam_tensors` computed (inductor would otherwise compute
+    ``beta^t`` again for every element).
+    """
+    grads = list(grads)
+    if not torch.compiler.is_compiling():
+        # The CPU kernel reads a gradient's memory as if laid out like its parameter (torch 2.13):
+        # a transposed view (rl.backprop's narrow products) is copied into that layout first.
+        grads = [
+            g if g.stride() == p.stride() else torch.empty_like(p).copy_(g)
+            for p, g in zip(adam.params, grads, strict=True)
+        ]
+        torch._foreach_add_(adam.steps, 1)
         torch._fused_adam_(
-            params,
-            [p.grad for p in params],
-            [st["exp_avg"] for st in states],
-            [st["exp_avg_sq"] for st in states],
+            adam.params,
+            grads,
+            adam.exp_avgs,
+            adam.exp_avg_sqs,
             [],
-            group_steps,
+            adam.steps,
             amsgrad=False,
-            lr=group["lr"],
-            beta1=beta1,
-            beta2=beta2,
-            weight_decay=group["weight_decay"],
-            eps=group["eps"],
+            lr=adam.lr,
+            beta1=adam.beta1,
+            beta2=adam.beta2,
+            weight_decay=adam.weight_decay,
+            eps=adam.eps,
             maximize=False,
         )
+        return
+    torch._foreach_add_(adam.steps, 1)
+    for p, g, m, v in zip(adam.params, grads, adam.exp_avgs, adam.exp_avg_sqs, strict=True):
+        if adam.weight_decay:
+            g = g + adam.weight_decay * p
+        m.lerp_(g, 1.0 - adam.beta1)
+        v.mul_(adam.beta2).addcmul_(g, g, value=1.0 - adam.beta2)
+        p.sub_(adam.step_size * m / (v.sqrt() / adam.bias_correction2_sqrt + adam.eps))
+
+
+def fused_adam_step_(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()`` for a ``torch.optim.Adam(fused=True)``: per parameter group, the two
+    kernels that step runs (:func:`adam_`), on the optimiser's own state, so its ``state_dict`` is
+    what ``step()`` would leave.
+
+    ``Optimizer.step`` spends ~90 us per call on bookkeeping (hooks, the profiler's record,
+    collecting and grouping tensors) around ~100 us of kernels for a 256x256 twin critic: three
+    calls per SAC update. Anything :func:`adam_tensors` refuses, state not yet created, or a
+    parameter without a gradient takes ``optimizer.step()``; the results are equal to the bit
+    (``tests/rl/test_rl_compile.py``).
+    """
+    groups = adam_tensors(optimizer)
+    if groups is None or any(p.grad is None for adam in groups for p in adam.params):
+        optimizer.step()  # creates the state at the first step
+        return
+    for adam in groups:
+        adam_(adam, [p.grad for p in adam.params])  # type: ignore[misc]

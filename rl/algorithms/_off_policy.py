@@ -13,7 +13,7 @@ import torch
 
 from rl import backprop, ops
 from rl.algorithm import Algorithm, PolicyStep, check_gamma
-from rl.fused import FusedMLPPair, fused_adam_step_
+from rl.fused import AdamTensors, FusedMLPPair, adam_, adam_tensors, fused_adam_step_
 from rl.model import Model
 from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, TwinQCritic
 from rl.precision import warn_if_slow_bfloat16
@@ -73,6 +73,10 @@ class OffPolicyAlgorithm(Algorithm):
     model: DeterministicActor | SquashedGaussianActor
     critic: QCritic | TwinQCritic
     critic_optimizer: torch.optim.Optimizer
+    _critic_loss: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+    """``(L, Q_1(s, a), y)`` by autograd, of the subclass's critic loss."""
+    _critic_grads: Callable[..., tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]]
+    """``(dL/d critic parameters, L, Q_1(s, a), y)``, the same loss's gradients written out."""
 
     def __init__(
         self,
@@ -130,27 +134,43 @@ class OffPolicyAlgorithm(Algorithm):
         else:
             optimizer.step()
 
-    def _writes_out(self) -> bool:
-        """:attr:`written_out`, unless ``autocast`` was set after the algorithm was built."""
-        return self.written_out and self.autocast is None
+    def _written_adams(self, *trained: tuple[torch.optim.Optimizer, torch.nn.Module]) -> list[AdamTensors] | None:
+        """The Adam tensors of each ``(optimizer, module)`` that :meth:`learn` steps, where it takes
+        its update written out; ``None`` where it takes autograd's: not :attr:`written_out`,
+        ``autocast`` set after the algorithm was built, a parameter frozen since, or an optimiser
+        that is no longer a fused Adam (:func:`rl.fused.adam_tensors`) of exactly that module's
+        parameters. Creates the optimisers' state at the first update, as their ``step()`` would."""
+        if not self.written_out or self.autocast is not None:
+            return None
+        params = [list(module.parameters()) for _, module in trained]
+        if not all(p.requires_grad for ps in params for p in ps):
+            return None
+        adams = []
+        for (optimizer, _), ps in zip(trained, params, strict=True):
+            groups = adam_tensors(optimizer, create=True)
+            if groups is None or len(groups) != 1 or len(groups[0].params) != len(ps):
+                return None
+            if any(p is not q for p, q in zip(ps, groups[0].params, strict=True)):
+                return None
+            adams.append(groups[0])
+        return adams
 
-    def _critic_step(
-        self,
-        loss: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-        grads: Callable[..., tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]],
-        *args: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The critic's step on ``args``: its gradients written out by ``grads`` (``(gradients, L,
-        Q_1(s, a), y)``) or by autograd through ``loss`` (``(L, Q_1(s, a), y)``), either compiled
-        where :attr:`compile` is set; returns ``(L, Q_1(s, a), y)``."""
-        if self._writes_out():
-            gradients, critic_loss, q1, y = self._maybe_compiled(grads, no_autograd=True)(*args)
-            self._set_grads(self.critic, gradients)
-        else:
-            critic_loss, q1, y = self._maybe_compiled(loss)(*args)
-            self.critic_optimizer.zero_grad(set_to_none=True)
-            critic_loss.backward()
+    def _critic_step(self, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critic's step on ``args`` by autograd through :meth:`_critic_loss` (compiled where
+        :attr:`compile` is set); returns ``(L, Q_1(s, a), y)``."""
+        critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(*args)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
         self._step(self.critic_optimizer)
+        return critic_loss, q1, y
+
+    @torch.no_grad()
+    def _critic_update(self, adam: AdamTensors, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critic's gradients written out (:meth:`_critic_grads`) and its Adam step on them
+        (:func:`rl.fused.adam_`): the first part of each algorithm's written-out ``_update``;
+        returns ``(L, Q_1(s, a), y)``. The gradients are not kept (``p.grad`` is left alone)."""
+        grads, critic_loss, q1, y = self._critic_grads(*args)
+        adam_(adam, grads)
         return critic_loss, q1, y
 
     def _regression_grads(
@@ -190,14 +210,6 @@ class OffPolicyAlgorithm(Algorithm):
         finally:
             for p in trained:
                 p.requires_grad_(True)
-
-    @staticmethod
-    def _set_grads(module: torch.nn.Module, grads: list[torch.Tensor] | None) -> None:
-        """``p.grad = g`` for ``module.parameters()`` and ``grads`` (written out) in the same order;
-        a parameter frozen since the algorithm was built gets none, as autograd would give it."""
-        assert grads is not None
-        for p, g in zip(module.parameters(), grads, strict=True):
-            p.grad = g if p.requires_grad else None
 
     def _mixed(self) -> contextlib.AbstractContextManager[object]:
         """The context of a forward pass in :meth:`learn`: ``torch.autocast`` to :attr:`autocast`
@@ -300,22 +312,57 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         else:
             q_layers = backprop.mlp_layers(critic.net)
         q, q_tape = backprop.mlp_forward(q_layers, torch.cat([obs, action], dim=-1))
-        _, dq = backprop.mlp_backward(q_layers, q_tape, torch.ones_like(q), weight_grads=False, input_grad=True)
-        assert dq is not None
-        d_out = -dq[:, obs.shape[1] :] * actor.scale * (1.0 - tanh_out * tanh_out) / obs.shape[0]
+        _, dq = backprop.mlp_backward(
+            q_layers, q_tape, torch.ones_like(q), weight_grads=False, input_grad=True, input_from=obs.shape[1]
+        )
+        assert dq is not None  # dQ_1 / da
+        d_out = -dq * actor.scale * (1.0 - tanh_out * tanh_out) / obs.shape[0]
         grads, _ = backprop.mlp_backward(actor_layers, actor_tape, d_out)
         assert grads is not None
         return grads, -q.mean()
 
-    def _actor_step(self, obs: torch.Tensor) -> float:
-        """One actor step on ``obs``, the critic frozen; returns the loss."""
-        if self._writes_out():
-            grads, loss = self._maybe_compiled(self._actor_grads, no_autograd=True)(obs)
-            self._set_grads(self.model, grads)
+    def _learn_step(
+        self, actor_step: bool, *args: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float | None]:
+        """A critic step on ``args`` (``obs`` first: the subclass's :meth:`_critic_loss`
+        arguments), then, with ``actor_step``, an actor step on ``obs`` (the critic frozen) and the
+        soft update of both targets: written out (:meth:`_update`) where
+        :meth:`_written_adams` allows, else by autograd. Returns ``(L, Q_1(s, a), y, J)``, ``J``
+        the actor's loss (``None`` without ``actor_step``)."""
+        obs = args[0]
+        adams = self._written_adams((self.critic_optimizer, self.critic), (self.actor_optimizer, self.model))
+        if adams is not None:
+            actor_adam = adams[1] if actor_step else None
+            critic_loss, q1, y, loss = self._maybe_compiled(self._update, no_autograd=True)(adams[0], actor_adam, *args)
         else:
-            with self._frozen(self.critic):
-                loss = self._maybe_compiled(self._actor_loss)(obs)
-                self.actor_optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-        self._step(self.actor_optimizer)
-        return loss.item()
+            critic_loss, q1, y = self._critic_step(*args)
+            loss = None
+            if actor_step:
+                with self._frozen(self.critic):
+                    loss = self._maybe_compiled(self._actor_loss)(obs)
+                    self.actor_optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                self._step(self.actor_optimizer)
+                self._soft_update_targets()
+        return critic_loss, q1, y, None if loss is None else loss.item()
+
+    @torch.no_grad()
+    def _update(
+        self, critic_adam: AdamTensors, actor_adam: AdamTensors | None, *args: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The update written out, in one function for ``torch.compile``: the critic's step
+        (:meth:`_critic_update`), then, where ``actor_adam`` is given, the actor's gradients
+        (:meth:`_actor_grads`, through the critic as that step left it), its Adam step and the
+        targets' soft update. Returns ``(L, Q_1(s, a), y, J)`` (``J`` ``None`` without an actor step)."""
+        critic_loss, q1, y = self._critic_update(critic_adam, *args)
+        loss = None
+        if actor_adam is not None:
+            grads, loss = self._actor_grads(args[0])
+            adam_(actor_adam, grads)
+            self._soft_update_targets()
+        return critic_loss, q1, y, loss
+
+    def _soft_update_targets(self) -> None:
+        """Both target networks one Polyak step towards the trained ones."""
+        self._soft_update(self.target_critic, self.critic, self.tau)
+        self._soft_update(self.target_actor, self.model, self.tau)

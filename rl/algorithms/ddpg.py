@@ -45,11 +45,8 @@ class DDPG(DeterministicOffPolicy):
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""
         args = (batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights)
-        critic_loss, q, y = self._critic_step(self._critic_loss, self._critic_grads, *args)
-        actor_loss = self._actor_step(batch.obs)
-
-        self._soft_update(self.target_critic, self.critic, self.tau)
-        self._soft_update(self.target_actor, self.model, self.tau)
+        critic_loss, q, y, actor_loss = self._learn_step(True, *args)
+        assert actor_loss is not None
         self.updates += 1
         self.td_errors = (y - q).numpy()
         return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss, "q_mean": float(q.mean())}

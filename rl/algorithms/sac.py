@@ -24,7 +24,7 @@ from torch import nn
 from rl import backprop, ops
 from rl.algorithm import PolicyStep, check_gamma
 from rl.algorithms._off_policy import OffPolicyAlgorithm, check_tau, frozen_copy, weighted_mse
-from rl.fused import FusedMLPPair
+from rl.fused import AdamTensors, FusedMLPPair, adam_
 from rl.networks import SquashedGaussianActor, TwinQCritic
 from rl.replay import ReplayBatch
 
@@ -118,43 +118,40 @@ class SAC(OffPolicyAlgorithm):
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One step of each of critics, actor and temperature; then the soft target update. The
-        gradients are written out (:attr:`written_out`) or taken by autograd: the same steps."""
+        update is written out (:attr:`written_out`) or taken by autograd: the same steps."""
         alpha = self.temperature().detach()
+        trained: list[tuple[torch.optim.Optimizer, nn.Module]] = [
+            (self.critic_optimizer, self.critic),
+            (self.actor_optimizer, self.model),
+        ]
+        if self.autotune_alpha:
+            trained.append((self.alpha_optimizer, self.temperature))
+        adams = self._written_adams(*trained)
 
-        # Soft policy evaluation: the critics regress onto the soft one-step target.
-        critic_loss, q1, y = self._critic_step(
-            self._critic_loss,
-            self._critic_grads,
-            batch.obs,
-            batch.actions,
-            batch.rewards,
-            batch.terminated,
-            batch.next_obs,
-            batch.weights,
-            alpha,
-            self._noise(batch.obs),
-        )
-
-        # Soft policy improvement, through the reparameterised sample, and the temperature's step.
-        noise = self._noise(batch.obs)
-        if self._writes_out():
-            grads, actor_loss, log_prob = self._maybe_compiled(self._actor_grads, no_autograd=True)(
-                batch.obs, alpha, noise
+        critic_args = (batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights, alpha)
+        critic_noise, actor_noise = self._noise(batch.obs), self._noise(batch.obs)
+        if adams is not None:
+            alpha_adam = adams[2] if self.autotune_alpha else None
+            update = self._maybe_compiled(self._update, no_autograd=True)
+            critic_loss, q1, y, actor_loss, alpha_loss, log_prob = update(
+                adams[0], adams[1], alpha_adam, *critic_args, critic_noise, actor_noise
             )
-            self._set_grads(self.model, grads)
-            alpha_loss = self._temperature_grad(log_prob)
         else:
-            # One backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no actor weight).
+            # Soft policy evaluation: the critics regress onto the soft one-step target.
+            critic_loss, q1, y = self._critic_step(*critic_args, critic_noise)
+            # Soft policy improvement, through the reparameterised sample, and the temperature's
+            # step: one backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no
+            # actor weight).
             with self._frozen(self.critic):
-                actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(batch.obs, alpha, noise)
+                actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(batch.obs, alpha, actor_noise)
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 self.alpha_optimizer.zero_grad(set_to_none=True)
                 (actor_loss + alpha_loss).backward()
-        self._step(self.actor_optimizer)
-        if self.autotune_alpha:
-            self._step(self.alpha_optimizer)
+            self._step(self.actor_optimizer)
+            if self.autotune_alpha:
+                self._step(self.alpha_optimizer)
+            self._soft_update(self.target_critic, self.critic, self.tau)
 
-        self._soft_update(self.target_critic, self.critic, self.tau)
         self.updates += 1
         self.td_errors = (y - q1).numpy()
         return {
@@ -167,14 +164,54 @@ class SAC(OffPolicyAlgorithm):
         }
 
     @torch.no_grad()
-    def _temperature_grad(self, log_prob: torch.Tensor) -> torch.Tensor:
-        """``J(alpha)`` of :meth:`_actor_loss`, with its gradient ``dJ/dlog alpha = -mean(log pi +
-        H_target)`` set on ``log alpha`` (0 and nothing set without :attr:`autotune_alpha`)."""
-        if not self.autotune_alpha:
-            return torch.zeros(())
-        target_gap = (log_prob + self.target_entropy).mean()
-        self.temperature.log_alpha.grad = -target_gap
-        return -(self.temperature.log_alpha * target_gap)
+    def _update(
+        self,
+        critic_adam: AdamTensors,
+        actor_adam: AdamTensors,
+        alpha_adam: AdamTensors | None,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        weights: torch.Tensor,
+        alpha: torch.Tensor,
+        critic_noise: torch.Tensor,
+        actor_noise: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        """The whole update written out, in one function for ``torch.compile``: the critics' step
+        (:meth:`_critic_update`), then the actor's, the temperature's and the targets'
+        (:meth:`_actor_update`) with the critics as that step left them. Returns ``(J_Q, Q_1(s,
+        a), y, J_pi, J(alpha), log pi(a~|s))``."""
+        critic_loss, q1, y = self._critic_update(
+            critic_adam, obs, actions, rewards, terminated, next_obs, weights, alpha, critic_noise
+        )
+        actor_loss, alpha_loss, log_prob = self._actor_update(actor_adam, alpha_adam, obs, alpha, actor_noise)
+        return critic_loss, q1, y, actor_loss, alpha_loss, log_prob
+
+    @torch.no_grad()
+    def _actor_update(
+        self,
+        adam: AdamTensors,
+        alpha_adam: AdamTensors | None,
+        obs: torch.Tensor,
+        alpha: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The actor's gradients written out (:meth:`_actor_grads`) and its Adam step; the
+        temperature's step where ``alpha_adam`` is given (automatic temperature), with
+        ``dJ(alpha)/dlog alpha = -mean(log pi + H_target)``; the target critics' soft update. One
+        function for ``torch.compile``; returns ``(J_pi, J(alpha), log pi(a~|s))`` as
+        :meth:`_actor_loss` does."""
+        grads, actor_loss, log_prob = self._actor_grads(obs, alpha, noise)
+        adam_(adam, grads)
+        alpha_loss = torch.zeros(())
+        if alpha_adam is not None:
+            target_gap = (log_prob + self.target_entropy).mean()
+            alpha_loss = -(self.temperature.log_alpha * target_gap)  # before its step
+            adam_(alpha_adam, [-target_gap])
+        self._soft_update(self.target_critic, self.critic, self.tau)
+        return actor_loss, alpha_loss, log_prob
 
     @torch.no_grad()
     def _critic_grads(
@@ -227,10 +264,12 @@ class SAC(OffPolicyAlgorithm):
         loss = (alpha * log_prob - torch.minimum(q1, q2)).mean()
         # torch.minimum's gradient: to the smaller, halved between equal ones.
         to_q1 = (q1 < q2).float() + 0.5 * (q1 == q2).float()
-        _, dmin_q = backprop.pair_backward(pair, q_tape, to_q1, 1.0 - to_q1, weight_grads=False, input_grad=True)
-        assert dmin_q is not None
+        _, dmin_q = backprop.pair_backward(
+            pair, q_tape, to_q1, 1.0 - to_q1, weight_grads=False, input_grad=True, input_from=obs.shape[1]
+        )
+        assert dmin_q is not None  # dmin Q / da
         tanh_u = torch.tanh(u)
-        d_u = (alpha * 2.0 * tanh_u - dmin_q[:, obs.shape[1] :] * actor.scale * (1.0 - tanh_u * tanh_u)) / n
+        d_u = (alpha * 2.0 * tanh_u - dmin_q * actor.scale * (1.0 - tanh_u * tanh_u)) / n
         d_log_std = d_u * noise * log_std.exp() - alpha / n
         lo, hi = actor.log_std_min, actor.log_std_max
         tanh_raw = torch.tanh(out[:, actor.action_dim :])

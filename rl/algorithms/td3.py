@@ -70,13 +70,11 @@ class TD3(DeterministicOffPolicy):
             batch.weights,
             torch.randn_like(batch.actions),
         )
-        critic_loss, q1, y = self._critic_step(self._critic_loss, self._critic_grads, *args)
+        actor_step = (self.updates + 1) % self.policy_delay == 0
+        critic_loss, q1, y, actor_loss = self._learn_step(actor_step, *args)
         self.updates += 1
-
-        if self.updates % self.policy_delay == 0:
-            self._last_actor_loss = self._actor_step(batch.obs)
-            self._soft_update(self.target_critic, self.critic, self.tau)
-            self._soft_update(self.target_actor, self.model, self.tau)
+        if actor_loss is not None:
+            self._last_actor_loss = actor_loss
 
         self.td_errors = (y - q1).numpy()
         return {

@@ -1,7 +1,8 @@
 """``compile=True`` for SAC, TD3 and DDPG: their compiled losses (in float32: their written-out gradients,
 :mod:`rl.backprop`) compute what the eager ones compute, they pickle,
 and the pieces it relies on (:class:`rl.fused.ReLU` under ``torch.compile``, and
-:func:`rl.fused.fused_adam_step_`) equal their plain versions."""
+:func:`rl.fused.fused_adam_step_`, :func:`rl.fused.adam_` eager and compiled) equal their plain
+versions."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch._dynamo.testing import CompileCounterWithBackend
 
 import rl
 from rl.agent import to_torch
-from rl.fused import ReLU, fused_adam_step_
+from rl.fused import AdamTensors, ReLU, adam_, adam_tensors, fused_adam_step_
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -111,9 +113,9 @@ def test_a_compiled_algorithm_pickles_and_its_copy_compiles_its_own(name: str) -
 
 
 def _compiled_names(algo: Any) -> set[str]:
-    """What ``compile`` compiles: the written-out gradients (float32), else the losses."""
+    """What ``compile`` compiles: the written-out updates (float32), else the losses."""
     if getattr(algo, "written_out", False):
-        return {"_critic_grads", "_actor_grads"}
+        return {"_update"}
     return {"_critic_loss", "_actor_loss"}
 
 
@@ -189,3 +191,76 @@ def test_fused_adam_step_takes_step_when_a_gradient_is_missing() -> None:
     fused_adam_step_(opt_b)
     for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+def _adam_steps(compiled: bool) -> tuple[nn.Sequential, torch.optim.Adam, nn.Sequential, torch.optim.Adam, int]:
+    """Six steps of the same gradients: ``optimizer.step()`` on one copy, :func:`rl.fused.adam_`
+    (its state created by :func:`rl.fused.adam_tensors`) on the other, with each weight's
+    gradient handed over transposed where it is a matrix, and the learning rate changed after
+    three steps. Returns both and how many times ``adam_`` was compiled."""
+    a, opt_a, b, opt_b = _adam_pair()
+    counter = CompileCounterWithBackend("inductor")
+
+    def adam_step(group: AdamTensors, grads: list[torch.Tensor]) -> None:
+        # A function of its own: dynamo keeps compiled code per code object, and adam_'s is
+        # torch.no_grad's wrapper, which every no_grad function compiled in this process shares.
+        adam_(group, grads)
+
+    step = torch.compile(adam_step, backend=counter, dynamic=False) if compiled else adam_
+    x = torch.randn(16, 4)
+    for i in range(6):
+        if i == 3:
+            for opt in (opt_a, opt_b):
+                opt.param_groups[1]["lr"] = 3e-3
+        for model, opt in ((a, opt_a), (b, opt_b)):
+            opt.zero_grad(set_to_none=True)
+            model(x).pow(2).mean().backward()
+        opt_a.step()
+        groups = adam_tensors(opt_b, create=True)
+        assert groups is not None
+        for group in groups:
+            grads = []
+            for p in group.params:
+                assert p.grad is not None
+                grads.append(p.grad.t().contiguous().t() if p.dim() == 2 else p.grad)
+            assert any(not g.is_contiguous() for g in grads)
+            step(group, grads)
+    return a, opt_a, b, opt_b, counter.frame_count
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_adam_equals_adam_step(compiled: bool) -> None:
+    """``adam_`` takes Adam's step (weight decay included) on transposed gradients: eager, to the
+    bit (its kernel would read a transposed gradient in its parameter's layout, unless copied);
+    compiled, to float rounding, with no new compile when the learning rate or step changes
+    (one per parameter group)."""
+    a, opt_a, b, opt_b, compiles = _adam_steps(compiled)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        if compiled:
+            torch.testing.assert_close(q, p, rtol=0, atol=1e-6)
+        else:
+            assert torch.equal(p, q)
+    sa, sb = opt_a.state_dict(), opt_b.state_dict()
+    assert sa["param_groups"] == sb["param_groups"]
+    for k, st in sa["state"].items():
+        assert st.keys() == sb["state"][k].keys()
+        for name, value in st.items():
+            assert value.dtype == sb["state"][k][name].dtype, name
+            torch.testing.assert_close(sb["state"][k][name], value, rtol=1e-5, atol=1e-9, msg=name)
+    assert compiles == (2 if compiled else 0)
+
+
+def test_adam_tensors_refuses_what_adam_does_not_compute() -> None:
+    """Other optimisers and Adam's other options take ``step()``; so does a group whose
+    parameters were stepped apart; and without ``create``, state not made yet."""
+    net = nn.Linear(3, 2)
+    assert adam_tensors(torch.optim.SGD(net.parameters(), lr=0.1)) is None
+    assert adam_tensors(torch.optim.Adam(net.parameters(), fused=False), create=True) is None
+    for option in ({"amsgrad": True}, {"maximize": True}, {"lr": torch.tensor(1e-3)}):
+        assert adam_tensors(torch.optim.Adam(net.parameters(), fused=True, **option), create=True) is None
+    opt = torch.optim.Adam(net.parameters(), fused=True)
+    assert adam_tensors(opt) is None and not opt.state  # nothing created without create
+    groups = adam_tensors(opt, create=True)
+    assert groups is not None and float(groups[0].steps[0]) == 0.0
+    opt.state[net.bias]["step"].add_(1)
+    assert adam_tensors(opt) is None
