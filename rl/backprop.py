@@ -7,9 +7,12 @@ bfloat16 units they take ~8-11 ms; autograd, or ``torch.compile``'s wrappers and
 batched products with transposed operands, added 6-9 ms more. Written out, each layer is one
 ``addmm`` and an in-place ReLU going forward, and going back, the weight gradient
 (``g^T x``), the bias gradient (``sum g``) and the input gradient (``(g W) * [y > 0]``), each
-product on operands laid out as BLAS takes them. Only what a caller needs is computed: a
-critic's weight gradients in its own step, its input gradient (towards the action) in the
-actor's, and for TD3's actor only the first critic of the pair.
+product on operands laid out as BLAS takes them, and a product with a narrow result (a policy's
+head, a first layer's weight gradient) taken transposed, its narrow side in the rows. Only what
+a caller needs is computed: a critic's weight gradients in its own step, its input gradient
+towards the action (those columns only) in the actor's, and for TD3's actor only the first
+critic of the pair. The algorithms apply the gradients with :func:`rl.fused.adam_`, in the same
+function (one ``torch.compile`` graph per update).
 
 :class:`Tape` keeps a forward pass's layer inputs for its backward pass. Two kinds of network:
 

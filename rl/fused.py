@@ -11,7 +11,9 @@ At the sizes of classic control a gradient step is made of per-op overhead, so t
 - :func:`fused_clip_grad_norm_` (``torch._foreach_norm`` and ``torch._foreach_mul_``); plain:
   :func:`plain_clip_grad_norm_`.
 - :func:`fused_adam_step_`: a ``torch.optim.Adam(fused=True)`` step as its two kernels, without
-  ``Optimizer.step``'s per-call bookkeeping; plain: ``optimizer.step()``.
+  ``Optimizer.step``'s per-call bookkeeping; plain: ``optimizer.step()``. Under it,
+  :func:`adam_tensors` and :func:`adam_`: that step on given gradients, which the written-out
+  off-policy updates take inside their compiled graph.
 - :class:`ReLU`: ``nn.ReLU`` whose backward, under ``torch.compile``, multiplies by ``sign(y)``
   instead of a saved boolean mask; in eager mode it is ``nn.ReLU``, so the switch below does not
   choose it (it is the off-policy networks' default activation either way).

@@ -61,12 +61,12 @@ class OffPolicyAlgorithm(Algorithm):
 
     ``compile`` (default ``False``): the loss computations of :meth:`learn` (forward passes, and
     with them the backward passes) run through ``torch.compile``, built at the first update (a
-    few seconds; again for each new batch size); where the gradients are written out
-    (``written_out``, float32), those gradient computations are what is compiled. The
-    optimiser steps stay eager. It computes the same maths (``tests/rl/test_rl_compile.py``). On a
-    CPU with AMX, with ``autocast=torch.bfloat16``, a SAC or TD3 step on one core takes about half
-    of SB3's; on an AVX2-only CPU, in float32, a SAC step takes ~0.6x of SB3's
-    (``bench/README_rl.md``). SAC, TD3 and DDPG accept it. Inductor builds C++ kernels on a CPU:
+    few seconds; again for each new batch size), the optimiser steps staying eager; where the
+    update is written out (``written_out``, float32), the whole update, optimiser and target steps
+    included, is one compiled function (``_update``). It computes the same maths
+    (``tests/rl/test_rl_compile.py``). On a CPU with AMX, with ``autocast=torch.bfloat16``, a SAC
+    or TD3 step on one core takes about half of SB3's; on an AVX2-only CPU, in float32, a SAC
+    env step takes ~0.54x of SB3's (``bench/README_rl.md``). SAC, TD3 and DDPG accept it. Inductor builds C++ kernels on a CPU:
     it needs a C++ compiler (``g++``) at the first update.
     """
 
@@ -102,8 +102,9 @@ class OffPolicyAlgorithm(Algorithm):
         self.updates = 0
         """Gradient steps taken (of the critic)."""
         self.written_out = False
-        """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
-        by autograd (set by each algorithm where its networks allow it)."""
+        """Whether :meth:`learn` writes its update out (gradients by :mod:`rl.backprop`, Adam by
+        :func:`rl.fused.adam_`) rather than taking it by autograd (set by each algorithm where its
+        networks allow it; checked again at each update by :meth:`_written_adams`)."""
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled functions do not pickle; a copy compiles its own at its first update.
@@ -273,9 +274,10 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
             and not backprop.hooked(actor)
             and not backprop.hooked(critic)
         )
-        """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
-        by autograd, as :attr:`rl.SAC.written_out` does: with the fast paths in float32, for the
-        default networks (ReLU MLPs; TD3's fused twin critic, DDPG's :class:`rl.QCritic`)."""
+        """Whether :meth:`learn` writes its update out (:mod:`rl.backprop`, :meth:`_update`) rather
+        than taking it by autograd, as :attr:`rl.SAC.written_out` does: with the fast paths in
+        float32, for the default networks (ReLU MLPs; TD3's fused twin critic, DDPG's
+        :class:`rl.QCritic`) and the fused Adam optimisers it built."""
 
     def sample(self, obs: torch.Tensor) -> PolicyStep:
         """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""

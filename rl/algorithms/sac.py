@@ -95,10 +95,13 @@ class SAC(OffPolicyAlgorithm):
             and not backprop.hooked(actor)
             and not backprop.hooked(critic)
         )
-        """Whether :meth:`learn` computes its gradients written out (:mod:`rl.backprop`) rather than
-        by autograd: the same steps to float rounding, faster (``bench/README_rl.md``). On with the
-        fast paths (``fused``) in float32, for the default networks (ReLU MLPs, the fused twin
-        critic); with ``compile``, the written-out gradients are what is compiled."""
+        """Whether :meth:`learn` writes its update out (:meth:`_update`: gradients by
+        :mod:`rl.backprop`, Adam by :func:`rl.fused.adam_`) rather than taking it by autograd: the
+        same steps to float rounding, faster (``bench/README_rl.md``). On with the fast paths
+        (``fused``) in float32, for the default networks (ReLU MLPs, the fused twin critic) and the
+        fused Adam optimisers built here; with ``compile``, that one function is what is compiled.
+        A parameter frozen later, or an optimiser replaced, sends :meth:`learn` down the autograd
+        path. ``p.grad`` is not set on this path."""
 
     @property
     def alpha(self) -> float:
