@@ -66,8 +66,8 @@ class OffPolicyAlgorithm(Algorithm):
     included, is one compiled function (``_update``). It computes the same maths
     (``tests/rl/test_rl_compile.py``). On a CPU with AMX, with ``autocast=torch.bfloat16``, a SAC
     or TD3 step on one core takes about half of SB3's; on an AVX2-only CPU, in float32, a SAC
-    env step takes ~0.54x of SB3's (``bench/README_rl.md``). SAC, TD3 and DDPG accept it. Inductor builds C++ kernels on a CPU:
-    it needs a C++ compiler (``g++``) at the first update.
+    env step takes ~0.54x of SB3's (``bench/README_rl.md``). SAC, TD3 and DDPG accept it.
+    Inductor builds C++ kernels on a CPU: it needs a C++ compiler (``g++``) at the first update.
     """
 
     model: DeterministicActor | SquashedGaussianActor
