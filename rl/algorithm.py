@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from rl.fused import resolve_fused
+from rl.fused import fused_clip_grad_norm_, plain_clip_grad_norm_, resolve_fused
 from rl.model import Model
 
 __all__ = ["Algorithm", "PolicyStep", "check_gamma", "check_unit_interval"]
@@ -69,6 +69,27 @@ class Algorithm:
     def learn(self, batch: Any) -> dict[str, float]:
         """One update from ``batch`` (tensors); returns scalar statistics for logging."""
         raise NotImplementedError
+
+    def _step(self, loss: torch.Tensor, max_grad_norm: float | None) -> torch.Tensor:
+        """Backward, clip, optimizer step; return the gradient norm before clipping (a tensor).
+
+        The same maths as ``zero_grad``, ``clip_grad_norm_`` and ``step``, with fewer torch calls:
+        the parameter list is built once, and (with :attr:`fused`) the norm is one
+        ``_foreach_norm`` over it (:func:`rl.fused.fused_clip_grad_norm_`; else
+        :func:`rl.fused.plain_clip_grad_norm_`). Only ``self.optimizer.step()`` is called on the
+        optimizer (so a stand-in that captures the gradients, as the distributed learners use, works).
+        """
+        params = self.__dict__.get("_params")
+        if params is None:
+            params = self._params = list(self.model.parameters())
+        for p in params:
+            p.grad = None
+        loss.backward()
+        grads = [p.grad for p in params if p.grad is not None]
+        clip = fused_clip_grad_norm_ if self.fused else plain_clip_grad_norm_
+        norm = clip(grads, max_grad_norm)
+        self.optimizer.step()
+        return norm
 
     # -- weights and state --------------------------------------------------------------------
     def get_weights(self) -> dict[str, np.ndarray]:

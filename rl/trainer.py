@@ -203,7 +203,7 @@ def train_dqn(
         rollout = collector.collect()
         buffer.add_rollout(rollout)
         progress.add(rollout.episode_returns)
-        stats: dict[str, float] = {"td_loss": float("nan"), "q_mean": float("nan")}
+        stats: dict[str, float] = dict.fromkeys(("td_loss", "q_mean", "grad_norm"), float("nan"))
         if collector.total_steps >= learning_starts:
             for _ in range(gradient_steps):
                 stats = agent.learn(buffer.sample(batch_size))

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 import torch
 
 from rl.algorithm import Algorithm, PolicyStep
-from rl.fused import fused_clip_grad_norm_, plain_clip_grad_norm_
 from rl.networks import ActorCriticModel
 
 __all__ = ["ActorCriticAlgorithm", "make_optimizer"]
@@ -44,24 +43,3 @@ class ActorCriticAlgorithm(Algorithm):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs)``, to bootstrap truncated episodes."""
         return self.model.value(obs)
-
-    def _step(self, loss: torch.Tensor, max_grad_norm: float | None) -> torch.Tensor:
-        """Backward, clip, optimizer step; return the gradient norm before clipping (a tensor).
-
-        The same maths as ``zero_grad``, ``clip_grad_norm_`` and ``step``, with fewer torch calls:
-        the parameter list is built once, and (with :attr:`fused`) the norm is one
-        ``_foreach_norm`` over it (:func:`rl.fused.fused_clip_grad_norm_`; else
-        :func:`rl.fused.plain_clip_grad_norm_`). Only ``self.optimizer.step()`` is called on the
-        optimizer (so a stand-in that captures the gradients, as the distributed learners use, works).
-        """
-        params = self.__dict__.get("_params")
-        if params is None:
-            params = self._params = list(self.model.parameters())
-        for p in params:
-            p.grad = None
-        loss.backward()
-        grads = [p.grad for p in params if p.grad is not None]
-        clip = fused_clip_grad_norm_ if self.fused else plain_clip_grad_norm_
-        norm = clip(grads, max_grad_norm)
-        self.optimizer.step()
-        return norm

@@ -128,7 +128,7 @@ class OffPolicyAlgorithm(Algorithm):
             compiled = self._compiled[fn.__name__] = torch.compile(fn, dynamic=False, options=options)
         return compiled
 
-    def _step(self, optimizer: torch.optim.Optimizer) -> None:
+    def _adam_step(self, optimizer: torch.optim.Optimizer) -> None:
         """``optimizer.step()``, as :func:`rl.fused.fused_adam_step_` when :attr:`fused`."""
         if self.fused:
             fused_adam_step_(optimizer)
@@ -162,7 +162,7 @@ class OffPolicyAlgorithm(Algorithm):
         critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(*args)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self._step(self.critic_optimizer)
+        self._adam_step(self.critic_optimizer)
         return critic_loss, q1, y
 
     @torch.no_grad()
@@ -344,7 +344,7 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
                     loss = self._maybe_compiled(self._actor_loss)(obs)
                     self.actor_optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                self._step(self.actor_optimizer)
+                self._adam_step(self.actor_optimizer)
                 self._soft_update_targets()
         return critic_loss, q1, y, None if loss is None else loss.item()
 

@@ -46,8 +46,9 @@ class DQN(Algorithm):
         max_grad_norm: float | None = 10.0,
         epsilon: float = 1.0,
         loss: str = "mse",
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, fused)
         check_tau(tau)
         if target_update_interval < 1:
             raise ValueError(
@@ -65,7 +66,7 @@ class DQN(Algorithm):
         self.loss = loss
         self.epsilon = epsilon
         """Probability of a uniformly random action in :meth:`sample`."""
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
         self._updates = 0
 
     def sample(self, obs: torch.Tensor) -> PolicyStep:
@@ -92,13 +93,9 @@ class DQN(Algorithm):
             target = batch.rewards + self.gamma * (~batch.terminated).float() * next_q
         loss = mse_loss(q, target) if self.loss == "mse" else smooth_l1_loss(q, target)
 
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
-        self.optimizer.step()
+        grad_norm = self._step(loss, self.max_grad_norm)
 
         self._updates += 1
         if self._updates % self.target_update_interval == 0:
             self.model.sync_weights_to(self.target_model, decay=1.0 - self.tau)
-        return {"td_loss": loss.item(), "q_mean": float(q.detach().mean())}
+        return {"td_loss": loss.item(), "q_mean": float(q.detach().mean()), "grad_norm": float(grad_norm)}

@@ -150,9 +150,9 @@ class SAC(OffPolicyAlgorithm):
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 self.alpha_optimizer.zero_grad(set_to_none=True)
                 (actor_loss + alpha_loss).backward()
-            self._step(self.actor_optimizer)
+            self._adam_step(self.actor_optimizer)
             if self.autotune_alpha:
-                self._step(self.alpha_optimizer)
+                self._adam_step(self.alpha_optimizer)
             self._soft_update(self.target_critic, self.critic, self.tau)
 
         self.updates += 1

@@ -191,6 +191,32 @@ def test_a2c_update_fused_and_plain_equal() -> None:
         torch.testing.assert_close(p, expected[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
+def test_dqn_update_fused_and_plain_equal() -> None:
+    """DQN's updates (fused Adam; the gradient clipped through ``_foreach_norm`` or one norm per
+    tensor) move both copies of a Q-network to the same weights, and the clipping took part."""
+    obs_space, act = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    torch.manual_seed(0)
+    fast = rl.QNetwork(obs_space, act, hidden=(32, 32))
+    plain = copy.deepcopy(fast)
+    algo_fast = rl.DQN(fast, target_update_interval=2, max_grad_norm=1.0, fused=True)
+    algo_plain = rl.DQN(plain, target_update_interval=2, max_grad_norm=1.0, fused=False)
+    assert algo_fast.fused and not algo_plain.fused
+    for _ in range(5):
+        batch = rl.Transition(
+            obs=torch.randn(64, 4),
+            actions=torch.randint(0, 2, (64,)),
+            rewards=10 * torch.randn(64),
+            next_obs=torch.randn(64, 4),
+            terminated=torch.rand(64) < 0.1,
+        )
+        stats_fast, stats_plain = algo_fast.learn(batch), algo_plain.learn(batch)
+        assert stats_fast["grad_norm"] == pytest.approx(stats_plain["grad_norm"], rel=1e-5)
+        assert stats_fast["grad_norm"] > 1.0  # clipped
+    for model_fast, model_plain in ((fast, plain), (algo_fast.target_model, algo_plain.target_model)):
+        for (name, p), q in zip(model_fast.state_dict().items(), model_plain.state_dict().values(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_twin_q_critic_fused_and_plain_equal() -> None:
     obs_space, act = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,))
     torch.manual_seed(0)
