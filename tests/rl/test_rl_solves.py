@@ -1,14 +1,15 @@
 """Slow: the algorithms solve their tasks (mean of the last 20 training returns >= bar; of the
 last 10 for the off-policy Pendulum runs, as the issue defines it).
 
-``test_ppo_solves_cartpole`` takes ~5 s and is the one CI runs (all of them: ~4 min); the 5-seed runs check the bar
-"solves CartPole-v1 on at least 4 of 5 seeds" for every algorithm.
+The 5-seed runs check the bar "solves CartPole-v1 on at least 4 of 5 seeds" for every algorithm;
+the others solve one seed.
 """
 
 from __future__ import annotations
 
 import csv
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,42 +41,44 @@ def _train(algo_cls: type, seed: int, cap: int, num_envs: int, num_steps: int, *
         collector.close()
 
 
-@pytest.mark.slow
-def test_ppo_solves_cartpole(tmp_path: Path) -> None:
-    result = _main_in_process("ppo_cartpole", 0, tmp_path)
-    assert result.solved and result.mean_return >= 475, result
-
-
-def _four_of_five(results: list[rl.TrainResult]) -> None:
-    assert sum(r.solved for r in results) >= 4, [(r.solved, r.env_steps, round(r.mean_return)) for r in results]
+def _four_of_five(run: Callable[[int], rl.TrainResult]) -> None:
+    """``run(seed)`` solves on at least 4 of seeds 0-4. The seeds run in order until the verdict
+    is known (4 solved, or 2 did not): the ones left could not change it."""
+    results: list[rl.TrainResult] = []
+    for seed in range(5):
+        results.append(run(seed))
+        solved = sum(r.solved for r in results)
+        if solved >= 4 or len(results) - solved >= 2:
+            break
+    assert solved >= 4, [(r.solved, r.env_steps, round(r.mean_return)) for r in results]
 
 
 @pytest.mark.slow
 def test_ppo_solves_cartpole_4_of_5(tmp_path: Path) -> None:
-    _four_of_five([_main_in_process("ppo_cartpole", s, tmp_path) for s in range(5)])
+    _four_of_five(lambda s: _main_in_process("ppo_cartpole", s, tmp_path))
 
 
 @pytest.mark.slow
 def test_policy_gradient_solves_cartpole_4_of_5(tmp_path: Path) -> None:
-    _four_of_five([_main_in_process("quickstart_cartpole", s, tmp_path) for s in range(5)])
+    _four_of_five(lambda s: _main_in_process("quickstart_cartpole", s, tmp_path))
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # 179 s alone on a slow 2-core Xeon; past 300 s beside CI's other worker and a benchmark
 def test_dqn_solves_cartpole_4_of_5(tmp_path: Path) -> None:
-    _four_of_five([_main_in_process("dqn_cartpole", s, tmp_path) for s in range(5)])
+    _four_of_five(lambda s: _main_in_process("dqn_cartpole", s, tmp_path))
 
 
 @pytest.mark.slow
 def test_a2c_solves_cartpole_4_of_5() -> None:
     # The configuration of bench/rl_baselines.py.
-    _four_of_five([_train(rl.A2C, s, 500_000, num_envs=8, num_steps=8, lr=2e-3) for s in range(5)])
+    _four_of_five(lambda s: _train(rl.A2C, s, 500_000, num_envs=8, num_steps=8, lr=2e-3))
 
 
 @pytest.mark.slow
 def test_impala_solves_cartpole_4_of_5() -> None:
     kwargs = dict(lr=7e-4, max_grad_norm=0.5)
-    _four_of_five([_train(rl.IMPALA, s, 500_000, num_envs=8, num_steps=5, **kwargs) for s in range(5)])
+    _four_of_five(lambda s: _train(rl.IMPALA, s, 500_000, num_envs=8, num_steps=5, **kwargs))
 
 
 COLLAPSE_WINDOW = 10  # updates, ~5k env steps of the demo
