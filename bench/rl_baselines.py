@@ -41,6 +41,11 @@ through ``torch.compile``), ``oursbf16`` (with ``autocast=torch.bfloat16``, the 
 passes in bfloat16: fast only where bfloat16 matmuls are native, such as AMX), ``oursbf16compile``
 (both) and ``sb3`` run, in that order for each seed; the micro-benchmarks (one per off-policy
 algorithm named) time each of our sides named. Every row records the CPU it ran on (``cpu``).
+
+Each run reports its progress on stderr at each point of its learning curve (every
+``--curve-every`` env steps, 10,000 by default). Stopped (SIGTERM, or Ctrl-C), the benchmark stops
+the run in progress and writes its row as it stood at its last point, marked ``"partial": true``
+(``bench/rl_summary.py`` counts the checkpoints such a row reached), then exits 143 (130).
 """
 
 from __future__ import annotations
@@ -49,9 +54,11 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -317,17 +324,29 @@ CURVE_EVERY = 10_000
 """Env steps between two points of a run's learning curve (``curve`` in its row)."""
 
 
+def _print_progress(row: dict) -> None:
+    """A run's row so far, as a ``"progress": true`` JSON line on stdout: the parent reports it and
+    writes the last one as a partial row if it is stopped (see ``main_mujoco``)."""
+    print(json.dumps({"progress": True, **row}), flush=True)
+
+
 class _Tracker:
     """Mean of the last ``MUJOCO_WINDOW`` finished training episodes, at each checkpoint and every
-    ``CURVE_EVERY`` env steps (the learning curve), and the first time it reaches ``TARGET``.
-    ``start`` is set at the first env step."""
+    ``curve_every`` env steps (the learning curve), and the first time it reaches ``TARGET``.
+    ``start`` is set at the first env step. At each point of the curve, ``on_curve`` gets the row
+    so far (``updates`` unknown there: None)."""
 
     def __init__(
-        self, checkpoints: list[int], curve_every: int = CURVE_EVERY, evaluate: Callable[[], float] | None = None
+        self,
+        checkpoints: list[int],
+        curve_every: int = CURVE_EVERY,
+        evaluate: Callable[[], float] | None = None,
+        on_curve: Callable[[dict], None] | None = _print_progress,
     ) -> None:
         self.curve_every = curve_every
         self.evaluate = evaluate
         """Called at each checkpoint: the mean action's return (``eval_return``), its time excluded."""
+        self.on_curve = on_curve
         self.recent: deque[float] = deque(maxlen=MUJOCO_WINDOW)
         self.episodes = 0
         self.pending = sorted(checkpoints)
@@ -363,10 +382,13 @@ class _Tracker:
                 at["eval_return"] = round(self.evaluate(), 1)
                 self.start += time.perf_counter() - t0  # the evaluation is not the run's time
             self.at[str(self.pending.pop(0))] = at
+        points = len(self.curve)
         while steps >= self.curve_every * (len(self.curve) + 1):
             self.curve.append((self.curve_every * (len(self.curve) + 1), self.mean()))
+        if self.on_curve is not None and len(self.curve) > points:
+            self.on_curve(self.result(steps, None))
 
-    def result(self, steps: int, updates: int) -> dict:
+    def result(self, steps: int, updates: int | None) -> dict:
         wall = time.perf_counter() - self.start
         learn_s = wall - self.learn_start if self.learn_start is not None else None
         learn_steps = max(0, steps - self.learn_start_steps) if self.learn_start is not None else 0
@@ -404,8 +426,8 @@ def evaluate_policy(env_id: str, act: Callable[[Any], Any], seed: int, episodes:
     return total / episodes
 
 
-def _curve_every(steps: int, quick: bool) -> int:
-    return max(1, steps // 3) if quick else CURVE_EVERY
+def _curve_every(steps: int, quick: bool, every: int = CURVE_EVERY) -> int:
+    return max(1, steps // 3) if quick else every
 
 
 def _checkpoints(steps: int, quick: bool) -> list[int]:
@@ -424,6 +446,7 @@ def run_ours_offpolicy(
     autocast: str | None = None,
     compile: bool = False,
     eval_episodes: int = 0,
+    curve_every: int = CURVE_EVERY,
 ) -> dict:
     import numpy as np
     import torch
@@ -447,7 +470,9 @@ def run_ours_offpolicy(
     def evaluate() -> float:
         return evaluate_policy(env_id, lambda o: agent.predict(o[None].astype(np.float32))[0], seed, eval_episodes)
 
-    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick), evaluate if eval_episodes else None)
+    tracker = _Tracker(
+        _checkpoints(steps, quick), _curve_every(steps, quick, curve_every), evaluate if eval_episodes else None
+    )
     batch_size = hp["batch_size"]
     tracker.begin()
     while collector.total_steps < steps:
@@ -468,7 +493,7 @@ def run_ours_offpolicy(
     }
 
 
-def run_ours_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
+def run_ours_ppo(env_id: str, seed: int, steps: int, quick: bool, curve_every: int = CURVE_EVERY) -> dict:
     """Our PPO in one process: a local collector (1 env x ``n_steps``), one update per rollout."""
     import numpy as np
     import torch
@@ -499,7 +524,7 @@ def run_ours_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
     )
     agent = NormalizingAgent(algorithm, obs_space.shape, hp["gamma"])
     collector = rl.Collector(config, agent)
-    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick, curve_every))
     tracker.begin()
     updates = 0
     while collector.total_steps < steps:
@@ -511,7 +536,7 @@ def run_ours_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
     return tracker.result(collector.total_steps, updates)
 
 
-def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
+def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool, curve_every: int = CURVE_EVERY) -> dict:
     """SB3's PPO with the same settings, in a VecNormalize-wrapped single env."""
     import torch
 
@@ -521,7 +546,7 @@ def run_sb3_ppo(env_id: str, seed: int, steps: int, quick: bool) -> dict:
     from stable_baselines3.common.vec_env import VecNormalize
 
     hp = MUJOCO_HPARAMS["ppo"]
-    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick))
+    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick, curve_every))
 
     env = VecNormalize(make_vec_env(env_id, n_envs=hp["n_envs"], seed=seed), gamma=hp["gamma"])
     model = PPO(
@@ -636,7 +661,14 @@ def _sb3_tracking(tracker: _Tracker, learning_starts: int) -> Any:
 
 
 def run_sb3_offpolicy(
-    algo: str, env_id: str, seed: int, steps: int, learning_starts: int, quick: bool, eval_episodes: int = 0
+    algo: str,
+    env_id: str,
+    seed: int,
+    steps: int,
+    learning_starts: int,
+    quick: bool,
+    eval_episodes: int = 0,
+    curve_every: int = CURVE_EVERY,
 ) -> dict:
     import torch
 
@@ -650,7 +682,9 @@ def run_sb3_offpolicy(
         act = lambda o: model.predict(o, deterministic=True)[0]  # type: ignore[attr-defined]  # noqa: E731
         return evaluate_policy(env_id, act, seed, eval_episodes)
 
-    tracker = _Tracker(_checkpoints(steps, quick), _curve_every(steps, quick), evaluate if eval_episodes else None)
+    tracker = _Tracker(
+        _checkpoints(steps, quick), _curve_every(steps, quick, curve_every), evaluate if eval_episodes else None
+    )
     model.learn(total_timesteps=steps, callback=_sb3_tracking(tracker, learning_starts))  # type: ignore[attr-defined]
     return tracker.result(int(model.num_timesteps), int(model._n_updates))  # type: ignore[attr-defined]
 
@@ -746,18 +780,29 @@ def _mujoco_child(spec: dict) -> None:
         out = run_micro(spec["env"], spec["rounds"], spec["per_round"], ours, spec.get("algo", "sac"))
     else:
         side, algo = spec["runner"].split("_")
+        every = spec.get("curve_every", CURVE_EVERY)
         if algo == "ppo":
             ppo = run_ours_ppo if side.startswith("ours") else run_sb3_ppo
-            out = ppo(spec["env"], spec["seed"], spec["steps"], spec["quick"])
+            out = ppo(spec["env"], spec["seed"], spec["steps"], spec["quick"], curve_every=every)
         else:
             args = (algo, spec["env"], spec["seed"], spec["steps"], spec["learning_starts"], spec["quick"])
             episodes = spec.get("eval_episodes", 0)
             if side.startswith("ours"):
                 autocast, compile = OURS_SIDES[side]
-                out = run_ours_offpolicy(*args, autocast=autocast, compile=compile, eval_episodes=episodes)
+                out = run_ours_offpolicy(
+                    *args, autocast=autocast, compile=compile, eval_episodes=episodes, curve_every=every
+                )
             else:
-                out = run_sb3_offpolicy(*args, eval_episodes=episodes)
+                out = run_sb3_offpolicy(*args, eval_episodes=episodes, curve_every=every)
     print(json.dumps({**spec, **out}), flush=True)
+
+
+class _StopError(Exception):
+    """This benchmark got SIGTERM: the run in progress is written as a partial row."""
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _StopError(signal.Signals(signum).name)
 
 
 def _load() -> str:
@@ -802,19 +847,55 @@ def main_mujoco(args: argparse.Namespace) -> None:
     out = open(args.out, "a") if args.out else None
 
     def spawn(spec: dict) -> dict | None:
+        """Runs ``spec`` in a child, reporting its progress on stderr, and writes its row. If this
+        process is stopped meanwhile (SIGTERM, SIGINT), the child is stopped too, the last progress
+        it reported is written as a ``"partial": true`` row, and the stop goes on up."""
         load0 = _load()
-        proc = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--child-json", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            row: dict = {**spec, "error": proc.stderr[-2000:]}
+        label = f"{spec['runner']} {spec['env']} seed {spec.get('seed', '-')}"
+        final, last, stop = None, None, None
+        with tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--child-json", json.dumps(spec)],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env=env,
+            )
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    if not line.startswith("{"):
+                        continue
+                    got = json.loads(line)
+                    if got.pop("progress", False):
+                        last = got
+                        print(
+                            f"{label}: {got['env_steps']} env steps, {got['wall_s']:.0f} s, "
+                            f"mean return {got['final_mean_return']}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                    else:
+                        final = got
+                proc.wait()
+            except (_StopError, KeyboardInterrupt) as e:
+                stop = e
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            err.seek(0)
+            stderr = err.read()
+        if final is not None and (stop is not None or proc.returncode == 0):
+            row: dict = final  # whole, though the stop came as it ended
+        elif stop is not None:
+            if last is None:
+                raise stop  # stopped before its first point: nothing to write
+            row = {**spec, **last, "partial": True}
         else:
-            row = json.loads(lines[-1])
+            row = {**spec, "error": stderr[-2000:]}
         row["loadavg_start"], row["loadavg_end"] = load0, _load()
         row["utc_end"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         row["cpu"] = cpu
@@ -823,6 +904,8 @@ def main_mujoco(args: argparse.Namespace) -> None:
         if out is not None:
             out.write(text + "\n")
             out.flush()
+        if stop is not None:
+            raise stop
         return None if "error" in row else row
 
     micros: dict[str, dict] = {}
@@ -852,6 +935,8 @@ def main_mujoco(args: argparse.Namespace) -> None:
                 }
                 if algo in OFF_POLICY and eval_episodes:
                     spec["eval_episodes"] = eval_episodes
+                if not args.quick and args.curve_every != CURVE_EVERY:
+                    spec["curve_every"] = args.curve_every
                 row = spawn(spec)
                 if row is not None:
                     results.setdefault(runner, []).append(row)
@@ -906,6 +991,12 @@ def main() -> None:
         default=None,
         help=f"mujoco: SAC/TD3 mean-action episodes evaluated at each checkpoint ({EVAL_EPISODES}; --quick: 1; 0: none)",
     )
+    parser.add_argument(
+        "--curve-every",
+        type=int,
+        default=CURVE_EVERY,
+        help=f"mujoco: env steps between two points of the learning curve and progress reports ({CURVE_EVERY})",
+    )
     parser.add_argument("--out", help="mujoco: append the JSON lines to this file too")
     parser.add_argument("--child", nargs=3, metavar=("RUNNER", "SEED", "CAP"), help=argparse.SUPPRESS)
     parser.add_argument("--child-json", help=argparse.SUPPRESS)
@@ -915,7 +1006,17 @@ def main() -> None:
     elif args.child_json:
         _mujoco_child(json.loads(args.child_json))
     elif args.suite == "mujoco":
-        main_mujoco(args)
+        if args.curve_every < 1:
+            parser.error(f"--curve-every {args.curve_every}: must be at least 1")
+        signal.signal(signal.SIGTERM, _raise_stopped)
+        try:
+            main_mujoco(args)
+        except (_StopError, KeyboardInterrupt) as e:
+            print(
+                f"stopped ({e or 'SIGINT'}): the run in progress, if it had reported, written as a partial row",
+                file=sys.stderr,
+            )
+            raise SystemExit(128 + (signal.SIGTERM if isinstance(e, _StopError) else signal.SIGINT)) from None
     else:
         if args.seeds is None:
             args.seeds = 5

@@ -36,6 +36,11 @@ whose wall-clock must not be totalled with the autograd rows'.
 **Learning curves** (``--curves``): for each (env, algorithm, seed) where our side and SB3 both
 have a row with a curve (the mean of the last 10 training episodes every 10,000 env steps), the
 two curves side by side, each from the latest such row, with each side's peak and where it was.
+
+**Partial rows** (``"partial": true``: a run stopped before its end, written up to the last point
+of its curve) count for the checkpoints they reached and for their curve where no complete row
+has a longer one. In the wall-clock table, one counts only if it reached 3,000: a stopped run that
+had not yet is no bound on anything.
 """
 
 from __future__ import annotations
@@ -164,7 +169,8 @@ def reach_cells(
 ) -> list[dict[str, Any]]:
     """Wall-clock to 3,000 of each of our sides of each of ``algos`` against SB3's ``reference``
     algorithm (item 5 measures against SB3's SAC), seed by seed."""
-    last = latest(runs)
+    # A run stopped before reaching 3,000 says nothing of when it would have.
+    last = latest([r for r in runs if not (r.get("partial") and r.get(TARGET_KEY) is None)])
     cells = []
     ours = sorted({(a, c, s) for (c, s, a, e, _) in last if a in algos and e == env and s != SB3})
     for algo, machine, side in sorted(ours, key=lambda k: (algos.index(k[0]), k[1], k[2])):
@@ -224,7 +230,10 @@ def curve_pairs(runs: list[Run]) -> list[dict[str, Any]]:
     for row in sorted(runs, key=lambda r: r.get("utc_end", "")):
         if row.get("curve") and not row.get("quick"):
             side, algo = side_algo(row)
-            curves[(side, algo, row["env"], int(row["seed"]))] = {int(k): v for k, v in row["curve"]}
+            key = (side, algo, row["env"], int(row["seed"]))
+            if row.get("partial") and key in curves and max(curves[key]) >= row["curve"][-1][0]:
+                continue  # a stopped run does not replace a longer curve
+            curves[key] = {int(k): v for k, v in row["curve"]}
     pairs = []
     for (side, algo, env, seed), ours in sorted(curves.items()):
         sb3 = curves.get((SB3, algo, env, seed))

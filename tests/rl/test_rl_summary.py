@@ -208,3 +208,36 @@ def test_eval_returns_make_their_own_table_from_the_rows_that_have_them(tmp_path
     assert re.search(r"^Hopper-v5 +td3 +300000 +ours +2\* +3200\.0 +2950\.0 ", evals, re.M), text
     code, text, _ = _summary(tmp_path, [r for r in rows if r["seed"] == 2])
     assert code == 0 and "eval_return" not in text  # no row has one: no second table
+
+
+def test_partial_rows_count_where_they_reached_and_bound_nothing_where_they_stopped(tmp_path: Path) -> None:
+    """A run stopped before its end (``"partial": true``) gives its checkpoints and its curve, and
+    its time to 3,000 if it got there; stopped short of 3,000, it is no bound in the wall-clock
+    table, and it does not hide an earlier complete run of the same seed."""
+    curve = lambda *means: [[10_000 * (i + 1), m] for i, m in enumerate(means)]  # noqa: E731
+    rows = [
+        # Seed 0: SB3's run stopped at 50k, before 3,000: its 50k return counts, its time does not.
+        _run("ours_sac", 0, {50_000: 3100.0}, "2026-01-01T00:00Z", (45_000, 200.0)),
+        _run("sb3_sac", 0, {50_000: 2000.0}, "2026-01-01T01:00Z", None, partial=True, wall_s=900.0),
+        # Seed 1: ours stopped at 50k, after reaching 3,000 at 48k in 250 s: timed.
+        _run("ours_sac", 1, {50_000: 3050.0}, "2026-01-01T02:00Z", (48_000, 250.0), partial=True),
+        _run("sb3_sac", 1, {50_000: 2500.0}, "2026-01-01T03:00Z", (55_000, 500.0)),
+        # Seed 2: a complete run, then a later one of the same seed stopped at 20k (nothing reached
+        # yet): the complete run's time and curve stand.
+        _run("ours_sac", 2, {50_000: 3200.0}, "2026-01-01T04:00Z", (50_000, 300.0), curve=curve(1.0, 2.0, 3.0)),
+        _run("ours_sac", 2, {50_000: 0.0}, "2026-01-02T00:00Z", None, partial=True, curve=curve(1.0, 2.0)),
+        _run("sb3_sac", 2, {50_000: 2400.0}, "2026-01-01T05:00Z", (52_000, 600.0), curve=curve(0.5, 1.5, 2.5)),
+    ]
+    rows[5]["checkpoints"] = {}  # stopped at 20k: no checkpoint reached
+    code, out, err = _summary(tmp_path, rows, "--json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    (ret,) = [c for c in lines if c["kind"] == "returns"]
+    assert ret["seeds"] == [0, 1, 2] and (ret["ours_mean"], ret["sb3_mean"]) == (3116.7, 2300.0)
+    (reach,) = [c for c in lines if c["kind"] == "reach_3000"]
+    assert [(p["seed"], p["ratio"]) for p in reach["seeds"]] == [(1, 0.5), (2, 0.5)]
+    assert reach["ours_never"] == 0 and reach["total_ratio"] == round(550 / 1100, 3)
+    code, out, err = _summary(tmp_path, rows, "--curves", "--json")
+    assert code == 0, err
+    (pair,) = [json.loads(line) for line in out.splitlines()]
+    assert pair["seed"] == 2 and pair["ours"] == [1.0, 2.0, 3.0]
