@@ -232,7 +232,7 @@ def add_logs_parser(sub: argparse._SubParsersAction[P], address_type: Callable[[
         "--tail",
         type=_positive_int,
         default=2**20,
-        help="print at most the last N bytes (default 1 MiB; at most 3 MiB, the rest stays in the file on the actor's node)",
+        help="print at most the last N bytes (default 1 MiB; at most 2 MiB, the rest stays in the file on the actor's node)",
     )
     logs.add_argument("--timeout", type=float, default=15.0)
     return logs
