@@ -29,9 +29,11 @@ the load (another CPU's kernels round differently, and so give another, equally 
 where a (runner, env, seed) has several rows, each checkpoint is read from the latest row that has
 it, whichever CPU it ran on.
 Micro-benchmark rows and ``--quick`` runs are left out. Our SAC, TD3 and DDPG rows whose gradients
-were written out (``"written_out": true``: ``rl.backprop``, SAC from commit 4a1cc94 on) are another
-side, ``<side>/written-out`` (``ourscompile/written-out``), in every table: another update code,
-whose wall-clock must not be totalled with the autograd rows'.
+were written out (``"written_out": true``: ``rl.backprop``, SAC from commit 4a1cc94 on, TD3 and
+DDPG from 022f3ae on) are another side, ``<side>/written-out`` (``ourscompile/written-out``), in
+the wall-clock table: another update code, whose wall-clock must not be totalled with the autograd
+rows'. In the returns tables and the curves they count as their side: the same update, rounded
+differently (tests/rl check the two give the same weights), as on another kind of CPU.
 
 **Learning curves** (``--curves``): for each (env, algorithm, seed) where our side and SB3 both
 have a row with a curve (the mean of the last 10 training episodes every 10,000 env steps), the
@@ -95,18 +97,18 @@ WRITTEN_OUT = "/written-out"
 :mod:`rl.backprop`): another update code, timed apart from the autograd rows."""
 
 
-def side_algo(row: Run) -> tuple[str, str]:
-    """``(side, algo)`` of a row's runner ``<side>_<algo>``, the side marked :data:`WRITTEN_OUT`
-    where the row says its gradients were written out."""
+def side_algo(row: Run, timed: bool = False) -> tuple[str, str]:
+    """``(side, algo)`` of a row's runner ``<side>_<algo>``; where ``timed``, the side marked
+    :data:`WRITTEN_OUT` where the row says its gradients were written out."""
     side, algo = row["runner"].rsplit("_", 1)
-    return (side + WRITTEN_OUT if row.get("written_out") else side), algo
+    return (side + WRITTEN_OUT if timed and row.get("written_out") else side), algo
 
 
 def latest(runs: list[Run]) -> dict[tuple[str, str, str, str, int], Run]:
     """The latest run (by ``utc_end``, then file order) of each ``(cpu, side, algo, env, seed)``."""
     out: dict[tuple[str, str, str, str, int], Run] = {}
     for row in sorted(runs, key=lambda r: r.get("utc_end", "")):  # stable: file order breaks ties
-        side, algo = side_algo(row)
+        side, algo = side_algo(row, timed=True)
         out[(cpu(row), side, algo, row["env"], int(row["seed"]))] = row
     return out
 
