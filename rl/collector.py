@@ -142,8 +142,11 @@ class Collector:
                 ep_lengths.extend(self._ep_length[idx].tolist())
                 self._ep_return[idx] = 0.0
                 self._ep_length[idx] = 0
-                if trunc.any():
-                    tidx = np.flatnonzero(trunc)
+                # a time limit that falls on a terminal step reports both: that step ends with no
+                # future, so only truncation without termination bootstraps
+                cut = trunc & ~term
+                if cut.any():
+                    tidx = np.flatnonzero(cut)
                     v = agent.value(final_obs[t, tidx])
                     if v is not None:
                         final_values[t, tidx] = v

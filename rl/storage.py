@@ -35,12 +35,14 @@ class Rollout(NamedTuple, Generic[ArrayT]):
         actions ``[T, B, *act]``.
         rewards ``[T, B]``.
         terminated ``[T, B]`` bool: the episode ended in a terminal state at step ``t``.
-        truncated ``[T, B]`` bool: a time limit ended the episode at step ``t`` (not terminal).
+        truncated ``[T, B]`` bool: a time limit ended the episode at step ``t``. As gymnasium
+            reports it, a step can be both; such a step counts as terminated (no bootstrap).
         log_probs ``[T, B]``: behaviour ``log mu(a_t|x_t)`` (zeros when the policy has none).
         values ``[T, B]``: behaviour ``V(x_t)`` (zeros without a critic).
         final_obs ``[T, B, *obs]``: the last observation of an episode that ended at step ``t``
             (zeros where the episode did not end; the env has already been reset in ``obs[t+1]``).
-        final_values ``[T, B]``: behaviour ``V(final_obs)`` where truncated, else 0.
+        final_values ``[T, B]``: behaviour ``V(final_obs)`` where truncated and not terminated,
+        else 0.
         bootstrap_obs ``[B, *obs]``: observation after the last step.
         bootstrap_value ``[B]``: behaviour ``V(bootstrap_obs)`` (0 without a critic).
         episode_returns ``[N]``, episode_lengths ``[N]``: episodes that finished in this rollout.
@@ -80,14 +82,21 @@ def episode_discounts(terminated: torch.Tensor, truncated: torch.Tensor, gamma: 
 
 
 def bootstrapped_rewards(
-    rewards: torch.Tensor, truncated: torch.Tensor, final_values: torch.Tensor, gamma: float
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    final_values: torch.Tensor,
+    gamma: float,
 ) -> torch.Tensor:
-    """``r_t + gamma * V(final_obs_t)`` at truncated steps, ``r_t`` elsewhere.
+    """``r_t + gamma * V(final_obs_t)`` at steps truncated and not terminated, ``r_t`` elsewhere.
 
     With :func:`episode_discounts` cutting the trace at ``t``, this makes a time limit look like
-    a transition into a state worth ``V(final_obs)``: the time limit is not a failure.
+    a transition into a state worth ``V(final_obs)``: the time limit is not a failure. A step
+    that is both (gymnasium's ``TimeLimit`` reports ``truncated`` on its last step whatever the
+    env said) terminated: it has no future to bootstrap from.
     """
-    return rewards + gamma * truncated.to(rewards.dtype) * final_values
+    cut = truncated & ~terminated
+    return rewards + gamma * cut.to(rewards.dtype) * final_values
 
 
 class Transition(NamedTuple, Generic[ArrayT]):

@@ -47,7 +47,7 @@ class A2C(ActorCriticAlgorithm):
     def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One A2C step on a rollout of tensors."""
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
-        rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)
+        rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, batch.final_values, self.gamma)
         advantages, returns = gae(rewards, batch.values, batch.bootstrap_value, discounts, self.gae_lambda)
         if self.normalize_advantages:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)

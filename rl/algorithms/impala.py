@@ -64,7 +64,7 @@ class IMPALA(ActorCriticAlgorithm):
             bootstrap_value = self.model.value(batch.bootstrap_obs)
 
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
-        rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)
+        rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, batch.final_values, self.gamma)
         log_rhos = target_log_prob.detach() - batch.log_probs
         vs, pg_advantages = vtrace(
             log_rhos,

@@ -46,7 +46,7 @@ class PolicyGradient(ActorCriticAlgorithm):
     def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One REINFORCE step on a rollout of tensors."""
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
-        rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)
+        rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, batch.final_values, self.gamma)
         returns = discounted_returns(rewards, discounts, batch.bootstrap_value)
 
         log_prob, entropy, value = self.model.evaluate(batch.obs, batch.actions)

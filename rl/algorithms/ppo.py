@@ -65,7 +65,7 @@ class PPO(ActorCriticAlgorithm):
         """``num_epochs`` of minibatch updates on one rollout of tensors."""
         # 1. Advantages and value targets, once, with the behaviour values.
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
-        rewards = bootstrapped_rewards(batch.rewards, batch.truncated, batch.final_values, self.gamma)
+        rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, batch.final_values, self.gamma)
         advantages, returns = gae(rewards, batch.values, batch.bootstrap_value, discounts, self.gae_lambda)
 
         # 2. Flatten [T, B] into N samples.

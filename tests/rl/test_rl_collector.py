@@ -41,10 +41,13 @@ class Chain(gym.Env):
         return np.array([self.t], np.float32), 1.0, self.terminal and self.t == EPISODE_LEN, False, {}
 
 
-def _make(terminal: bool) -> Callable[[], gym.Env]:
-    if terminal:
-        return lambda: Chain(terminal=True)
-    return lambda: gym.wrappers.TimeLimit(Chain(terminal=False), max_episode_steps=EPISODE_LEN)
+def _make(terminal: bool, time_limit: bool | None = None) -> Callable[[], gym.Env]:
+    """A chain that terminates after 3 steps, or a time limit of 3 steps, or (both) the two."""
+    if time_limit is None:
+        time_limit = not terminal
+    if not time_limit:
+        return lambda: Chain(terminal=terminal)
+    return lambda: gym.wrappers.TimeLimit(Chain(terminal=terminal), max_episode_steps=EPISODE_LEN)
 
 
 class ConstantPolicy(rl.Algorithm):
@@ -61,9 +64,9 @@ class ConstantPolicy(rl.Algorithm):
         return 10.0 + obs[:, 0]
 
 
-def _collect(terminal: bool, num_steps: int = 5) -> rl.Rollout:
+def _collect(terminal: bool, num_steps: int = 5, time_limit: bool | None = None) -> rl.Rollout:
     config = rl.CollectorConfig(env_id="unused", num_envs=2, num_steps=num_steps)
-    collector = rl.Collector(config, rl.Agent(ConstantPolicy()), env_fn=_make(terminal))
+    collector = rl.Collector(config, rl.Agent(ConstantPolicy()), env_fn=_make(terminal, time_limit))
     try:
         return collector.collect()
     finally:
@@ -96,13 +99,30 @@ def test_termination_does_not_bootstrap() -> None:
     np.testing.assert_array_equal(r.final_obs[2, :, 0], [3.0, 3.0])
 
 
+def test_a_terminal_step_that_is_also_the_time_limit_does_not_bootstrap() -> None:
+    """gymnasium's TimeLimit says ``truncated`` on its last step whatever the env said: an episode
+    that terminates on exactly that step reports both, and its last step has no future."""
+    r = _collect(terminal=True, time_limit=True)
+    assert r.terminated[:, 0].tolist() == [False, False, True, False, False]
+    assert r.truncated[:, 0].tolist() == [False, False, True, False, False]  # both, as gymnasium says
+    assert r.final_values.sum() == 0  # V(final_obs) not asked for
+    t = rl.agent.to_torch(r)
+    rewards = bootstrapped_rewards(t.rewards, t.terminated, t.truncated, t.final_values, GAMMA)
+    torch.testing.assert_close(rewards, t.rewards)
+    # a Rollout made elsewhere with V(final_obs) filled in at such a step bootstraps no more
+    filled = torch.full_like(t.final_values, 13.0)
+    torch.testing.assert_close(
+        bootstrapped_rewards(t.rewards, t.terminated, t.truncated, filled, GAMMA)[2], t.rewards[2]
+    )
+
+
 def test_bootstrapping_changes_the_value_targets() -> None:
     """Same rewards and observations; only truncated-vs-terminated differs, and so do the targets."""
     targets = {}
     for terminal in (True, False):
         r = rl.agent.to_torch(_collect(terminal))
         discounts = episode_discounts(r.terminated, r.truncated, GAMMA)
-        rewards = bootstrapped_rewards(r.rewards, r.truncated, r.final_values, GAMMA)
+        rewards = bootstrapped_rewards(r.rewards, r.terminated, r.truncated, r.final_values, GAMMA)
         targets[terminal] = gae(rewards, r.values, r.bootstrap_value, discounts, 1.0).returns[:, 0]
     # step 2 ends the episode: terminal -> r = 1; truncated -> r + gamma * V(s_3) = 1 + 0.9 * 13
     assert targets[True][2].item() == 1.0
