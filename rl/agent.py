@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -12,6 +12,10 @@ import torch
 from rl.algorithm import Algorithm
 
 __all__ = ["Agent", "AgentStep", "to_torch"]
+
+
+_OBS_FIELDS = ("obs", "next_obs", "final_obs", "bootstrap_obs")
+"""The fields of a training batch that hold observations (``Rollout``, ``Transition``, replay)."""
 
 
 class AgentStep(NamedTuple):
@@ -56,8 +60,19 @@ class Agent:
         return obs if obs.dtype == np.float32 else obs.astype(np.float32)
 
     def preprocess_batch(self, batch: Any) -> Any:
-        """Hook: transform a training batch (numpy) before :meth:`learn`. Default: identity."""
-        return batch
+        """Hook: transform a training batch (numpy) before :meth:`learn`. Default: the batch with
+        :meth:`preprocess_obs` applied to its observation arrays (``obs``, ``next_obs``,
+        ``final_obs``, ``bootstrap_obs``), so the networks learn on what they act on (float32
+        where the env gives float64)."""
+        fields = getattr(batch, "_fields", None)  # a NamedTuple's
+        if not (isinstance(batch, tuple) and fields):
+            return batch
+        changes = {
+            name: self.preprocess_obs(value)
+            for name in _OBS_FIELDS
+            if name in fields and isinstance(value := getattr(batch, name), np.ndarray)
+        }
+        return cast(Any, batch)._replace(**changes) if changes else batch
 
     # -- acting -------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:

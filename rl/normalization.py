@@ -148,12 +148,8 @@ class NormalizingAgent(Agent):
         out = batch
         if self.normalize_reward:
             out = out._replace(rewards=self.scale_rewards(batch))
+        out = super().preprocess_batch(out)  # observations through preprocess_obs
         if self.normalize_obs:
-            out = out._replace(
-                obs=self.preprocess_obs(batch.obs),
-                final_obs=self.preprocess_obs(batch.final_obs),
-                bootstrap_obs=self.preprocess_obs(batch.bootstrap_obs),
-            )
             self.obs_rms.update(batch.obs.reshape(-1, *batch.obs.shape[2:]))
             self._new_obs.update(batch.obs.reshape(-1, *batch.obs.shape[2:]))
         return out

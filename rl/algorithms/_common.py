@@ -9,7 +9,14 @@ import torch
 from rl.algorithm import Algorithm, PolicyStep
 from rl.networks import ActorCriticModel
 
-__all__ = ["ActorCriticAlgorithm", "make_optimizer"]
+__all__ = ["ActorCriticAlgorithm", "make_optimizer", "normalized"]
+
+
+def normalized(advantages: torch.Tensor) -> torch.Tensor:
+    """Advantages scaled to mean 0 and std 1; one sample (whose std is NaN) is left as it is."""
+    if advantages.numel() < 2:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
 
 def make_optimizer(

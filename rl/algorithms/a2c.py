@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithm import check_gamma, check_unit_interval
-from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
+from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer, normalized
 from rl.networks import ActorCriticModel
 from rl.ops import gae
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
@@ -50,7 +50,7 @@ class A2C(ActorCriticAlgorithm):
         rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, batch.final_values, self.gamma)
         advantages, returns = gae(rewards, batch.values, batch.bootstrap_value, discounts, self.gae_lambda)
         if self.normalize_advantages:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = normalized(advantages)
 
         log_prob, entropy, value = self.model.evaluate(batch.obs, batch.actions)
         policy_loss = -(log_prob * advantages).mean()

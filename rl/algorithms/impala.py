@@ -7,8 +7,9 @@ Rollouts come from behaviour policies ``mu`` that may lag the learner's ``pi``. 
     baseline loss =  baseline_coef * E[ (v_s - V(x_s))^2 / 2 ]
     entropy loss  = -ent_coef * E[ H[pi(.|x_s)] ]
 
-Truncated steps are bootstrapped with the behaviour critic's ``V(final_obs)`` (recorded by the
-collector), since the learner does not see the final observation's successor.
+A step cut by a time limit (truncated, not terminated) is bootstrapped with the learner's own
+``V(final_obs)``, like ``V(x_s)`` and ``V(x_T)``: the rollout's ``final_values`` are the
+behaviour critic's, which lags the learner's as the behaviour policy does.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ class IMPALA(ActorCriticAlgorithm):
         target_log_prob, entropy, values = self.model.evaluate(batch.obs, batch.actions)
         with torch.no_grad():
             bootstrap_value = self.model.value(batch.bootstrap_obs)
+            final_values = self._final_values(batch)
 
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
-        rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, batch.final_values, self.gamma)
+        rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, final_values, self.gamma)
         log_rhos = target_log_prob.detach() - batch.log_probs
         vs, pg_advantages = vtrace(
             log_rhos,
@@ -88,3 +90,11 @@ class IMPALA(ActorCriticAlgorithm):
             "mean_rho": float(log_rhos.exp().mean()),
             "grad_norm": grad_norm,
         }
+
+    def _final_values(self, batch: Rollout[torch.Tensor]) -> torch.Tensor:
+        """The learner's ``V(final_obs)`` where a time limit cut an episode, 0 elsewhere."""
+        cut = batch.truncated & ~batch.terminated
+        final_values = torch.zeros_like(batch.rewards)
+        if cut.any():
+            final_values[cut] = self.model.value(batch.final_obs[cut]).to(final_values.dtype)
+        return final_values

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithm import check_gamma
-from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
+from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer, normalized
 from rl.networks import ActorCriticModel
 from rl.ops import discounted_returns
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
@@ -52,7 +52,7 @@ class PolicyGradient(ActorCriticAlgorithm):
         log_prob, entropy, value = self.model.evaluate(batch.obs, batch.actions)
         advantages = returns - value.detach()
         if self.normalize_advantages:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = normalized(advantages)
 
         policy_loss = -(log_prob * advantages).mean()
         value_loss = 0.5 * (returns - value).pow(2).mean()

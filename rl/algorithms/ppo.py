@@ -5,8 +5,10 @@
     loss       = -L^CLIP + vf_coef * E[ (V(s_t) - R_t)^2 ] - ent_coef * H[pi]
 
 ``A_t`` is GAE(lambda) computed once per rollout with the behaviour values; then ``num_epochs``
-passes of ``num_minibatches`` minibatches over the flattened ``T x B`` samples. The statistics
-:meth:`PPO.learn` returns are means over the minibatches of the last epoch it ran.
+passes of ``num_minibatches`` minibatches over the flattened ``T x B`` samples (sizes differ by
+at most one where ``num_minibatches`` does not divide them; every sample is used each epoch).
+The statistics :meth:`PPO.learn` returns are means over the minibatches of the last epoch, or,
+with ``target_kl``, of every epoch it ran.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rl.algorithm import check_gamma, check_unit_interval
-from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer
+from rl.algorithms._common import ActorCriticAlgorithm, make_optimizer, normalized
 from rl.networks import ActorCriticModel
 from rl.ops import gae
 from rl.storage import Rollout, bootstrapped_rewards, episode_discounts
@@ -76,10 +78,9 @@ class PPO(ActorCriticAlgorithm):
         advantages, returns = advantages.reshape(n), returns.reshape(n)
         if self.num_minibatches > n:
             raise ValueError(f"num_minibatches={self.num_minibatches} is more than the rollout's {n} samples")
-        mb_size = n // self.num_minibatches
-        whole = mb_size == n  # one minibatch: no shuffling, normalise the advantages once
-        if whole and self.normalize_advantages and n > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        whole = self.num_minibatches == 1  # one minibatch: no shuffling, normalise the advantages once
+        if whole and self.normalize_advantages:
+            advantages = normalized(advantages)
 
         # 3. Optimise the clipped surrogate for a few epochs.
         sums = torch.zeros(5)  # policy_loss, value_loss, entropy, approx_kl, clip_fraction
@@ -87,17 +88,18 @@ class PPO(ActorCriticAlgorithm):
         for epoch in range(self.num_epochs):
             # Statistics (tensors: no sync) from the last epoch only, or every epoch for target_kl.
             track = self.target_kl is not None or epoch == self.num_epochs - 1
-            perm = None if whole else torch.randperm(n, generator=self._generator)
+            minibatches = (
+                [None] if whole else torch.randperm(n, generator=self._generator).tensor_split(self.num_minibatches)
+            )
             epoch_kl = torch.zeros(())
-            for start in range(0, n - mb_size + 1, mb_size):
-                if perm is None:
+            for idx in minibatches:
+                if idx is None:
                     mb_obs, mb_actions, mb_old, adv, mb_returns = obs, actions, old_log_prob, advantages, returns
                 else:
-                    idx = perm[start : start + mb_size]
                     mb_obs, mb_actions, mb_old = obs[idx], actions[idx], old_log_prob[idx]
                     adv, mb_returns = advantages[idx], returns[idx]
-                    if self.normalize_advantages and mb_size > 1:
-                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                    if self.normalize_advantages:
+                        adv = normalized(adv)
                 log_prob, entropy, value = self.model.evaluate(mb_obs, mb_actions)
 
                 log_ratio = log_prob - mb_old

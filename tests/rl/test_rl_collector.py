@@ -8,6 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 import rl
@@ -22,7 +23,7 @@ EPISODE_LEN = 3
 class Chain(gym.Env):
     """Observation = steps taken so far; reward 1 per step; terminates after 3 steps if ``terminal``."""
 
-    observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+    observation_space: gym.spaces.Box[Any] = gym.spaces.Box(0, 100, (1,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
     def __init__(self, terminal: bool) -> None:
@@ -114,6 +115,71 @@ def test_a_terminal_step_that_is_also_the_time_limit_does_not_bootstrap() -> Non
     torch.testing.assert_close(
         bootstrapped_rewards(t.rewards, t.terminated, t.truncated, filled, GAMMA)[2], t.rewards[2]
     )
+
+
+def test_impala_bootstraps_a_time_limit_with_the_learners_critic() -> None:
+    """The behaviour critic's ``final_values`` lag the learner's, as its policy does: IMPALA asks
+    its own ``V(final_obs)`` where an episode was cut, and nowhere else."""
+    r = rl.agent.to_torch(_collect(terminal=False))
+    torch.manual_seed(0)
+    space = gym.spaces.Box(0, 100, (1,), np.float32)
+    model = rl.ActorCritic(space, gym.spaces.Discrete(2), (8,))
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    stale = r._replace(final_values=torch.full_like(r.final_values, 1000.0))
+    stats = {}
+    for name, batch in (("rollout's", r), ("stale", stale)):
+        model.load_state_dict(weights)
+        stats[name] = rl.IMPALA(model, ent_coef=0.01).learn(batch)
+    assert stats["rollout's"] == stats["stale"]  # the behaviour's V(final_obs) is not read
+    # the targets are the learner's: r + gamma V(final_obs) at the truncated step 2
+    model.load_state_dict(weights)
+    with torch.no_grad():
+        v_final = model.value(r.final_obs[2])
+        values, boot = model.value(r.obs), model.value(r.bootstrap_obs)
+    rewards = r.rewards.clone()
+    rewards[2] += GAMMA * v_final
+    vs, _ = rl.ops.vtrace(
+        torch.zeros_like(r.rewards), episode_discounts(r.terminated, r.truncated, GAMMA), rewards, values, boot
+    )
+    expected_baseline = 0.5 * (vs - values).pow(2).mean().item()
+    learned = rl.IMPALA(model, gamma=GAMMA).learn(r._replace(log_probs=model.evaluate(r.obs, r.actions)[0].detach()))
+    assert learned["baseline_loss"] == pytest.approx(expected_baseline, rel=1e-5)
+
+
+class Chain64(Chain):
+    """The chain with float64 observations, as MuJoCo's envs give them."""
+
+    observation_space = gym.spaces.Box(0, 100, (1,), np.float64)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = super().reset(seed=seed, options=options)
+        return obs.astype(np.float64), info
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, *rest = super().step(action)
+        return (obs.astype(np.float64), *rest)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("algo", [rl.A2C, rl.PPO, rl.PolicyGradient, rl.IMPALA])
+def test_a_plain_agent_learns_on_float64_observations(algo: Callable[[Any], rl.Algorithm]) -> None:
+    """The networks are float32: a plain Agent casts a float64 env's observations for acting,
+    and (its default ``preprocess_batch``) for learning too."""
+    env_fn = lambda: gym.wrappers.TimeLimit(Chain64(terminal=False), max_episode_steps=EPISODE_LEN)  # noqa: E731
+    model = rl.ActorCritic(Chain64.observation_space, gym.spaces.Discrete(2), (8,))
+    agent = rl.Agent(algo(model))
+    collector = rl.Collector(rl.CollectorConfig(env_id="unused", num_envs=2, num_steps=4), agent, env_fn=env_fn)
+    try:
+        rollout = collector.collect()
+    finally:
+        collector.close()
+    assert rollout.obs.dtype == rollout.final_obs.dtype == np.float64  # stored as the env gave them
+    batch = agent.preprocess_batch(rollout)
+    assert batch.obs.dtype == batch.final_obs.dtype == batch.bootstrap_obs.dtype == np.float32
+    np.testing.assert_array_equal(batch.obs, rollout.obs)
+    stats = agent.learn(rollout)
+    assert all(np.isfinite(v) for v in stats.values())
 
 
 def test_bootstrapping_changes_the_value_targets() -> None:

@@ -45,6 +45,31 @@ def test_ppo_stats_are_finite() -> None:
     assert all(math.isfinite(v) for v in stats.values())
 
 
+@pytest.mark.parametrize("num_minibatches, sizes", [(3, [22, 21, 21]), (5, [13, 13, 13, 13, 12]), (4, [16] * 4)])
+def test_ppo_takes_its_minibatches_and_every_sample(num_minibatches: int, sizes: list[int]) -> None:
+    """``num_minibatches`` minibatches per epoch, also where it does not divide the 64 samples
+    (sizes differ by at most one), and each sample in one of them."""
+    agent, collector = _on_policy(rl.PPO, "CartPole-v1", num_epochs=2, num_minibatches=num_minibatches)
+    rollout = collector.collect()
+    collector.close()
+    model = agent.algorithm.model
+    assert isinstance(model, rl.ActorCriticModel)
+    seen: list[torch.Tensor] = []
+    evaluate = model.evaluate
+
+    def recording(obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        seen.append(obs.detach().clone())
+        return evaluate(obs, action)
+
+    model.evaluate = recording  # type: ignore[method-assign]
+    agent.learn(rollout)
+    flat = torch.from_numpy(rollout.obs.reshape(64, -1))
+    for epoch in (seen[: len(sizes)], seen[len(sizes) :]):
+        assert [len(mb) for mb in epoch] == sizes
+        rows = torch.cat(epoch)
+        assert all((rows == row).all(dim=1).any() for row in flat)  # every sample, once: 64 in all
+
+
 def test_impala_corrects_stale_behaviour() -> None:
     """Rollouts from an older policy: the learner sees rho != 1 and still updates."""
     agent, collector = _on_policy(rl.IMPALA, "CartPole-v1", lr=1e-2)
