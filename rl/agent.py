@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Hashable
 from typing import Any, NamedTuple, cast
 
@@ -11,7 +13,7 @@ import torch
 
 from rl.algorithm import Algorithm
 
-__all__ = ["Agent", "AgentStep", "to_torch"]
+__all__ = ["Agent", "AgentStep", "save_checkpoint", "to_torch"]
 
 
 _OBS_FIELDS = ("obs", "next_obs", "final_obs", "bootstrap_obs")
@@ -42,6 +44,26 @@ def to_torch(batch: Any) -> Any:
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
         return type(batch)(*(conv(v) for v in batch))
     return conv(batch)
+
+
+def save_checkpoint(state: Any, path: str | os.PathLike[str]) -> None:
+    """``torch.save(state, path)`` through a temporary file in the same folder, renamed over
+    ``path`` once written and flushed to disk: an interrupted save (Ctrl-C, kill, a full disk)
+    never leaves a truncated file where the last good checkpoint was."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 class Agent:
@@ -133,9 +155,9 @@ class Agent:
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write models and optimizer state to ``path`` (a ``torch.save`` file)."""
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        torch.save(self.algorithm.state_dict(), path)
+        """Write models and optimizer state to ``path`` (a ``torch.save`` file), whole or not at
+        all: a save cut short leaves the checkpoint that was there."""
+        save_checkpoint(self.algorithm.state_dict(), path)
 
     def restore(self, path: str | os.PathLike[str]) -> None:
         """Load what :meth:`save` wrote. Raises ``FileNotFoundError`` if ``path`` is missing."""

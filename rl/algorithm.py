@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import copy
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -46,6 +47,10 @@ class Algorithm:
 
     model: Model
     optimizer: torch.optim.Optimizer
+    saved_attributes: ClassVar[tuple[str, ...]] = ()
+    """Plain attributes that training moves on and a resumed run needs as they were: counters
+    (an int or float) and random generators (``torch.Generator``, ``numpy.random.Generator``).
+    :meth:`state_dict` saves them beside the models and optimizers."""
 
     def __init__(self, model: Model, fused: bool | None = None) -> None:
         self.model = model
@@ -101,22 +106,72 @@ class Algorithm:
         self.model.set_weights(weights)
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume training: every Model and optimizer attribute, and the
-        algorithm's class name (so that another algorithm refuses it)."""
+        """Everything needed to resume training: every Model and optimizer attribute, the
+        :attr:`saved_attributes`, each optimizer's kind and the algorithm's class name (so that
+        another algorithm refuses it)."""
         state: dict[str, Any] = {"_class": type(self).__name__}
+        optimizers: dict[str, str] = {}
         for name, value in vars(self).items():
             if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
                 state[name] = value.state_dict()
+            if isinstance(value, torch.optim.Optimizer):
+                optimizers[name] = type(value).__name__
+        state["_optimizers"] = optimizers
+        state["_attributes"] = {name: _attribute_state(getattr(self, name)) for name in self.saved_attributes}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned (by this algorithm's class)."""
+        """Restore what :meth:`state_dict` returned (by this algorithm's class). A state that
+        does not fit (another algorithm, a missing or unknown entry, another optimizer, other
+        shapes or action bounds) raises and leaves this algorithm as it was."""
         saved = state.get("_class", type(self).__name__)
         if saved != type(self).__name__:
             raise ValueError(f"this state is a {saved}'s; it cannot be loaded into a {type(self).__name__}")
-        unknown = [name for name in state if name != "_class" and not hasattr(self, name)]
+        before = copy.deepcopy(self.state_dict())
+        entries = [name for name in before if not name.startswith("_")]
+        unknown = [name for name in state if not name.startswith("_") and name not in entries]
         if unknown:
             raise ValueError(f"this state holds {unknown}, which this {type(self).__name__} has not")
-        for name, value in state.items():
-            if name != "_class":
-                getattr(self, name).load_state_dict(value)
+        missing = [name for name in entries if name not in state]
+        if missing:
+            raise ValueError(f"this state lacks {missing}, which this {type(self).__name__} needs")
+        for name, kind in state.get("_optimizers", {}).items():
+            if kind != before["_optimizers"].get(name):
+                raise ValueError(
+                    f"this state's {name} is a {kind}'s; this {type(self).__name__}'s is a "
+                    f"{before['_optimizers'].get(name)} (build it with the same optimizer)"
+                )
+        try:
+            self._load_entries(state, entries)
+        except BaseException:
+            self._load_entries(before, entries)  # all or nothing: a strict load copies what fits first
+            raise
+
+    def _load_entries(self, state: dict[str, Any], entries: list[str]) -> None:
+        for name in entries:
+            getattr(self, name).load_state_dict(state[name])
+        for name, value in state.get("_attributes", {}).items():
+            if name in self.saved_attributes:
+                setattr(self, name, _attribute_value(getattr(self, name), value))
+
+
+def _attribute_state(value: Any) -> Any:
+    """What :meth:`Algorithm.state_dict` keeps of a saved attribute (loadable with ``weights_only``)."""
+    if isinstance(value, torch.Generator):
+        return {"torch.Generator": value.get_state()}
+    if isinstance(value, np.random.Generator):
+        return {"numpy.random.Generator": value.bit_generator.state}
+    if isinstance(value, (bool, int, float)):
+        return value
+    raise TypeError(f"cannot save an attribute of type {type(value).__name__} (a counter or a random generator)")
+
+
+def _attribute_value(current: Any, saved: Any) -> Any:
+    """The attribute :func:`_attribute_state` kept, set into (or made like) ``current``."""
+    if isinstance(current, torch.Generator):
+        current.set_state(saved["torch.Generator"])
+        return current
+    if isinstance(current, np.random.Generator):
+        current.bit_generator.state = saved["numpy.random.Generator"]
+        return current
+    return type(current)(saved)

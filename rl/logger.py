@@ -2,7 +2,9 @@
 
 Everything goes under one run directory (``runs/<name>/`` by default):
 ``events.out.tfevents.*`` (TensorBoard scalars), ``episodes.csv`` (one row per finished episode),
-``updates.csv`` (one row per update, with the algorithm's statistics) and ``curve.png``.
+``updates.csv`` (one row per update, with the algorithm's statistics) and ``curve.png``. What an
+earlier run left there is moved into ``previous-<UTC time>/`` first, never overwritten
+(TensorBoard shows it as a run of its own). The CSV files are flushed at least once a second.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class TrainingLogger:
         self.run_dir = run_dir
         self.window = window
         os.makedirs(run_dir, exist_ok=True)
+        self.previous = _move_earlier_run(run_dir)
+        """Where an earlier run's outputs in ``run_dir`` were moved, or ``None``."""
         self._start = time.perf_counter()
         self._recent: deque[float] = deque(maxlen=window)
         self.steps: list[int] = []
@@ -54,6 +58,9 @@ class TrainingLogger:
 
             self._bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True, mininterval=0.5)
         self._last_step = 0
+        self._flushed = time.monotonic()
+        if self.previous is not None:
+            self.note(f"an earlier run's logs in {run_dir} were moved to {self.previous}")
 
     @property
     def mean_return(self) -> float:
@@ -76,6 +83,7 @@ class TrainingLogger:
             if self._writer is not None:
                 self._writer.add_scalar("episode/return", r, step)
                 self._writer.add_scalar("episode/length", n, step)
+        self._flush_now_and_then()
 
     def log_update(self, step: int, stats: dict[str, float], postfix: dict[str, Any] | None = None) -> None:
         """Record one update's statistics and advance the progress bar to ``step``.
@@ -96,6 +104,15 @@ class TrainingLogger:
             self._bar.update(step - self._last_step)
             self._bar.set_postfix(ret=f"{self.mean_return:.1f}", **(postfix or {}), refresh=False)
         self._last_step = step
+        self._flush_now_and_then()
+
+    def _flush_now_and_then(self) -> None:
+        """The CSV rows reach the files at least once a second (a killed run keeps them)."""
+        now = time.monotonic()
+        if now - self._flushed >= 1.0:
+            self._flushed = now
+            self._episodes_file.flush()
+            self._updates_file.flush()
 
     def note(self, message: str) -> None:
         """A one-off event for the user (a worker replaced, say), printed above the progress line."""
@@ -140,3 +157,23 @@ class TrainingLogger:
             self._writer.close()
         self._episodes_file.close()
         self._updates_file.close()
+
+
+_OUTPUTS = ("episodes.csv", "updates.csv", "curve.png")
+
+
+def _move_earlier_run(run_dir: str) -> str | None:
+    """Move what an earlier run wrote in ``run_dir`` into a ``previous-<UTC time>`` folder in it."""
+    names = [n for n in os.listdir(run_dir) if n in _OUTPUTS or n.startswith("events.out.tfevents.")]
+    if not names:
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    target = os.path.join(run_dir, f"previous-{stamp}")
+    n = 1
+    while os.path.exists(target):
+        n += 1
+        target = os.path.join(run_dir, f"previous-{stamp}-{n}")
+    os.makedirs(target)
+    for name in names:
+        os.replace(os.path.join(run_dir, name), os.path.join(target, name))
+    return target

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -241,6 +242,28 @@ class _BoundedActor(Model):
         self.register_buffer("scale", (high - low) / 2)
         self.register_buffer("bias", (high + low) / 2)
         self.action_dim = int(low.numel())
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        """Weights saved for other action bounds are refused (they would act outside these)."""
+        for name in ("low", "high"):
+            saved, own = state_dict.get(prefix + name), getattr(self, name)
+            if isinstance(saved, torch.Tensor) and saved.shape == own.shape and not torch.equal(saved, own):
+                error_msgs.append(
+                    f"{prefix}{name}: saved for action bounds {saved.tolist()}, this actor's are {own.tolist()} "
+                    "(the checkpoint is another environment's)"
+                )
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
 
 class DeterministicActor(_BoundedActor):

@@ -144,7 +144,10 @@ class NormalizingAgent(Agent):
         """A rollout with normalised observations (with the statistics the collectors used) and
         scaled rewards; then the observation statistics take in this rollout's observations."""
         if not isinstance(batch, Rollout):
-            return batch
+            raise TypeError(
+                f"NormalizingAgent learns from rollouts (on-policy algorithms), got a {type(batch).__name__}: "
+                "its observations would not be normalised as the ones it acted on were"
+            )
         out = batch
         if self.normalize_reward:
             out = out._replace(rewards=self.scale_rewards(batch))

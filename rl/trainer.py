@@ -87,7 +87,9 @@ class TrainingRun:
     save: str | None = None
     """Save the agent (models and optimizer) to this path at the end."""
     restore: str | None = None
-    """Restore the agent from this path before training."""
+    """Restore the agent from this path before training: models, optimizers, counters. A warm
+    start: the env step count, exploration schedules and replay start over (the distributed
+    learners' ``Learner.save``/``restore`` resume those too)."""
 
 
 def run_training(
@@ -98,7 +100,10 @@ def run_training(
     train: Callable[[Collector, TrainingLogger], TrainResult],
     title: str,
 ) -> TrainResult:
-    """Restore, collect and train with logging, then plot and save: what every script does."""
+    """Restore, collect and train with logging, then save and plot: what every script does.
+
+    Training stopped by Ctrl-C (``KeyboardInterrupt``) still saves what it trained (to
+    ``run.save``), then re-raises; an error in training saves nothing (its state may be bad)."""
     use_torch_threads()
     if run.restore:
         agent.restore(run.restore)
@@ -106,12 +111,17 @@ def run_training(
     logger = TrainingLogger(run.run_dir, total_steps, tensorboard=run.tensorboard, progress=run.progress)
     try:
         result = train(collector, logger)
+    except KeyboardInterrupt:
+        if run.save:
+            agent.save(run.save)
+            logger.note(f"stopped: the agent as trained so far is saved in {run.save}")
+        raise
     finally:
         collector.close()
         logger.close()
-    logger.plot(title, run.solved_return)
     if run.save:
         agent.save(run.save)
+    logger.plot(title, run.solved_return)
     return result
 
 

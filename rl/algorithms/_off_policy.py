@@ -70,6 +70,8 @@ class OffPolicyAlgorithm(Algorithm):
     Inductor builds C++ kernels on a CPU: it needs a C++ compiler (``g++``) at the first update.
     """
 
+    saved_attributes = ("updates",)  # TD3's policy delay counts on it
+
     model: DeterministicActor | SquashedGaussianActor
     critic: QCritic | TwinQCritic
     critic_optimizer: torch.optim.Optimizer

@@ -42,6 +42,8 @@ class CMAES(PolicySearch):
     search from that mean with ``sigma``.
     """
 
+    saved_attributes = ("generation",)
+
     label = "CMA-ES"
 
     def __init__(

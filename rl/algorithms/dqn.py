@@ -33,6 +33,8 @@ __all__ = ["DQN"]
 class DQN(Algorithm):
     """Double DQN with a target network and epsilon-greedy exploration."""
 
+    saved_attributes = ("_updates",)  # the target network's schedule counts on it
+
     model: QNetwork
 
     def __init__(

@@ -89,6 +89,8 @@ class ES(PolicySearch):
     step. :meth:`sample` and :meth:`predict` both act with ``theta`` (the policy is deterministic).
     """
 
+    saved_attributes = ("rng", "generation")  # the noise offsets drawn next
+
     def __init__(
         self,
         model: MLPPolicy,

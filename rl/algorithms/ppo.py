@@ -27,6 +27,8 @@ __all__ = ["PPO"]
 class PPO(ActorCriticAlgorithm):
     """Proximal policy optimisation (clip variant)."""
 
+    saved_attributes = ("_generator",)  # the minibatches' order
+
     def __init__(
         self,
         model: ActorCriticModel,

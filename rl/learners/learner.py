@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -38,7 +37,7 @@ import numpy as np
 import torch
 
 import actorrt
-from rl.agent import Agent
+from rl.agent import Agent, save_checkpoint
 from rl.algorithms import DQN, IMPALA, PPO
 from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.collector import Collector, CollectorConfig
@@ -443,8 +442,8 @@ class Learner:
 
     async def save(self, path: str, replay: bool = True) -> None:
         """Models, optimizers, counters and, for an off-policy scheme unless ``replay=False``, the
-        replay (from the replay actor when one holds it): :meth:`restore` resumes the run."""
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        replay (from the replay actor when one holds it): :meth:`restore` resumes the run. The
+        file is replaced whole or not at all (:func:`rl.agent.save_checkpoint`)."""
         held = None
         if replay and self.replay_actor is not None:
             held = await actorrt.get_attr(self.replay_actor, "replay")
@@ -463,7 +462,7 @@ class Learner:
             }
             if held is not None:
                 state["replay"] = held
-            torch.save(state, path)
+            save_checkpoint(state, path)  # whole or not at all
 
         await self._in_thread(write)
 

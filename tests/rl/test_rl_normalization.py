@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 import torch
 
 import rl
@@ -99,3 +100,12 @@ def test_statistics_travel_with_the_weights_and_the_learner_normalises_as_collec
     assert float(learner.obs_rms.count) == 2 * 3 * 70 * 3  # preprocess_batch above and learn() each took it in
     obs = rollout.obs.reshape(-1, 3)
     np.testing.assert_array_equal(learner.preprocess_obs(obs), collector_agent.preprocess_obs(obs))
+
+
+def test_a_normalizing_agent_refuses_batches_it_would_not_normalise() -> None:
+    """Off-policy batches (replay) would be learned on raw observations while it acts on
+    normalised ones: refused, naming why."""
+    agent = _agent()
+    batch = rl.Transition(*(np.zeros((4, 3), np.float32) for _ in range(5)))
+    with pytest.raises(TypeError, match="NormalizingAgent learns from rollouts .* got a Transition"):
+        agent.learn(batch)
