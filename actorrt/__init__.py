@@ -39,7 +39,7 @@ from actorrt._errors import (
 from actorrt._future import CallFuture, Completions, as_completed, get, wait
 from actorrt._handle import ActorHandle
 from actorrt._remote import ActorOptions, RemoteClass, remote_class
-from actorrt._remote_attrs import get_attr, list_attrs
+from actorrt._remote_attrs import call_method, get_attr, list_attrs
 from actorrt._status import ClusterStatus
 
 __version__ = "0.1.0"
@@ -64,6 +64,7 @@ __all__ = [
     "RemoteError",
     "SerializationError",
     "as_completed",
+    "call_method",
     "connect",
     "current_cluster",
     "get",

@@ -300,6 +300,8 @@ def _check_counts(args: argparse.Namespace) -> None:
         return
     try:
         _resources.check_counts(cpus, args.gpus, "--cpus", "--gpus")
+        if args.gpus:  # the actors' devices are taken from those it names, in order
+            _resources.visible_devices(list(range(args.gpus)), os.environ.get("CUDA_VISIBLE_DEVICES"))
     except ValueError as e:
         raise CLIError(f"actorrt {args.command}: {e}") from e
 
@@ -448,6 +450,14 @@ def _nonneg(text: str) -> int:
     return value
 
 
+def _xparl_gpu(text: str) -> int:
+    """xparl's ``--gpu 0,1`` (device ids): refused, saying what actorrt takes instead."""
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: xparl's --gpu listed device ids; actorrt takes a count, --gpus N "
+        "(the node's devices 0..N-1, or of those its CUDA_VISIBLE_DEVICES names)"
+    )
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -486,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="slots of the local worker (default: all cores; 0: no local worker); --cpu_num: the same, xparl's name",
     )
     start.add_argument("--gpus", type=_nonneg, default=0, help="GPUs of the local worker")
+    start.add_argument("--gpu", type=_xparl_gpu, help=argparse.SUPPRESS)
     start.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or a new one)")
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
@@ -508,6 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="slots (default: all cores); --cpu_num: the same, xparl's name",
     )
     conn.add_argument("--gpus", type=_nonneg, default=0, help="GPUs")
+    conn.add_argument("--gpu", type=_xparl_gpu, help=argparse.SUPPRESS)
     conn.add_argument("--node-ip", default="127.0.0.1", help="address actor hosts listen on and advertise")
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")

@@ -41,7 +41,7 @@ from actorrt._files import MAX_FILES_BYTES, collect_files
 from actorrt._future import CallFuture, spawn
 from actorrt._handle import ActorConnection, ActorHandle, HandleRef, member_kinds
 from actorrt._logs import OutputPrinter
-from actorrt._remote import options_of
+from actorrt._remote import ActorOptions, options_of
 from actorrt._serialization import dumps, name_culprit, ship_local_modules
 from actorrt._session import MasterSession
 from actorrt._status import ClusterStatus
@@ -456,15 +456,18 @@ class Cluster:
         if self._send_release(actor_id, reason):
             await self.death_cause(actor_id, wait_s)
 
-    async def create_actor(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
+    async def create_actor(
+        self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], options: ActorOptions | None = None
+    ) -> ActorHandle[Any]:
         """Place an actor and construct it on its host (cluster loop); every wait is bounded.
+        ``options``: those to place it with (default: the class's, ``options_of(cls)``).
 
         A placement whose host was gone before the constructor ran (its warm host had just
         died: connection refused, or the worker said the slot was not ready) is released and
         placed again, up to ``PLACE_ATTEMPTS`` times within the placement timeout. Only a
         constructor that ran and raised, or a host that went away while constructing, fails it.
         """
-        opts = options_of(cls)
+        opts = options if options is not None else options_of(cls)
         class_name = cls.__qualname__
         ship_local_modules()
         holds: list[ActorConnection] = []  # a restartable one's arguments hold the actors of their handles

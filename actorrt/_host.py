@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from actorrt import _bulk, _current, _rpc, _shm, _wire
+from actorrt import _bulk, _current, _resources, _rpc, _shm, _wire
 from actorrt._codec import MAX_IN_MESSAGE, PayloadTooLargeError, decode, decode_streamed, describe_size, encode
 from actorrt._errors import ClusterConnectionError, SerializationError
 from actorrt._forked import HOST_NAME, set_process_name
@@ -191,6 +191,10 @@ class _Actor:
             found = (fn, inspect.iscoroutinefunction(fn))
             self._methods[name] = found
         return found
+
+
+_NODE_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")
+"""The devices the worker daemon was given (inherited by its hosts), before an actor's override."""
 
 
 def _no_release(name: str) -> None:
@@ -622,7 +626,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
         return self.bulk_server
 
     def _construct(self, step: pb.ConstructActor) -> _Actor:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in step.gpu_ids)
+        os.environ["CUDA_VISIBLE_DEVICES"] = _resources.visible_devices(list(step.gpu_ids), _NODE_DEVICES)
         os.environ["ACTORRT_ACTOR_ID"] = step.actor_id
         max_payload_mb = max(1, step.max_payload_bytes // 2**20) if step.max_payload_bytes else 1024
         _current.set_fallback(lambda: _actor_cluster(step.actor_id, self.token, self.tls, max_payload_mb))

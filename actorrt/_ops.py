@@ -102,9 +102,12 @@ def add_dashboard_args(parser: argparse.ArgumentParser) -> None:
     """``actorrt start``'s web status page (``_dashboard.py``)."""
     parser.add_argument(
         "--dashboard-port",
+        "--monitor_port",  # xparl's name for its status page's port
+        dest="dashboard_port",
         type=_port,
         default=0,
-        help="serve the web status page at http://HOST:PORT/ and its JSON at /api/status (default 0: off)",
+        help="serve the web status page at http://HOST:PORT/ and its JSON at /api/status (default 0: off); "
+        "--monitor_port: the same, xparl's name",
     )
     parser.add_argument(
         "--dashboard-host",

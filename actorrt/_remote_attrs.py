@@ -1,9 +1,11 @@
-"""``actorrt.get_attr`` and ``actorrt.list_attrs``: a remote object's attributes by name.
+"""``actorrt.get_attr``, ``actorrt.list_attrs`` and ``actorrt.call_method``: a remote object's
+attributes and methods by name.
 
 A handle decides from the actor's class whether a name is a method (``handle.name(...)``) or an
 attribute (``await handle.name``). The remote object may know better: an instance attribute that
 shadows a method of its class, or one its methods added later. These two functions ask the
-object itself, so any attribute can be read and every one listed. They are functions of the
+object itself, so any attribute can be read and every one listed. ``call_method`` calls a method
+by name, also one whose name the handle itself uses (``actor_id``). They are functions of the
 module, not methods of the handle, so that they never shadow a method of the user's class.
 """
 
@@ -15,7 +17,7 @@ from actorrt._future import CallFuture
 from actorrt._handle import ActorConnection, ActorHandle
 from actorrt.v1 import actor_host_pb2 as pb
 
-__all__ = ["get_attr", "list_attrs"]
+__all__ = ["call_method", "get_attr", "list_attrs"]
 
 
 def get_attr(handle: ActorHandle[Any], name: str) -> CallFuture[Any]:
@@ -31,6 +33,16 @@ def get_attr(handle: ActorHandle[Any], name: str) -> CallFuture[Any]:
     if name.startswith("__"):
         raise AttributeError(f"get_attr: {name!r}: names that start with '__' are not read remotely")
     return _conn(handle, "get_attr").submit(pb.CALL_KIND_GET_ATTR, name, (), {})
+
+
+def call_method(handle: ActorHandle[Any], name: str, /, *args: Any, **kwargs: Any) -> CallFuture[Any]:
+    """``handle.name(*args, **kwargs)``, for any method name: also one the handle itself answers
+    (``actor_id``), which ``handle.actor_id(...)`` cannot reach. A call like any other, in order."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"call_method: name must be a non-empty str, got {name!r}")
+    if name.startswith("__"):
+        raise AttributeError(f"call_method: {name!r}: names that start with '__' are not called remotely")
+    return _conn(handle, "call_method").submit(pb.CALL_KIND_METHOD, name, args, kwargs)
 
 
 def list_attrs(handle: ActorHandle[Any]) -> CallFuture[list[str]]:

@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-__all__ = ["MAX_CPUS", "MAX_GPUS", "MAX_GPUS_UNDETECTED", "check_counts", "max_cpus", "visible_gpus"]
+__all__ = ["MAX_CPUS", "MAX_GPUS", "MAX_GPUS_UNDETECTED", "check_counts", "max_cpus", "visible_devices", "visible_gpus"]
 
 MAX_CPUS = 2**16  # per worker, whatever the machine: the master's bound
 MAX_GPUS = 1024  # per worker, whatever the machine: the master's bound
@@ -64,3 +64,18 @@ def check_counts(cpus: int, gpus: int, cpus_name: str = "cpus", gpus_name: str =
             )
     elif gpus > visible:
         raise ValueError(f"{gpus_name} {gpus} is more than the {visible} NVIDIA GPUs this machine has")
+
+
+def visible_devices(gpu_ids: list[int], node_devices: str | None) -> str:
+    """An actor's ``CUDA_VISIBLE_DEVICES`` for the node's GPU slots ``gpu_ids`` (0..N-1): the
+    devices themselves, or, where the daemon was started with ``CUDA_VISIBLE_DEVICES`` set,
+    the ones it names at those places (``--gpus 2`` with ``CUDA_VISIBLE_DEVICES=2,3``: 2 and 3)."""
+    if node_devices is None:
+        return ",".join(str(g) for g in gpu_ids)
+    named = [d.strip() for d in node_devices.split(",") if d.strip()]
+    if any(g >= len(named) for g in gpu_ids):
+        raise ValueError(
+            f"GPU slots {gpu_ids} of this node, but its CUDA_VISIBLE_DEVICES={node_devices!r} names "
+            f"{len(named)} devices: start the worker with --gpus {len(named)} at most"
+        )
+    return ",".join(named[g] for g in gpu_ids)

@@ -8,6 +8,7 @@ import socket
 import stat
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -119,12 +120,37 @@ def test_wrong_token_is_refused(started, fresh_home: Path) -> None:
         (["connect", "--address", "nohost"], "expected HOST:PORT"),
         (["connect"], "--address"),
         (["frobnicate"], "invalid choice"),
+        (["start", "--gpu", "0,1"], "xparl's --gpu listed device ids; actorrt takes a count, --gpus N"),
+        (["connect", "--address", "127.0.0.1:1", "--gpu", "2"], "xparl's --gpu listed device ids"),
     ],
 )
 def test_bad_flags_are_one_clear_line(args: list[str], message: str, fresh_home: Path) -> None:
     out = actorrt_cli(*args)
     assert out.returncode == 2 and message in out.stderr
     assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr
+
+
+def test_monitor_port_is_xparls_name_for_the_status_page(fresh_home: Path) -> None:
+    port, page = free_port(), free_port()
+    out = actorrt_cli("start", "--port", str(port), "--cpus", "1", "--monitor_port", str(page))
+    pids = _pids(fresh_home)
+    try:
+        assert out.returncode == 0, out.stderr
+        with urllib.request.urlopen(f"http://127.0.0.1:{page}/api/status", timeout=10) as reply:
+            assert reply.status == 200 and "nodes" in json.loads(reply.read())
+    finally:
+        actorrt_cli("stop")
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, 9)
+
+
+def test_more_gpus_than_cuda_visible_devices_names_are_refused(fresh_home: Path) -> None:
+    """Actors get the devices CUDA_VISIBLE_DEVICES names, by place: --gpus cannot exceed them."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="4,6")
+    out = actorrt_cli("start", "--port", str(free_port()), "--gpus", "3", env=env)
+    assert out.returncode == 1 and "CUDA_VISIBLE_DEVICES='4,6' names 2 devices" in out.stderr
+    assert "--gpus 2 at most" in out.stderr and not _pids(fresh_home)
 
 
 def test_cpu_num_is_xparls_name_for_cpus(fresh_home: Path) -> None:

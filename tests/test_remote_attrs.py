@@ -43,6 +43,28 @@ class Shadowed:
         return 2 * self.limit
 
 
+@actorrt.remote_class
+class NamesLikeAHandle:
+    def actor_id(self, suffix: str = "") -> str:
+        return "the user's" + suffix
+
+
+async def test_call_method_reaches_a_method_the_handle_hides(cluster: ProcCluster) -> None:
+    async with cluster.connect():
+        h = await NamesLikeAHandle.remote()
+        assert isinstance(h.actor_id, str)  # the handle's own: the actor's id
+        assert await actorrt.call_method(h, "actor_id", "!") == "the user's!"
+        assert await actorrt.call_method(h, "actor_id", suffix="?") == "the user's?"
+        with pytest.raises(actorrt.RemoteError) as missing:
+            await actorrt.call_method(h, "nothing_here")
+        assert isinstance(missing.value, AttributeError)
+        with pytest.raises(AttributeError, match="'__' are not called remotely"):
+            actorrt.call_method(h, "__init__")
+        with pytest.raises(TypeError, match="expected an actor handle"):
+            actorrt.call_method(object(), "actor_id")  # type: ignore[arg-type]
+        await actorrt.kill(h)
+
+
 async def test_get_attr_reads_what_the_remote_object_has(cluster: ProcCluster) -> None:
     async with cluster.connect():
         h = await Shadowed.remote()

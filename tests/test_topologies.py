@@ -30,13 +30,19 @@ from tests.obs_helpers import scrape
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
-    """Two worker daemons of 2 slots each; the second offers 2 (counted, not real) GPUs."""
+    """Two worker daemons of 2 slots each; the second offers 2 (counted, not real) GPUs, the
+    devices 3 and 5 its CUDA_VISIBLE_DEVICES names."""
     metrics = free_port()
     c = ProcCluster(tmp_path_factory.mktemp("actorrt-topo")).start(
         workers=1, cpus_per_worker=2, master_args=("--metrics-port", str(metrics))
     )
     c.master_metrics = metrics  # type: ignore[attr-defined]
-    c.spawn("connect", "--address", c.address, "--cpus", "2", "--gpus", "2", "--token", c.token)
+    env = c.env
+    c.env = dict(env, CUDA_VISIBLE_DEVICES="3,5")
+    try:
+        c.spawn("connect", "--address", c.address, "--cpus", "2", "--gpus", "2", "--token", c.token)
+    finally:
+        c.env = env
     try:
         yield c
     finally:
@@ -415,13 +421,13 @@ async def test_gpu_actors_see_their_assigned_devices(cluster: ProcCluster) -> No
         a = await Counter.options(num_gpus=1).remote()
         b = await Counter.options(num_gpus=1).remote()
         seen = {await a.env("CUDA_VISIBLE_DEVICES"), await b.env("CUDA_VISIBLE_DEVICES")}
-        assert seen == {"0", "1"}
+        assert seen == {"3", "5"}  # the node's slots 0 and 1: the devices its CUDA_VISIBLE_DEVICES names
         plain = await Counter.remote()
         assert await plain.env("CUDA_VISIBLE_DEVICES") == ""
         for h in (a, b, plain):
             await c.kill(h)
         both = await Counter.options(num_gpus=2).remote()
-        assert await both.env("CUDA_VISIBLE_DEVICES") == "0,1"
+        assert await both.env("CUDA_VISIBLE_DEVICES") == "3,5"
         await c.kill(both)
 
 

@@ -107,5 +107,5 @@ def test_a_normalizing_agent_refuses_batches_it_would_not_normalise() -> None:
     normalised ones: refused, naming why."""
     agent = _agent()
     batch = rl.Transition(*(np.zeros((4, 3), np.float32) for _ in range(5)))
-    with pytest.raises(TypeError, match="NormalizingAgent learns from rollouts .* got a Transition"):
+    with pytest.raises(TypeError, match=r"NormalizingAgent learns from rollouts .* got a Transition"):
         agent.learn(batch)
