@@ -141,6 +141,50 @@ class Grower:
         return "pong"
 
 
+class _Env:
+    def reset(self) -> int:
+        return 0
+
+    def step(self, action: int) -> int:
+        return action + 1
+
+
+@parl.remote_class
+class Forwarding:
+    """Forwards what it does not define to its env, as an old ``gym.Wrapper`` does."""
+
+    def __init__(self) -> None:
+        self.env = _Env()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+@parl.remote_class
+class OwnsActorId:
+    """Defines a method named as the runtime's handles name their actor's id."""
+
+    def actor_id(self) -> str:
+        return "the user's"
+
+
+@parl.remote_class
+class Outer:
+    def make_inner(self) -> tuple[bool, int]:
+        """A remote class used inside a remote object is a plain local one there (as in PARL)."""
+        inner = Actor(3)
+        return isinstance(inner, parl.RemoteProxy), inner.add_one(inner.arg1)
+
+
+@parl.remote_class(wait=False)
+class FailingProperty:
+    @property
+    def broken(self) -> int:
+        raise ValueError("cannot read it")
+
+
 def _explode() -> None:
     raise ValueError("cannot be rebuilt in the actor")
 
@@ -319,6 +363,31 @@ def test_parl_errors(cluster: ProcCluster) -> None:
     assert parl.get_global_client().actor_num.value == 1  # the live one only
 
 
+def test_what_parl_programs_do_that_a_handle_would_not(cluster: ProcCluster) -> None:
+    parl.connect(cluster.address)
+    # a method named like the runtime handle's own actor_id is the user's
+    assert OwnsActorId().actor_id() == "the user's"
+    unwrapped = cast(Any, OwnsActorId).__wrapped__
+    assert cast(Any, parl.remote_class(wait=False)(unwrapped))().actor_id().get() == "the user's"
+    # a class that forwards through __getattr__: names it does not define are sent as calls
+    forwarding = Forwarding()
+    assert (forwarding.reset(), forwarding.step(4)) == (0, 5)
+    with pytest.raises(exceptions.RemoteAttributeError, match="no_such_method"):
+        forwarding.no_such_method()  # the remote __getattr__ decides, as in PARL
+    # a remote class made inside a remote object is local there
+    assert Outer().make_inner() == (False, 4)
+    # wait=False: an attribute read that fails is a FutureFunctionError, as PARL's read through a future
+    with pytest.raises(exceptions.FutureFunctionError) as read:
+        _ = FailingProperty().broken
+    assert isinstance(read.value.__cause__, exceptions.RemoteError) and "cannot read it" in str(read.value.__cause__)
+    # constructor arguments that cannot be pickled: PARL's RemoteSerializeError for __init__
+    with pytest.raises(exceptions.RemoteSerializeError, match="__init__") as init:
+        Actor(cast(Any, threading.Lock()))
+    assert "cannot be pickled" in str(init.value)
+    assert wait_until(lambda: _live_actors(cluster) == 0, 10)
+    assert parl.get_global_client().actor_num.value == 0
+
+
 # ---- files -------------------------------------------------------------------------------------
 
 
@@ -494,6 +563,20 @@ def test_forked_children_get_clients_of_their_own(cluster: ProcCluster) -> None:
     assert wait_until(lambda: _live_actors(cluster) == 1, 10)  # the children's objects stopped with them
     assert mine.add_one(1) == 2  # the parent's client works on
     assert parl.get_global_client().pid == os.getpid()
+
+
+def _child_creates(results: Any) -> None:
+    results.put(Actor(2).add_one(1))
+
+
+def test_a_forked_child_connects_with_the_token_its_parent_was_given(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ACTORRT_TOKEN and no token file here: the parent passed token=, and so does the child."""
+    monkeypatch.delenv("ACTORRT_TOKEN")
+    monkeypatch.setenv("ACTORRT_HOME", str(cluster.home / "elsewhere"))  # no token file there
+    parl.connect(cluster.address, token=cluster.token)
+    assert _run_children(_child_creates, (), n=1) == [2]
 
 
 def test_forked_children_connect_while_the_parent_does_not(cluster: ProcCluster) -> None:

@@ -25,7 +25,7 @@ from actorrt._client import connect, kill
 from actorrt._future import CallFuture
 from actorrt._handle import ActorHandle
 from actorrt._remote import ActorOptions
-from actorrt._remote_attrs import get_attr, list_attrs
+from actorrt._remote_attrs import call_method, get_attr, list_attrs
 
 __all__ = ["Backend", "CallKind", "DirectBackend", "memory_limit_mb"]
 
@@ -90,10 +90,13 @@ class DirectBackend:
     def create(
         self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], num_gpus: int, max_memory_mb: int | None
     ) -> ActorHandle[Any]:
-        # The options actorrt places an actor with (what @actorrt.remote_class sets; set here
-        # alone, so a user's methods named `remote` or `options` stay theirs).
-        cls._actorrt_options = ActorOptions(num_gpus=num_gpus, max_memory_mb=max_memory_mb)  # type: ignore[attr-defined]
-        placed = asyncio.run_coroutine_threadsafe(self.cluster.create_actor(cls, args, kwargs), self.cluster.loop)
+        # Given with the creation, never set on the user's class (two threads creating objects
+        # of one class with other options must each get theirs; its methods named `remote` or
+        # `options` stay the user's).
+        options = ActorOptions(num_gpus=num_gpus, max_memory_mb=max_memory_mb)
+        placed = asyncio.run_coroutine_threadsafe(
+            self.cluster.create_actor(cls, args, kwargs, options), self.cluster.loop
+        )
         return placed.result()
 
     def call(
@@ -104,8 +107,8 @@ class DirectBackend:
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> concurrent.futures.Future[Any]:
-        if kind == "call":
-            sent = getattr(ref, name)(*args, **(kwargs or {}))
+        if kind == "call":  # by name: a method called like one of the handle's own (actor_id) is the user's
+            sent = call_method(ref, name, *args, **(kwargs or {}))
         elif kind == "get":
             sent = get_attr(ref, name)
         elif kind == "set":  # its outcome comes with the next call: the listing right behind it

@@ -53,6 +53,8 @@ class GlobalClient:
     master_address: str
     distributed_files: list[str]
     backend: Backend
+    token: str | None = field(default=None, repr=False)
+    """The token ``connect`` was given (a forked child's client connects with it too)."""
     pid: int = field(default_factory=os.getpid)
     actor_num: ActorCount = field(default_factory=ActorCount)
 
@@ -86,7 +88,7 @@ def _make(master_address: str, files: list[str], token: str | None) -> GlobalCli
         backend: Backend = RelayBackend(master_address, files, token)
     else:
         backend = DirectBackend(master_address, files, token)
-    return GlobalClient(master_address, files, backend)
+    return GlobalClient(master_address, files, backend, token)
 
 
 def connect(master_address: str, distributed_files: Sequence[str] = (), *, token: str | None = None) -> None:
@@ -119,7 +121,7 @@ def get_global_client() -> GlobalClient:
         if client is None or (client.closed and client.pid == os.getpid()):
             raise AssertionError(NOT_CONNECTED)
         if client.pid != os.getpid():
-            _client = client = _make(client.master_address, client.distributed_files, None)
+            _client = client = _make(client.master_address, client.distributed_files, client.token)
             log.info("forked process %d: its own client of %s", os.getpid(), client.master_address)
         return client
 

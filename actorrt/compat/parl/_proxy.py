@@ -67,6 +67,9 @@ class _Spec:
     max_memory: float | None
     n_gpu: int
     methods: frozenset[str]
+    forwards: bool
+    """The class defines ``__getattr__``: a name it does not define is sent as a call anyway
+    (the remote object's ``__getattr__`` decides, as in PARL)."""
 
 
 def _method_names(cls: type) -> frozenset[str]:
@@ -128,6 +131,8 @@ class _RemoteObject:
             ref = backend.create(self.spec.cls, args, kwargs, self.spec.n_gpu, limit)
         except BaseException as e:
             error = _parl_error("__init__", e, self.cls_name)
+            if error is e and isinstance(e, SerializationError):  # PARL's, for constructor arguments
+                error = RemoteSerializeError("__init__", f"the arguments cannot be pickled: {e}")
             self.broken = ("__init__", error)
             self.constructed.set_result(None)
             if error is e:
@@ -250,7 +255,9 @@ class _RemoteObject:
         if name not in self.attrs and name not in self.spec.methods and self.refresh is not None:
             concurrent.futures.wait([self.refresh])  # a call in flight may be adding it
         if name in self.attrs:
-            return self.outcome(name, self.client.backend.call(self.ref, "get", name))
+            read = self.client.backend.call(self.ref, "get", name)
+            # wait=False: PARL reads through a future too, and a failed read is its FutureFunctionError
+            return self.outcome(name, read) if self.spec.wait else self.future_outcome(name, read)
         return _Method(self, name, proxy)
 
     def set(self, name: str, value: Any) -> None:
@@ -267,7 +274,7 @@ class _RemoteObject:
         """A method call; with ``wait=False`` its ``FutureObject`` keeps ``proxy`` alive until
         its value is taken."""
         self.usable(name)
-        if name not in self.spec.methods:  # no such method, and no such attribute: what PARL says
+        if name not in self.spec.methods and not self.spec.forwards:  # no such method or attribute: PARL's error
             error = RemoteAttributeError(
                 name,
                 f"AttributeError: {self.cls_name} object has no attribute {name!r} "
@@ -325,6 +332,13 @@ class RemoteProxy:
     _xparl_spec: ClassVar[_Spec]
     _xparl_obj: _RemoteObject
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if os.environ.get("ACTORRT_ACTOR_ID"):
+            # inside a remote object (an actor's process), as PARL's jobs do: a plain local
+            # instance (no __init__ of the proxy's follows: it is not a RemoteProxy)
+            return cls._xparl_spec.cls(*args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         for key in kwargs:
             if key.startswith(RESERVED_PREFIX):
@@ -376,7 +390,7 @@ def _make(cls: type, wait: bool, max_memory: float | None, n_gpu: int) -> type:
         raise ValueError(f"remote_class: max_memory must be > 0 MB, got {max_memory!r}")
     if isinstance(n_gpu, bool) or not isinstance(n_gpu, int) or n_gpu < 0:
         raise ValueError(f"remote_class: n_gpu must be an int >= 0, got {n_gpu!r}")
-    spec = _Spec(cls, bool(wait), max_memory, n_gpu, _method_names(cls))
+    spec = _Spec(cls, bool(wait), max_memory, n_gpu, _method_names(cls), hasattr(cls, "__getattr__"))
     namespace = {
         "__slots__": (),
         "__module__": cls.__module__,
