@@ -27,6 +27,8 @@ class Config(DistributedRun):
     """Steps per environment per rollout."""
     gae_lambda: float = 1.0
     """GAE lambda (1.0: n-step returns, as in A2C)."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
     run_dir: str = "runs/a2c_cartpole"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
 

@@ -45,9 +45,9 @@ class Config(rl.TrainingRun):
     seed: int = 0
     """Seed for torch, the environments and the replay sampling."""
     total_steps: int = 300_000
-    """Environment steps at most (all collectors together)."""
+    """Environment steps to train for, all collectors together (it stops at the first batch that reaches them)."""
     num_collectors: int = 2
-    """Collector actors."""
+    """Collector actors (at least 1)."""
     num_envs: int = 4
     """Environments per collector."""
     steps_per_task: int = 64
@@ -72,6 +72,8 @@ class Config(rl.TrainingRun):
     """Updates between target-network synchronisations."""
     publish_every: int = 25
     """Updates between weight pushes to the parameter server."""
+    solved_return: float = 475.0
+    """Mean return over the last 10 episodes of the least-exploring collector that counts as solved."""
     run_dir: str = "runs/apex_cartpole"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
     address: str | None = None
@@ -187,6 +189,10 @@ def epsilon_of(index: int, collectors: int) -> float:
 
 def train(config: Config) -> rl.TrainResult:
     """The learner: start the actors, hand out collection tasks at the update ratio, learn."""
+    if config.num_collectors < 1:
+        raise ValueError(f"--num-collectors must be >= 1 (they feed the replay), got {config.num_collectors}")
+    if config.total_steps < 1:
+        raise ValueError(f"--total-steps must be >= 1, got {config.total_steps}")
     rl.use_torch_threads()
     torch.manual_seed(config.seed)
     started = time.perf_counter()
@@ -261,7 +267,8 @@ def q_network_obs_shape(env_id: str) -> tuple[int, ...]:
 
 
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config)
-    result = train(cfg)
-    print(rl.result_line(cfg.env_id, "Ape-X DQN", result), flush=True)
-    sys.exit(0 if result.solved else 1)
+    with rl.user_errors():
+        cfg = rl.parse_config(Config)
+        result = train(cfg)
+        print(rl.result_line(cfg.env_id, "Ape-X DQN", result), flush=True)
+        sys.exit(0 if result.solved else 1)

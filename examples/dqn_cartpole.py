@@ -15,6 +15,7 @@ not reach 475 on seeds 0 and 1: SB3's DQN within 100k steps, ours (squared loss)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ class Config(rl.TrainingRun):
     seed: int = 0
     """Seed for torch, the environments and the replay buffer."""
     total_steps: int = 100_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_envs: int = 8
     """Environments stepped together."""
     num_steps: int = 4
@@ -55,8 +56,8 @@ class Config(rl.TrainingRun):
     """Updates between target-network synchronisations."""
     tau: float = 1.0
     """Target update rate (1: hard copy)."""
-    loss: str = "mse"
-    """TD loss: ``mse`` or ``huber``."""
+    loss: Literal["mse", "huber"] = "mse"
+    """TD loss."""
     epsilon_start: float = 1.0
     """Initial exploration rate."""
     epsilon_end: float = 0.02
@@ -105,5 +106,6 @@ def main(config: Config) -> rl.TrainResult:
 
 
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config)
-    print(rl.result_line(cfg.env_id, "DQN", main(cfg)), flush=True)
+    with rl.user_errors():
+        cfg = rl.parse_config(Config)
+        print(rl.result_line(cfg.env_id, "DQN", main(cfg)), flush=True)

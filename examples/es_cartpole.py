@@ -40,7 +40,7 @@ class Config(rl.TrainingRun):
     seed: int = 0
     """Seed for the initial policy, the noise offsets and the workers' environments."""
     total_steps: int = 3_000_000
-    """Environment steps at most (perturbed and unperturbed episodes together)."""
+    """Environment steps to train for, perturbed and unperturbed episodes together (it stops at the first generation that reaches them)."""
     workers: int = 2
     """Remote evaluation workers (actorrt actors)."""
     population: int = 48
@@ -143,7 +143,8 @@ async def run(config: Config) -> tuple[dict, ESLearner]:
 
 
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config, description=__doc__)
-    line, _ = actorrt.run(run(cfg))
-    print(json.dumps(line), flush=True)
-    sys.exit(0 if line["solved"] else 1)
+    with rl.user_errors():
+        cfg = rl.parse_config(Config, description=__doc__)
+        line, _ = actorrt.run(run(cfg))
+        print(json.dumps(line), flush=True)
+        sys.exit(0 if line["solved"] else 1)

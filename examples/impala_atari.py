@@ -31,7 +31,7 @@ class Config(DistributedRun):
     env_id: str = "ALE/Pong-v5"
     """ALE game id."""
     total_steps: int = 10_000_000
-    """Agent steps at most (each is 4 emulator frames)."""
+    """Agent steps to train for, each 4 emulator frames (it stops at the first rollout that reaches them)."""
     num_steps: int = 20
     """Steps per environment per rollout."""
     lr: float = 6e-4

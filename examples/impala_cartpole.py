@@ -28,7 +28,7 @@ class Config(DistributedRun):
     """Train IMPALA on CartPole-v1 with remote collectors."""
 
     total_steps: int = 2_000_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_envs: int = 32
     """Environments per collector."""
     num_steps: int = 16

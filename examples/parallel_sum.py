@@ -84,11 +84,20 @@ async def main(cfg: Config) -> dict[str, float]:
     return report
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def parse_args() -> Config:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = Config()
-    parser.add_argument("--n", type=int, default=defaults.n, help="how many terms to sum")
-    parser.add_argument("--workers", type=int, default=defaults.workers, help="threads and actors")
+    parser.add_argument("--n", type=_positive, default=defaults.n, help=f"how many terms to sum ({defaults.n})")
+    parser.add_argument(
+        "--workers", type=_positive, default=defaults.workers, help=f"threads and actors ({defaults.workers})"
+    )
     parser.add_argument("--address", default=None, help="master host:port (default: embedded cluster)")
     args = parser.parse_args()
     return Config(n=args.n, workers=args.workers, address=args.address)

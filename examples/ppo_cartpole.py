@@ -29,7 +29,7 @@ class Config(rl.TrainingRun):
     seed: int = 0
     """Seed for torch and the environments."""
     total_steps: int = 100_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_envs: int = 8
     """Environments stepped in parallel (one process)."""
     num_steps: int = 32
@@ -85,5 +85,6 @@ def main(config: Config) -> rl.TrainResult:
 
 
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config)
-    print(rl.result_line(cfg.env_id, "PPO", main(cfg)), flush=True)
+    with rl.user_errors():
+        cfg = rl.parse_config(Config)
+        print(rl.result_line(cfg.env_id, "PPO", main(cfg)), flush=True)

@@ -33,7 +33,7 @@ class Config(DistributedRun):
     env_id: str = "HalfCheetah-v5"
     """gymnasium MuJoCo environment id."""
     total_steps: int = 1_000_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_envs: int = 1
     """Environments per collector."""
     num_steps: int = 1024
@@ -50,6 +50,8 @@ class Config(DistributedRun):
     """Minibatches per pass."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
     max_grad_norm: float = 0.5
     """Gradient norm clip."""
     normalize_obs: bool = True

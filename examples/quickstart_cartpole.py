@@ -33,7 +33,7 @@ class Config:
     seed: int = 0
     """Seed for torch and the environments."""
     total_steps: int = 500_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_envs: int = 4
     """Environments stepped together."""
     num_steps: int = 256
@@ -98,5 +98,6 @@ def main(config: Config) -> TrainResult:
 
 
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config)
-    print(rl.result_line(cfg.env_id, "PolicyGradient", main(cfg)), flush=True)
+    with rl.user_errors():
+        cfg = rl.parse_config(Config)
+        print(rl.result_line(cfg.env_id, "PolicyGradient", main(cfg)), flush=True)

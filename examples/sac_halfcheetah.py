@@ -38,7 +38,7 @@ class Config(DistributedRun):
     env_id: str = "HalfCheetah-v5"
     """gymnasium MuJoCo environment id."""
     total_steps: int = 1_000_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_envs: int = 1
     """Environments per collector."""
     num_steps: int = 64

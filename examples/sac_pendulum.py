@@ -38,12 +38,12 @@ class Config(DistributedRun):
 
     env_id: str = "Pendulum-v1"
     """gymnasium environment id (a bounded Box action space)."""
-    algo: str = "sac"
-    """``sac``, ``td3`` or ``ddpg``."""
+    algo: Literal["sac", "td3", "ddpg"] = "sac"
+    """The algorithm."""
     seed: int = 0
     """Seed for torch, the environments and the replay."""
     total_steps: int = 30_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_collectors: int = 0
     """Remote collector actors feeding the replay; 0: collect in this process, no cluster."""
     num_envs: int = 1
@@ -71,8 +71,6 @@ class Config(DistributedRun):
     """Adam learning rate of actor, critics (and temperature)."""
     gamma: float = 0.99
     """Discount factor."""
-    ent_coef: float = 0.0
-    """Unused (SAC tunes its entropy temperature itself)."""
     tau: float = 0.005
     """Target-network Polyak rate."""
     solved_return: float = -200.0
@@ -184,11 +182,12 @@ def main(config: Config) -> rl.TrainResult:
 
 
 if __name__ == "__main__":
-    cfg = rl.parse_config(Config, description=__doc__)
-    if cfg.replay == "actor" and cfg.num_collectors == 0:
-        sys.exit("--replay actor: a replay actor is fed by remote collectors; give --num-collectors N")
-    if cfg.num_collectors > 0 or cfg.address is not None:
-        fields = main_distributed(cfg)
-        print(json.dumps(fields), flush=True)
-        sys.exit(0 if fields["solved"] else 1)
-    print(rl.result_line(cfg.env_id, cfg.algo.upper(), main(cfg)), flush=True)
+    with rl.user_errors():
+        cfg = rl.parse_config(Config, description=__doc__)
+        if cfg.replay == "actor" and cfg.num_collectors == 0:
+            sys.exit("--replay actor: a replay actor is fed by remote collectors; give --num-collectors N")
+        if cfg.num_collectors > 0 or cfg.address is not None:
+            fields = main_distributed(cfg)
+            print(json.dumps(fields), flush=True)
+            sys.exit(0 if fields["solved"] else 1)
+        print(rl.result_line(cfg.env_id, cfg.algo.upper(), main(cfg)), flush=True)

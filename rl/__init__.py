@@ -15,7 +15,7 @@ from rl.agent import Agent, AgentStep
 from rl.algorithm import Algorithm, PolicyStep
 from rl.algorithms import A2C, CMAES, DDPG, DQN, ES, IMPALA, PPO, SAC, TD3, NoiseTable, PolicyGradient
 from rl.collector import Collector, CollectorConfig
-from rl.config import parse_config, use_torch_threads
+from rl.config import parse_config, use_torch_threads, user_errors
 from rl.her import HerReplay
 from rl.logger import TrainingLogger
 from rl.model import Model
@@ -87,4 +87,5 @@ __all__ = [
     "train_off_policy",
     "train_on_policy",
     "use_torch_threads",
+    "user_errors",
 ]

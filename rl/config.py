@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import inspect
 import itertools
 import os
+import sys
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["field_docs", "parse_config"]
+__all__ = ["field_docs", "parse_config", "user_errors"]
 
 T = TypeVar("T")
 
@@ -77,12 +79,47 @@ def _parser_for(base: Any, optional: bool) -> Callable[[str], Any]:
     return parse
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written (its example commands one per line), and every default."""
+
+
+def _count(base: Any) -> Callable[[str], Any]:
+    """An int option's parser: a count, a size or a port is never negative."""
+
+    def parse(text: str) -> Any:
+        value = base(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+        return value
+
+    return parse
+
+
+@contextlib.contextmanager
+def user_errors(prog: str | None = None) -> Iterator[None]:
+    """Around a training script's work: an error ends it with one line, ``PROG: error: ...``, and
+    exit status 2 (a bad ``--restore`` file, an unknown env id, an unreachable ``--address``),
+    not a traceback; ``RL_TRACEBACK=1`` lets the traceback through. Ctrl-C ends it with 130."""
+    name = prog or os.path.basename(sys.argv[0] or "rl")
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"{name}: stopped", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    except Exception as e:
+        if os.environ.get("RL_TRACEBACK"):
+            raise
+        message = str(e).strip().splitlines()[-1] if str(e).strip() else ""
+        print(f"{name}: error: {type(e).__name__}: {message} (RL_TRACEBACK=1 shows where)", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: str | None = None) -> T:
     """Build an ``argparse`` parser from the dataclass ``cls`` and return the parsed instance.
 
-    ``--field-name VALUE`` for int/float/str (``none`` for optional fields), ``--flag`` /
-    ``--no-flag`` for bools, one of the choices for a ``Literal`` of strings. Raises ``TypeError``
-    for an undocumented or unsupported field.
+    ``--field-name VALUE`` for int/float/str (``none`` for optional fields; an int is never
+    negative), ``--flag`` / ``--no-flag`` for bools, one of the choices for a ``Literal`` of
+    strings. Raises ``TypeError`` for an undocumented or unsupported field.
     """
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
@@ -90,7 +127,7 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: s
     docs = field_docs(cls)
     parser = argparse.ArgumentParser(
         description=description or (inspect.getdoc(cls) or ""),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     for f in dataclasses.fields(cls):
         if not f.init:
@@ -110,7 +147,9 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None, description: s
                 flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=docs[f.name]
             )
         elif base in (int, float, str):
-            parser.add_argument(flag, dest=f.name, type=_parser_for(base, optional), default=default, help=docs[f.name])
+            parse = _parser_for(_count(int) if base is int else base, optional)
+            parse.__name__ = base.__name__
+            parser.add_argument(flag, dest=f.name, type=parse, default=default, help=docs[f.name])
         elif typing.get_origin(base) is typing.Literal and all(isinstance(c, str) for c in typing.get_args(base)):
             parser.add_argument(flag, dest=f.name, choices=typing.get_args(base), default=default, help=docs[f.name])
         else:

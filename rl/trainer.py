@@ -104,6 +104,8 @@ def run_training(
 
     Training stopped by Ctrl-C (``KeyboardInterrupt``) still saves what it trained (to
     ``run.save``), then re-raises; an error in training saves nothing (its state may be bad)."""
+    if total_steps < 1:
+        raise ValueError(f"total_steps must be >= 1, got {total_steps}")
     use_torch_threads()
     if run.restore:
         agent.restore(run.restore)

@@ -18,9 +18,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_python(args: list[str], cwd: Path = ROOT, timeout: float = 280) -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` in ``cwd``, output captured, with the repo first on ``PYTHONPATH``."""
+def run_python(
+    args: list[str], cwd: Path = ROOT, timeout: float = 280, tracebacks: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``cwd``, output captured, with the repo first on ``PYTHONPATH``;
+    ``tracebacks``: a training script's error shows its traceback (``RL_TRACEBACK=1``), not only
+    the one line a user sees."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    if tracebacks:
+        env["RL_TRACEBACK"] = "1"
+    else:
+        env.pop("RL_TRACEBACK", None)
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -539,6 +539,8 @@ class Learner:
         stop_when_solved: bool = True,
     ) -> LearnerResult:
         """Train until ``total_steps`` env steps or, with ``stop_when_solved``, until solved."""
+        if total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
         if self._phase != "started":
             raise RuntimeError(
                 "this Learner is closed"

@@ -20,7 +20,7 @@ import torch
 
 import actorrt
 from rl.collector import CollectorConfig
-from rl.config import parse_config, use_torch_threads
+from rl.config import parse_config, use_torch_threads, user_errors
 from rl.learners.learner import Learner, LearnerResult, Scheme
 from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
@@ -38,7 +38,7 @@ class DistributedRun(TrainingRun):
     seed: int = 0
     """Seed for torch and the environments (worker i adds its own offset)."""
     total_steps: int = 1_000_000
-    """Environment steps at most."""
+    """Environment steps to train for (a run stops at the first rollout that reaches them)."""
     num_collectors: int = 2
     """Remote collector actors."""
     num_envs: int = 8
@@ -49,14 +49,16 @@ class DistributedRun(TrainingRun):
     """Learning rate."""
     gamma: float = 0.99
     """Discount factor."""
-    ent_coef: float = 0.0
-    """Entropy bonus coefficient."""
     run_dir: str = "runs/distributed"
     """Where TensorBoard events, CSV logs and the PNG curve go."""
     address: str | None = None
     """Master HOST:PORT of a running cluster; default: an embedded cluster."""
     metrics_port: int = 0
     """Serve the learner's Prometheus metrics (actorrt_rl_*) on this port; 0: off."""
+    save: str | None = None
+    """Save a learner checkpoint here at the end: models, optimizers, counters and the replay."""
+    restore: str | None = None
+    """Resume from a learner checkpoint (this script's --save): its env steps, updates and replay go on."""
 
 
 async def run(
@@ -122,19 +124,21 @@ def main(
     extra: Callable[[Any, LearnerResult], dict[str, Any]] = lambda config, result: {},
     learner_options: Callable[[Any], dict[str, Any]] = lambda config: {},
 ) -> None:
-    """Parse ``config_cls`` from the command line, train, print the JSON line, exit 0 if solved."""
+    """Parse ``config_cls`` from the command line, train, print the JSON line, exit 0 if solved
+    (an error: one line, exit 2; see :func:`rl.config.user_errors`)."""
     config = parse_config(config_cls, description=sys.modules["__main__"].__doc__)
-    line, result = actorrt.run(
-        run(
-            config,
-            make_agent(config),
-            scheme(config),
-            algo,
-            env_fn=env_fn(config),
-            preload=preload,
-            learner_options=learner_options(config),
+    with user_errors():
+        line, result = actorrt.run(
+            run(
+                config,
+                make_agent(config),
+                scheme(config),
+                algo,
+                env_fn=env_fn(config),
+                preload=preload,
+                learner_options=learner_options(config),
+            )
         )
-    )
-    line.update(extra(config, result))
+        line.update(extra(config, result))
     print(json.dumps(line), flush=True)
     sys.exit(0 if line["solved"] else 1)

@@ -174,6 +174,26 @@ def test_sac_pendulum_refuses_a_replay_it_cannot_use(args: list[str], message: s
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-1000:]
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["ppo_cartpole.py", "--restore", "missing.pt"], "ppo_cartpole.py: error: FileNotFoundError: "),
+        (["quickstart_cartpole.py", "--env-id", "CartPol-v1"], "error: NameNotFound: Environment `CartPol`"),
+        (["apex_cartpole.py", "--num-collectors", "0"], "error: ValueError: --num-collectors must be >= 1"),
+        (["dqn_cartpole.py", "--total-steps", "-5"], "argument --total-steps: must be >= 0, got -5"),
+        (["dqn_cartpole.py", "--loss", "hubr"], "argument --loss: invalid choice: 'hubr'"),
+        (["parallel_sum.py", "--workers", "0"], "argument --workers: must be >= 1, got 0"),
+    ],
+)
+def test_bad_input_ends_a_script_with_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
+    script, *rest = args
+    run = ["--run-dir", str(tmp_path), "--no-progress"] if script != "parallel_sum.py" else []
+    proc = run_python([str(ROOT / "examples" / script), *rest, *run], cwd=tmp_path, timeout=120, tracebacks=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert message in proc.stderr.splitlines()[-1], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
 def test_impala_demo_uses_the_papers_rmsprop() -> None:
     """The demo's agent is what its options say: RMSprop with eps 0.01 (the IMPALA paper's),
     the gradient clipped at 40; ``--rmsprop-eps`` reaches the optimizer."""
