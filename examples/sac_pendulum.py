@@ -75,6 +75,12 @@ class Config(DistributedRun):
     """Target-network Polyak rate."""
     solved_return: float = -200.0
     """Mean return over the last 10 training episodes that counts as solved."""
+    save: str | None = None
+    """Save a checkpoint here at the end: with --num-collectors N the learner's (models, optimizers,
+    counters, replay), else the agent's (models, optimizers, counters)."""
+    restore: str | None = None
+    """Restore what --save wrote in the same mode: a learner checkpoint resumes its env steps,
+    updates and replay; the agent's is a warm start (the replay and step count start over)."""
     window: int = 10
     """Episodes in the solved mean."""
     run_dir: str = "runs/sac_pendulum"
