@@ -151,6 +151,18 @@ class HerReplay:
         length = len(episode.actions)
         if not 1 <= length <= self.max_steps:
             raise ValueError(f"episode of {length} steps; this replay holds 1 to {self.max_steps}")
+        expected = {  # numpy would broadcast a (T+1, 1) goal into every column, or one row into every step
+            "observations": (length + 1, *self.observations.shape[2:]),
+            "achieved_goals": (length + 1, *self.achieved_goals.shape[2:]),
+            "desired_goal": self.desired_goals.shape[1:],
+            "actions": (length, *self.actions.shape[2:]),
+            "terminated": (length,),
+            "truncated": (length,),
+        }
+        for name, shape in expected.items():
+            got = np.shape(getattr(episode, name))
+            if got != shape:
+                raise ValueError(f"add_episode: {name} has shape {got}; this replay needs {shape} for {length} steps")
         s = self._next
         self.observations[s, : length + 1] = episode.observations
         self.achieved_goals[s, : length + 1] = episode.achieved_goals
@@ -167,6 +179,8 @@ class HerReplay:
         total = self.lengths.sum()
         if total == 0:
             raise ValueError("sample from an empty replay")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         ep = self.rng.choice(self.num_slots, size=batch_size, p=self.lengths / total)
         length = self.lengths[ep]  # T of each sampled episode
         t = (self.rng.random(batch_size) * length).astype(np.int64)
@@ -185,7 +199,7 @@ class HerReplay:
             self.terminated[ep, t],
             self.truncated[ep, t],
             np.ones(batch_size, np.float32),
-            np.full(batch_size, -1, np.int64),
+            np.full(batch_size, -1, np.int64),  # no slot: a relabelled goal is not a stored transition
         )
 
 

@@ -121,7 +121,7 @@ class UniformReplay:
         ``next_obs`` must be the true next observation (the final one where an episode ended),
         not the first observation of the next episode. Returns the slots written.
         """
-        n = len(rewards)
+        n = added = len(rewards)
         self._check_rows(n, obs=obs, actions=actions, rewards=rewards, next_obs=next_obs, terminated=terminated)
         if truncated is not None:
             self._check_rows(n, truncated=truncated)
@@ -145,7 +145,7 @@ class UniformReplay:
         self.truncated[idx] = False if truncated is None else truncated
         self._pos = int((self._pos + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
-        self.total_added += n
+        self.total_added += added
         return idx
 
     def _check_rows(self, n: int, **fields: np.ndarray) -> None:
@@ -243,6 +243,10 @@ class SumTree:
         values = np.broadcast_to(np.asarray(values, dtype=np.float64), idx.shape)
         if np.any(values < 0) or not np.all(np.isfinite(values)):
             raise ValueError("priorities must be finite and >= 0")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
+            # a negative or padding index would land on an inner sum or a leaf past the last
+            bad = idx[(idx < 0) | (idx >= self.capacity)]
+            raise IndexError(f"leaf indices must be in [0, {self.capacity}), got {bad[:5].tolist()}")
         if idx.size == 0:
             return
         self.nodes[self._leaves + idx] = values
@@ -293,8 +297,10 @@ class PrioritizedReplay(UniformReplay):
             raise ValueError(f"alpha must be >= 0 (0: uniform sampling), got {alpha}")
         if not 0 <= beta <= 1:
             raise ValueError(f"beta must be in [0, 1] (0: no importance correction, 1: full), got {beta}")
-        if eps < 0:
-            raise ValueError(f"eps must be >= 0 (a small eps keeps every priority above zero), got {eps}")
+        if not eps > 0:
+            raise ValueError(
+                f"eps must be > 0 (it keeps every priority above zero, so every transition can be drawn), got {eps}"
+            )
         super().__init__(capacity, obs_shape, action_shape, obs_dtype, action_dtype, seed)
         self.alpha = alpha
         self.beta = beta
@@ -338,7 +344,25 @@ class PrioritizedReplay(UniformReplay):
         return self._gather(idx, weights / weights.max())
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """``p_i = |delta_i| + eps`` for the transitions just learned from."""
-        priorities = np.abs(np.asarray(td_errors, dtype=np.float64)) + self.eps
+        """``p_i = |delta_i| + eps`` for the transitions just learned from.
+
+        ``indices`` are a batch's :attr:`ReplayBatch.indices` from this replay, one TD error each.
+        """
+        indices = np.asarray(indices)
+        errors = np.asarray(td_errors, dtype=np.float64)
+        if indices.ndim != 1 or errors.shape != indices.shape:
+            raise ValueError(
+                f"update_priorities: indices {indices.shape} and td_errors {errors.shape} must be "
+                "one-dimensional and of the same length (one TD error per sampled transition)"
+            )
+        if indices.size == 0:
+            return
+        if not np.issubdtype(indices.dtype, np.integer) or indices.min() < 0 or indices.max() >= self._size:
+            raise IndexError(
+                f"update_priorities: indices must be slots this replay filled, in [0, {self._size}); "
+                f"got {indices[:5].tolist()}{' ...' if indices.size > 5 else ''} (a batch from another replay, "
+                "or hindsight-relabelled goals, which have no slot?)"
+            )
+        priorities = np.abs(errors) + self.eps
         self._max_priority = max(self._max_priority, float(priorities.max()))
-        self.tree.update(np.asarray(indices), priorities**self.alpha)
+        self.tree.update(indices, priorities**self.alpha)

@@ -109,8 +109,12 @@ def run_training(
     use_torch_threads()
     if run.restore:
         agent.restore(run.restore)
-    collector = Collector(collector_config, agent)
     logger = TrainingLogger(run.run_dir, total_steps, tensorboard=run.tensorboard, progress=run.progress)
+    try:
+        collector = Collector(collector_config, agent)  # its env processes start last: nothing after can leak them
+    except BaseException:
+        logger.close()
+        raise
     try:
         result = train(collector, logger)
     except KeyboardInterrupt:
@@ -196,29 +200,32 @@ def train_dqn(
 ) -> TrainResult:
     """Off-policy loop: collect ``num_steps x num_envs`` steps into the buffer, then
     ``gradient_steps`` updates on sampled batches. The collector's agent must wrap a :class:`DQN`.
+    With a :class:`rl.replay.PrioritizedReplay` (prioritised DQN), priorities follow each batch's TD
+    errors and ``beta`` is annealed linearly to 1 at ``total_steps``, as in :func:`train_off_policy`.
     """
     algo = agent.algorithm
     if not isinstance(algo, DQN):
         raise TypeError("train_dqn needs an agent around a DQN algorithm")
-    if isinstance(buffer, PrioritizedReplay):
-        raise TypeError(
-            "train_dqn samples uniformly (DQN's loss takes no importance weights): pass an rl.UniformReplay"
-        )
     _check_learning_starts(learning_starts, total_steps)
     start = time.perf_counter()
     progress = _Progress(window, solved_return)
     ever_solved = False
+    beta_start = buffer.beta if isinstance(buffer, PrioritizedReplay) else 1.0
     while collector.total_steps < total_steps:
         algo.epsilon = linear_schedule(
             epsilon_start, epsilon_end, exploration_fraction, collector.total_steps / total_steps
         )
+        if isinstance(buffer, PrioritizedReplay):
+            buffer.beta = linear_schedule(beta_start, 1.0, 1.0, collector.total_steps / total_steps)
         rollout = collector.collect()
         buffer.add_rollout(rollout)
         progress.add(rollout.episode_returns)
         stats: dict[str, float] = dict.fromkeys(("td_loss", "q_mean", "grad_norm"), float("nan"))
         if collector.total_steps >= learning_starts:
             for _ in range(gradient_steps):
-                stats = agent.learn(buffer.sample(batch_size))
+                batch = buffer.sample(batch_size)
+                stats = agent.learn(batch)
+                buffer.update_priorities(batch.indices, algo.td_errors)
         if logger is not None:
             logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
             logger.log_update(collector.total_steps, {**stats, "epsilon": algo.epsilon})

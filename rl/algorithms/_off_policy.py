@@ -35,6 +35,13 @@ def check_tau(tau: float) -> float:
     return float(tau)
 
 
+def check_non_negative(name: str, value: float) -> float:
+    """A noise scale, checked when the algorithm is built."""
+    if not value >= 0.0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return float(value)
+
+
 def weighted_mse(pred: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """``mean(w_i (pred_i - target_i)^2)``: the squared TD error, importance-weighted for
     prioritised replay (``w = 1`` for uniform replay gives the plain mean squared error)."""
@@ -258,7 +265,7 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         self.target_critic = frozen_copy(critic)
         self.gamma = check_gamma(gamma)
         self.tau = check_tau(tau)
-        self.exploration_noise = exploration_noise
+        self.exploration_noise = check_non_negative("exploration_noise", exploration_noise)
         """Standard deviation of the acting noise, as a fraction of the half-range of each action."""
         self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
         self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)

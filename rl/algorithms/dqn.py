@@ -4,6 +4,9 @@
     y   = r + gamma * (1 - terminated) * Q(s', a*; theta^-)  (target net evaluates)
     loss = (Q(s, a; theta) - y)^2        (or Huber, as in the Nature paper, with loss="huber")
 
+A batch with importance ``weights`` (a :class:`rl.PrioritizedReplay`'s) weighs each sample's loss
+by them (Schaul et al. 2016); :attr:`DQN.td_errors` holds ``y - Q(s, a)`` for its priorities.
+
 The default is the squared error. On CartPole the Huber loss diverges: its gradient is capped at
 1, so the few terminal transitions (about 4% of the data, target 1) cannot pull down the values
 that the many bootstrapped transitions push up, and Q grows past ``1 / (1 - gamma)``
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 from torch.nn.functional import mse_loss, smooth_l1_loss
 
@@ -70,6 +74,8 @@ class DQN(Algorithm):
         """Probability of a uniformly random action in :meth:`sample`."""
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
         self._updates = 0
+        self.td_errors: np.ndarray = np.zeros(0, np.float32)
+        """The last batch's TD errors ``y - Q(s, a)``, for a prioritised replay's priorities."""
 
     def sample(self, obs: torch.Tensor) -> PolicyStep:
         """Epsilon-greedy actions (no log-prob, no value)."""
@@ -93,7 +99,13 @@ class DQN(Algorithm):
                 next_action = next_q_target.argmax(-1, keepdim=True)
             next_q = next_q_target.gather(1, next_action).squeeze(1)
             target = batch.rewards + self.gamma * (~batch.terminated).float() * next_q
-        loss = mse_loss(q, target) if self.loss == "mse" else smooth_l1_loss(q, target)
+        weights = getattr(batch, "weights", None)  # a prioritised replay's importance weights
+        if weights is None:
+            loss = mse_loss(q, target) if self.loss == "mse" else smooth_l1_loss(q, target)
+        else:
+            per_sample = (q - target).square() if self.loss == "mse" else smooth_l1_loss(q, target, reduction="none")
+            loss = (weights * per_sample).mean()
+        self.td_errors = (target - q).detach().numpy()
 
         grad_norm = self._step(loss, self.max_grad_norm)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from rl import backprop, ops
-from rl.algorithms._off_policy import DeterministicOffPolicy, weighted_mse
+from rl.algorithms._off_policy import DeterministicOffPolicy, check_non_negative, weighted_mse
 from rl.fused import FusedMLPPair
 from rl.networks import DeterministicActor, TwinQCritic
 from rl.replay import ReplayBatch
@@ -54,8 +54,9 @@ class TD3(DeterministicOffPolicy):
                 f"policy_delay must be >= 1 (1: the actor updates with every critic update), got {policy_delay}"
             )
         super().__init__(actor, critic, actor_lr, critic_lr, gamma, tau, exploration_noise, fused, autocast, compile)
-        self.policy_noise = policy_noise
-        self.noise_clip = noise_clip
+        self.policy_noise = check_non_negative("policy_noise", policy_noise)
+        self.noise_clip = check_non_negative("noise_clip", noise_clip)
+        """A negative clip would turn the smoothing noise into a constant ``|noise_clip|`` bias."""
         self.policy_delay = policy_delay
         self._last_actor_loss = float("nan")
 

@@ -276,3 +276,21 @@ def test_training_stopped_by_ctrl_c_saves_what_it_trained(tmp_path: Path) -> Non
     weights = restored.get_weights()
     assert all(np.array_equal(weights[k], v) for k, v in agent.get_weights().items())
     assert any(not np.array_equal(weights[k], v) for k, v in untrained.items())  # trained, then saved
+
+
+def test_a_run_whose_logs_cannot_be_written_leaves_no_env_process(tmp_path: Path) -> None:
+    """The logger failing to start (its run_dir is a file) used to leave the async collector's env
+    subprocesses running, since the collector was built first and outside the cleanup: for as
+    long as the error's traceback lived (a notebook or REPL keeps the last one)."""
+    import multiprocessing
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    agent = rl.Agent(rl.A2C(rl.ActorCritic(CARTPOLE_OBS, CARTPOLE_ACT, HIDDEN)))
+    run = rl.TrainingRun(run_dir=str(blocked / "run"), tensorboard=False, progress=False)
+    config = rl.CollectorConfig(env_id="CartPole-v1", num_envs=2, num_steps=8, seed=0, vectorization="async")
+    before = set(multiprocessing.active_children())
+    with pytest.raises(OSError) as kept:  # the traceback stays alive, as a REPL's last one does
+        rl.run_training(run, agent, config, 100, _stopping_training(agent, 1), "never")
+    assert set(multiprocessing.active_children()) == before
+    del kept

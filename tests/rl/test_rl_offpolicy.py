@@ -285,8 +285,23 @@ def test_sac_default_entropy_target_is_the_papers_for_normalised_actions() -> No
         (lambda: _sac(alpha=0.0), "alpha .* must be > 0, got 0.0"),
         (lambda: _sac(autocast=torch.float16), "autocast must be None or torch.bfloat16"),
         (lambda: rl.UniformReplay(8, (2,), (1,)).sample(4), "sample from an empty replay"),
+        (lambda: _make("TD3", noise_clip=-0.5), "noise_clip must be >= 0, got -0.5"),
+        (lambda: _make("TD3", policy_noise=-0.2), "policy_noise must be >= 0, got -0.2"),
+        (lambda: _make("DDPG", exploration_noise=-0.1), "exploration_noise must be >= 0, got -0.1"),
+        (lambda: rl.PrioritizedReplay(8, (2,), (1,), eps=0.0), r"eps must be > 0 \(it keeps every priority above"),
     ],
-    ids=["policy_delay", "ddpg tau", "sac tau", "alpha", "float16", "empty replay"],
+    ids=[
+        "policy_delay",
+        "ddpg tau",
+        "sac tau",
+        "alpha",
+        "float16",
+        "empty replay",
+        "noise_clip",
+        "policy_noise",
+        "exploration_noise",
+        "per eps",
+    ],
 )
 def test_off_policy_arguments_that_cannot_work_are_refused_when_given(make: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):

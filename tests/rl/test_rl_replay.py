@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_sum_tree_matches_cumulative_sums() -> None:
 def test_prioritized_sampling_frequencies_and_weights() -> None:
     """P(i) = p_i^a / sum p^a and w_i = (N P(i))^-b / max w, against the formulas computed here."""
     alpha, beta = 0.6, 0.4
-    replay = PrioritizedReplay(8, (1,), (1,), seed=1, alpha=alpha, beta=beta, eps=0.0)
+    replay = PrioritizedReplay(8, (1,), (1,), seed=1, alpha=alpha, beta=beta, eps=1e-12)
     _add_numbered(replay, 0, 8)
     td = np.array([0.1, 0.5, 1.0, 2.0, 4.0, 0.2, 0.3, 3.0])
     replay.update_priorities(np.arange(8), td)
@@ -178,6 +179,70 @@ def test_her_replay_refuses_too_long_episodes() -> None:
     z = np.zeros
     with pytest.raises(ValueError):
         replay.add_episode(GoalEpisode(z((7, 1)), z((7, 1)), z(1), z((6, 1)), z(6, bool), z(6, bool), 0.0, False))
+
+
+@pytest.mark.parametrize(
+    "field, bad",
+    [
+        ("achieved_goals", (4, 1)),  # would be copied into all 3 goal columns
+        ("desired_goal", (1,)),
+        ("actions", (3, 1)),  # would be copied into both action columns
+        ("observations", (1, 2)),  # one row would fill every step
+        ("terminated", (2,)),
+    ],
+)
+def test_her_replay_refuses_episodes_of_other_shapes(field: str, bad: tuple[int, ...]) -> None:
+    """numpy would broadcast each of these into the episode's slot and train on it."""
+    replay = HerReplay(100, 2, 3, (2,), 5, PointReach(dim=3).compute_reward)
+    z = np.zeros
+    fields = dict(
+        observations=z((4, 2)),
+        achieved_goals=z((4, 3)),
+        desired_goal=z(3),
+        actions=z((3, 2)),
+        terminated=z(3, bool),
+        truncated=z(3, bool),
+    )
+    replay.add_episode(GoalEpisode(**fields, episode_return=0.0, success=False))  # the right shapes go in
+    fields[field] = z(bad, bool if field == "terminated" else np.float32)
+    with pytest.raises(ValueError, match=f"add_episode: {field} has shape {re.escape(str(bad))}; this replay needs"):
+        replay.add_episode(GoalEpisode(**fields, episode_return=0.0, success=False))
+    assert len(replay) == 3
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        replay.sample(0)
+
+
+def test_priority_updates_for_slots_the_replay_does_not_hold_are_refused() -> None:
+    """A negative index (HER's "no slot" -1) would write an inner sum of the tree, an index past
+    the filled rows a padding leaf, and one error for many indices would be broadcast: each left
+    the tree's total unequal to its leaves' sum, and sampling skewed, without an error."""
+    replay = PrioritizedReplay(5, (1,), (1,), seed=0)
+    _add_numbered(replay, 0, 4)
+    leaves = lambda: replay.tree[np.arange(5)]  # noqa: E731
+    before, total = leaves().copy(), replay.tree.total
+    for indices, errors, kind in [
+        ([-1], [100.0], IndexError),
+        ([4], [50.0], IndexError),  # slot 4 not filled yet
+        ([6], [50.0], IndexError),  # in the tree's padding
+        ([0, 1, 2, 3], [1.0], ValueError),
+        ([[0, 1]], [[1.0, 2.0]], ValueError),
+    ]:
+        with pytest.raises(kind, match="update_priorities"):
+            replay.update_priorities(np.array(indices), np.array(errors))
+        np.testing.assert_array_equal(leaves(), before)
+        assert replay.tree.total == total
+    with pytest.raises(IndexError, match=r"leaf indices must be in \[0, 5\), got \[-1\]"):
+        replay.tree.update(np.array([-1]), np.array([1.0]))
+    replay.update_priorities(np.array([0, 3]), np.array([2.0, -3.0]))  # what a TD step gives
+    assert replay.tree.total == pytest.approx(leaves().sum())
+    np.testing.assert_allclose(leaves()[[0, 3]], (np.array([2.0, 3.0]) + replay.eps) ** replay.alpha)
+
+
+def test_total_added_counts_every_transition_given() -> None:
+    replay = UniformReplay(4, (1,), (1,))
+    _add_numbered(replay, 0, 10)  # more than the capacity at once: the last 4 are kept
+    assert len(replay) == 4 and replay.total_added == 10
+    np.testing.assert_array_equal(np.sort(replay.obs[:, 0]), [6, 7, 8, 9])
 
 
 def test_point_reach_reward_is_sparse() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any
@@ -100,20 +101,42 @@ def test_dqn_smoke() -> None:
     assert any(not np.array_equal(target_before[k], after[k]) for k in after)  # target followed
 
 
-def test_training_loops_refuse_what_would_silently_not_train() -> None:
-    """A prioritised replay under DQN (whose loss takes no importance weights) would be sampled
-    by priority with no correction and never get its priorities; a ratio of 0 updates per step
-    would collect forever without learning."""
-    config = rl.CollectorConfig(env_id="CartPole-v1", num_envs=1, num_steps=8, seed=0)
+def test_prioritised_dqn_weighs_its_loss_and_updates_priorities() -> None:
+    """DQN on a prioritised replay: the importance weights scale each sample's loss (the step
+    differs from the unweighted one), ``td_errors`` are ``y - Q``, and ``train_dqn`` gives them
+    back as priorities and anneals ``beta`` towards 1."""
+    config = rl.CollectorConfig(env_id="CartPole-v1", num_envs=2, num_steps=8, seed=0)
     obs_space, act_space = env_spaces(config)
     assert obs_space.shape is not None
-    dqn = rl.Agent(rl.DQN(rl.QNetwork(obs_space, act_space, hidden=(8,))))
-    collector = rl.Collector(config, dqn)
+    torch.manual_seed(0)
+    algo = rl.DQN(rl.QNetwork(obs_space, act_space, hidden=(16,)), target_update_interval=5)
+    agent = rl.Agent(algo)
+    collector = rl.Collector(config, agent)
+    replay = rl.PrioritizedReplay(1000, obs_space.shape, action_dtype=np.int64, seed=0, beta=0.4)
     try:
-        with pytest.raises(TypeError, match=r"train_dqn samples uniformly.*pass an rl\.UniformReplay"):
-            rl.train_dqn(dqn, collector, rl.PrioritizedReplay(100, obs_space.shape, action_dtype=np.int64), 100)
+        rl.train_dqn(agent, collector, replay, total_steps=320, learning_starts=64, batch_size=32, gradient_steps=2)
     finally:
         collector.close()
+    leaves = replay.tree[np.arange(len(replay))]
+    assert len(np.unique(leaves)) > 10  # priorities followed the TD errors, not all the initial maximum
+    assert replay.tree.total == pytest.approx(leaves.sum())
+    assert 0.4 < replay.beta <= 1.0 and replay.beta > 0.9
+
+    batch = replay.sample(32)
+    tensors = rl.agent.to_torch(batch)
+    state = copy.deepcopy(algo.state_dict())
+    algo.learn(tensors)
+    weighted = {k: v.clone() for k, v in algo.model.state_dict().items()}
+    algo.load_state_dict(state)
+    algo.learn(tensors._replace(weights=torch.ones_like(tensors.weights)))
+    unweighted = algo.model.state_dict()
+    assert not tensors.weights.eq(1).all()
+    assert any(not torch.equal(weighted[k], unweighted[k]) for k in weighted)
+    assert algo.td_errors.shape == (32,) and np.isfinite(algo.td_errors).all()
+
+
+def test_training_loops_refuse_what_would_silently_not_train() -> None:
+    """A ratio of 0 updates per step would collect forever without learning."""
     pendulum = rl.CollectorConfig("Pendulum-v1", num_envs=1, num_steps=8, seed=0)
     obs, act = env_spaces(pendulum)
     assert obs.shape is not None and act.shape is not None
