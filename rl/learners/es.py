@@ -48,6 +48,8 @@ def evaluate_population(
     episode here: ES scores whole episodes, it bootstraps nothing.
     """
     k = len(params)
+    if k == 0:  # a worker whose share is empty (more workers than work)
+        return np.zeros(0), np.zeros(0, np.int64)
     flat = torch.from_numpy(np.ascontiguousarray(params, dtype=np.float32))
     obs = np.stack([envs[i].reset(seed=int(seeds[i]))[0] for i in range(k)]).astype(np.float32)
     returns = np.zeros(k)

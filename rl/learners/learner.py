@@ -284,6 +284,10 @@ class Learner:
         self._phase: Literal["new", "started", "closed"] = "new"
         self._training = False
         self._start_steps = 0
+        self._pushed = True
+        """Whether the workers hold the learner's state (:meth:`restore` after :meth:`start` clears it)."""
+        self._respawns: set[asyncio.Future[Any]] = set()
+        """Replacements being set up: a pump stopped meanwhile does not cut them short."""
         self._send_error: BaseException | None = None
         """What a call sent without awaiting it (:meth:`_send`) failed with, other than a death."""
         if scheme.replay != "none" and replay is None:
@@ -345,14 +349,27 @@ class Learner:
             for failed in built:
                 if isinstance(failed, BaseException):
                     raise failed
-            weights = self.agent.get_weights()
-            await asyncio.gather(*[h.set_weights(weights, self.version) for h in self._pool.handles])
-            if self._warmup:
-                await asyncio.gather(*[h.set_uniform_exploration(True) for h in self._pool.handles])
+            await self._push_to_workers()
             if s.replay == "actor":
                 self.replay_actor = await ReplayActor.remote(self.replay)
                 await asyncio.gather(*[h.feed(self.replay_actor) for h in self._pool.handles])
         return self
+
+    async def _push_to_workers(self) -> None:
+        """Give every worker the learner's state: its weights (with a decentralised update, its
+        optimizer too: each worker steps its own copy, whose moments must be the learner's) and,
+        for off-policy collectors, whether to act uniformly at random (the warm-up)."""
+        pool = self._pool
+        assert pool is not None
+        self._pushed = True
+        if self.scheme.update == "decentralised":
+            state = copy.deepcopy(self.agent.algorithm.state_dict())
+            await asyncio.gather(*[h.set_state(state, self.version) for h in pool.handles])
+        else:
+            weights = self.agent.get_weights()
+            await asyncio.gather(*[h.set_weights(weights, self.version) for h in pool.handles])
+        if self.scheme.replay != "none":
+            await asyncio.gather(*[h.set_uniform_exploration(self._warmup) for h in pool.handles])
 
     def _make_pool(self, cls: Any, n: int) -> _Pool:
         configs = [replace(self.config, seed=self.config.seed + 10_000 * (i + 1)) for i in range(n)]
@@ -387,8 +404,13 @@ class Learner:
             log.warning("%s %d died (%s); replacing it", pool.cls.__name__, i, error)
             if self.logger is not None:
                 self.logger.note(f"{pool.cls.__name__} {i} died ({error}); replaced")
+            # Shielded: a pump stopped at the end of train() would otherwise leave the replacement
+            # in the pool half set up (the starting weights, no replay actor to feed).
+            respawn = asyncio.ensure_future(self._respawn(pool, i))
+            self._respawns.add(respawn)
+            respawn.add_done_callback(self._respawns.discard)
             try:
-                return await self._respawn(pool, i)
+                return await asyncio.shield(respawn)
             except actorrt.ActorDiedError as e:  # the new one died while it was being set up
                 error = e
 
@@ -415,8 +437,9 @@ class Learner:
     async def close(self) -> None:
         """Stop every worker and the replay actor (their slots are free when it returns)."""
         self._phase = "closed"
-        for task in self._tasks:
+        for task in [*self._tasks, *self._respawns]:
             task.cancel()
+        await asyncio.gather(*self._tasks, *self._respawns, return_exceptions=True)
         pool, self._pool = self._pool, None
         if pool is not None:
             await asyncio.gather(*[actorrt.kill(h) for h in pool.handles], return_exceptions=True)
@@ -444,6 +467,11 @@ class Learner:
         """Models, optimizers, counters and, for an off-policy scheme unless ``replay=False``, the
         replay (from the replay actor when one holds it): :meth:`restore` resumes the run. The
         file is replaced whole or not at all (:func:`rl.agent.save_checkpoint`)."""
+        if replay and self._phase == "closed" and self.scheme.replay == "actor":
+            raise RuntimeError(
+                "save() after close() with replay='actor': the replay lived in the replay actor, which "
+                "close() stopped; save inside `async with Learner(...)`, or save(path, replay=False)"
+            )
         held = None
         if replay and self.replay_actor is not None:
             held = await actorrt.get_attr(self.replay_actor, "replay")
@@ -464,11 +492,15 @@ class Learner:
                 state["replay"] = held
             save_checkpoint(state, path)  # whole or not at all
 
-        await self._in_thread(write)
+        if self._executor is None:  # not started, or closed: no update can be running
+            write()
+        else:
+            await self._in_thread(write)
 
     def restore(self, path: str) -> None:
-        """Load what :meth:`save` wrote, before :meth:`start` (or workers get the weights at the
-        next broadcast). A checkpoint without the replay (``save(..., replay=False)``) resumes
+        """Load what :meth:`save` wrote, before :meth:`start` or between :meth:`train` calls (the
+        workers are given the restored weights, optimizer state for a decentralised update, and
+        warm-up when the next ``train`` starts). A checkpoint without the replay (``save(..., replay=False)``) resumes
         with an empty one (the learner's replay is emptied), and the first ``learning_starts``
         env steps after it only refill it (acting with the restored policy): no update is taken
         on a replay of a few rollouts."""
@@ -498,6 +530,7 @@ class Learner:
             self.replay.clear()
             self._first_update_at = self.env_steps + self.learning_starts
         self._warmup = self.scheme.replay != "none" and self.env_steps < self.learning_starts
+        self._pushed = False  # the workers get what was restored when train() next starts
 
     # ---- training -----------------------------------------------------------------------------
 
@@ -551,6 +584,8 @@ class Learner:
             raise RuntimeError("train() is already running on this Learner")
         self._training = True
         try:
+            if not self._pushed and self._pool is not None:  # restored since start()
+                await self._push_to_workers()
             return await self._train(total_steps, solved_return, stop_when_solved)
         finally:
             self._training = False
@@ -687,9 +722,12 @@ class Learner:
         """The next rollout from the pumps, with its weights' version and the collector it came
         from; raises what a pump failed with (other than a dead collector)."""
         getter = asyncio.ensure_future(queue.get())
-        done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():  # a pump failed, or train() was cancelled: no getter left behind
+                getter.cancel()
         if getter not in done:
-            getter.cancel()
             for task in done:
                 task.result()
         return getter.result()
@@ -703,6 +741,8 @@ class Learner:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        # A replacement being set up finishes (a death there is found by the next train()).
+        await asyncio.gather(*self._respawns, return_exceptions=True)
         if self._pool is None or not settle:
             return
         settled = [asyncio.ensure_future(handle.pid()) for handle in self._pool.handles]
@@ -892,6 +932,11 @@ class Learner:
         updates it is owed, record it, end the warm-up, and broadcast the weights once at least
         ``broadcast_every`` updates were taken since the last broadcast (checked after each
         rollout: a rollout owed many updates gives one broadcast, not one per update)."""
+        if self.replay_actor is not None and not isinstance(rollout, Fed):
+            raise RuntimeError(
+                "a collector sent its rollout to the learner while a replay actor holds the replay "
+                "(it was never given the replay actor to feed)"
+            )
         owed, beta = self._owed(rollout.num_steps), self._beta()
         if isinstance(rollout, Fed):
             stats, done = await self._from_replay_actor(owed, beta), owed

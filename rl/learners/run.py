@@ -9,6 +9,7 @@ and exits 0 when solved.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -100,7 +101,13 @@ async def run(
                 learner.restore(config.restore)
             try:
                 async with learner:
-                    result = await learner.train(config.total_steps, config.solved_return, config.stop_when_solved)
+                    try:
+                        result = await learner.train(config.total_steps, config.solved_return, config.stop_when_solved)
+                    except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C: asyncio.run cancels us
+                        if config.save:  # what was trained is kept, as rl.run_training keeps it
+                            await learner.save(config.save)
+                            logger.note(f"stopped: the learner as trained so far is saved in {config.save}")
+                        raise
                     if config.save:
                         await learner.save(config.save)
             finally:

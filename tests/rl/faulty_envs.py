@@ -4,10 +4,14 @@ the workers' own processes."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+
+import rl
+from rl.collector import env_spaces
 
 
 class _DiesOnStep(gym.Wrapper):
@@ -47,3 +51,32 @@ class OneProcessOnly:
             f.write(str(os.getpid()))
         env = gym.make("CartPole-v1")
         return _RaisesOnStep(env) if self.broken_step else env
+
+
+class _SlowToSetWeights(rl.Agent):
+    def __init__(self, algorithm: Any, setting: str, seconds: float) -> None:
+        super().__init__(algorithm)
+        self.setting, self.seconds = setting, seconds
+
+    def set_weights(self, weights: Any) -> None:
+        with open(self.setting, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(self.seconds)
+        super().set_weights(weights)
+
+
+@dataclass(frozen=True)
+class SlowReplacement:
+    """A ``make_agent`` for SAC on Pendulum: an agent built once ``marker`` exists (a worker
+    started after the test made it) takes ``seconds`` to set its weights, and first writes
+    ``marker + ".setting"``: a window in which a replacement is half set up."""
+
+    marker: str
+    seconds: float = 4.0
+
+    def __call__(self) -> rl.Agent:
+        obs, act = env_spaces(rl.CollectorConfig("Pendulum-v1"))
+        algorithm = rl.SAC(rl.SquashedGaussianActor(obs, act, (32, 32)), rl.TwinQCritic(obs, act, (32, 32)))
+        if os.path.exists(self.marker):
+            return _SlowToSetWeights(algorithm, self.marker + ".setting", self.seconds)
+        return rl.Agent(algorithm)

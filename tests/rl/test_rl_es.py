@@ -188,6 +188,25 @@ def test_remote_workers_train_and_a_killed_one_is_replaced(
     assert last > first + 20, (first, last)
 
 
+def make_one_pair_agent() -> rl.Agent:
+    torch.manual_seed(0)
+    return rl.Agent(rl.ES(make_policy(), rl.NoiseTable(2**16, 7), population=2, sigma=0.1, lr=0.05))
+
+
+def test_more_es_workers_than_work_leaves_the_spare_ones_idle(rl_cluster: actorrt.Cluster) -> None:
+    """One antithetic pair and one theta episode over two workers: the second's share is empty
+    (it raised "need at least one array to stack" from inside the worker)."""
+
+    async def go() -> Any:
+        async with ESLearner(
+            make_one_pair_agent, make_policy, "CartPole-v1", num_workers=2, theta_episodes=1
+        ) as learner:
+            return await learner.train(200, stop_when_solved=False)
+
+    result = on(rl_cluster, go())
+    assert result.env_steps >= 200 and result.episodes >= 1
+
+
 def test_an_es_worker_that_dies_every_time_ends_training_with_a_clear_error(rl_cluster: actorrt.Cluster) -> None:
     async def go() -> tuple[BaseException, int]:
         async with ESLearner(make_agent, make_policy, "CartPole-v1", num_workers=1, env_fn=dying_cartpole) as learner:

@@ -244,3 +244,48 @@ def test_apex_learner_waits_while_the_replay_is_empty(tmp_path: Path) -> None:
     proc = _run(["-c", APEX_LATE_REPLAY, str(ROOT / "examples" / "apex_cartpole.py"), str(tmp_path / "run")], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["env_steps"] >= 3000
+
+
+@pytest.mark.parametrize(
+    "script, args",
+    [
+        ("a2c_cartpole.py", ["--num-collectors", "1"]),
+        ("sac_pendulum.py", ["--num-collectors", "1", "--replay", "actor", "--learning-starts", "200"]),
+    ],
+    ids=["a2c", "sac-replay-actor"],
+)
+def test_ctrl_c_saves_a_distributed_run(tmp_path: Path, script: str, args: list[str]) -> None:
+    """Ctrl-C (SIGINT to the script's whole process group, as a terminal sends it) ends a
+    distributed run with status 130 and, with ``--save``, a checkpoint of what it trained (the
+    learner's, and the replay actor's replay): it used to save nothing, losing an hours-long run."""
+    import os
+    import signal
+    import sys
+    import time
+
+    save = tmp_path / "ckpt.pt"
+    episodes = tmp_path / "run" / "episodes.csv"
+    command = [str(ROOT / "examples" / script), *args, "--total-steps", "100000000", "--no-stop-when-solved"]
+    command += ["--save", str(save), "--run-dir", str(tmp_path / "run"), "--no-progress", "--no-tensorboard"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, *command], cwd=tmp_path, env=env, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (episodes.exists() and len(episodes.read_text().splitlines()) > 5):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert f"saved in {save}" in err
+    state = torch.load(save, weights_only=False)
+    assert state["env_steps"] > 0
+    if script == "sac_pendulum.py":
+        assert len(state["replay"]) > 0  # fetched from the replay actor before it stopped

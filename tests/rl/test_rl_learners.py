@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
+import torch
 
 import actorrt
 import rl
@@ -21,7 +22,7 @@ from rl.collector import env_spaces
 from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme, off_policy_scheme
 from rl.learners.workers import WorkerFailedError
 from rl.metrics import LearnerMetrics
-from tests.rl.faulty_envs import OneProcessOnly, dying_cartpole
+from tests.rl.faulty_envs import OneProcessOnly, SlowReplacement, dying_cartpole
 
 T = TypeVar("T")
 CONFIG = rl.CollectorConfig("CartPole-v1", num_envs=4, num_steps=16, seed=0)
@@ -705,3 +706,121 @@ def test_restoring_a_replay_into_a_learner_with_another_replay_is_an_error(
         ValueError, match="UniformReplay of capacity 50000; this learner has a UniformReplay of capacity 1000"
     ):
         other.restore(path)
+
+
+def test_restoring_after_start_reaches_the_collectors(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
+    """``restore`` inside ``async with``: the collectors were told to act uniformly at random when
+    the learner started at 0 env steps, and only the warm-up's end (never reached again) would have
+    told them otherwise: SAC trained on random actions for the rest of the run. Now the next
+    ``train`` gives them the restored weights and warm-up."""
+    path = str(tmp_path / "sac.pt")
+    scheme = off_policy_scheme(1, updates_per_step=0.25)
+    options: dict[str, Any] = {"batch_size": 32, "learning_starts": 256}
+
+    async def first() -> None:
+        async with Learner(make_sac, PENDULUM, scheme, replay=_pendulum_replay(), **options) as learner:
+            await learner.train(600)
+            await learner.save(path)
+
+    async def second() -> tuple[bool, int, int]:
+        async with Learner(make_sac, PENDULUM, scheme, replay=_pendulum_replay(), **options) as learner:
+            assert learner._pool is not None
+            handle = learner._pool.handles[0]
+            learner.restore(path)
+            restored_version = learner.version
+            await learner.train(learner.env_steps + 32)
+            collector = await actorrt.get_attr(handle, "collector")
+            return (
+                collector.agent.algorithm.uniform_exploration,
+                await actorrt.get_attr(handle, "version"),
+                restored_version,
+            )
+
+    on(rl_cluster, first())
+    uniform, version, restored_version = on(rl_cluster, second())
+    assert not uniform
+    assert restored_version > 0 and version >= restored_version  # the restored weights, or later ones
+
+
+def test_a_decentralised_update_restored_starts_every_worker_with_the_learners_optimizer(
+    rl_cluster: actorrt.Cluster, tmp_path: Path
+) -> None:
+    """The workers apply the averaged gradients with their own optimizers: started from a
+    checkpoint they were given the weights only (fresh Adam moments), and drifted away from the
+    learner's copy, the one that is saved, with every step."""
+    scheme = Scheme(gradients="remote", num_gradient_workers=2, update="decentralised")
+    path = str(tmp_path / "a2c.pt")
+
+    async def first() -> None:
+        async with Learner(make_a2c, CONFIG, scheme) as learner:
+            await learner.train(640)
+            await learner.save(path)
+
+    async def second(restore_inside: bool) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
+        learner = Learner(make_a2c, CONFIG, scheme)
+        if not restore_inside:
+            learner.restore(path)
+        async with learner:
+            assert learner._pool is not None
+            if restore_inside:
+                await learner.train(320)
+                learner.restore(path)
+            await learner.train(learner.env_steps + 640)
+            return learner.agent.get_weights(), [await h.get_weights() for h in learner._pool.handles]
+
+    on(rl_cluster, first())
+    for restore_inside in (False, True):
+        central, remote = on(rl_cluster, second(restore_inside))
+        for weights in remote:
+            for k in central:
+                np.testing.assert_allclose(weights[k], central[k], rtol=1e-5, atol=1e-6)
+
+
+def test_save_after_close_refuses_a_replay_the_replay_actor_held(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
+    """``close`` stops the replay actor: a save after it wrote the learner's empty starting replay
+    beside the run's env step count, and a restore then learned from nothing."""
+    path = str(tmp_path / "sac.pt")
+
+    async def go() -> None:
+        learner = Learner(
+            make_sac, PENDULUM, off_policy_scheme(1, replay="actor"), replay=_pendulum_replay(), learning_starts=64
+        )
+        async with learner:
+            await learner.train(128)
+        with pytest.raises(RuntimeError, match=r"save\(\) after close\(\) with replay='actor'"):
+            await learner.save(path)
+        await learner.save(path, replay=False)  # the models and counters still can be
+
+    on(rl_cluster, go())
+    assert "replay" not in torch.load(path, weights_only=False)
+
+
+def test_a_replacement_set_up_when_training_stops_is_set_up_whole(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
+    """Training stopped (here cancelled) while a dead collector's replacement was being set up:
+    the pump's cancellation cut the set-up short, and the replacement stayed in the pool with its
+    starting weights and, with a replay actor, nothing to feed: its rollouts then went into the
+    learner's stale copy of the replay. Now the set-up finishes before ``train`` returns."""
+    marker = str(tmp_path / "slow")
+    make_agent = SlowReplacement(marker, seconds=3.0)
+
+    async def go() -> tuple[Any, int]:
+        learner = Learner(
+            make_agent, PENDULUM, off_policy_scheme(1, replay="actor"), replay=_pendulum_replay(), learning_starts=64
+        )
+        async with learner:
+            assert learner._pool is not None
+            await learner.train(256)
+            open(marker, "w").close()  # workers started from now on are slow to take their weights
+            os.kill(await learner._pool.handles[0].pid(), signal.SIGKILL)
+            training = asyncio.ensure_future(learner.train(10**9))
+            while not os.path.exists(marker + ".setting"):  # the replacement is taking its weights
+                assert not training.done(), training.result()
+                await asyncio.sleep(0.05)
+            training.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await training
+            replacement = learner._pool.handles[0]
+            return await actorrt.get_attr(replacement, "replay"), await actorrt.get_attr(replacement, "version")
+
+    replay, version = on(rl_cluster, go())
+    assert replay is not None and version >= 0
