@@ -16,6 +16,7 @@ import asyncio
 import atexit
 import itertools
 import logging
+import math
 import os
 import threading
 import uuid
@@ -83,6 +84,12 @@ class Cluster:
         self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
         if max_payload_mb < 1:
             raise ValueError(f"connect: max_payload_mb must be >= 1, got {max_payload_mb}")
+        for name, value, least in (("timeout", timeout, "> 0"), ("placement_timeout", placement_timeout, ">= 0")):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise TypeError(f"connect: {name} must be a number of seconds, got {value!r}")
+            if value < 0 or (least == "> 0" and value == 0):
+                hint = " (0 waits forever)" if name == "placement_timeout" else ""
+                raise ValueError(f"connect: {name} must be {least} seconds{hint}, got {value!r}")
         self.max_payload_bytes = max_payload_mb * 2**20
         self.token = _rpc.load_token(token) if self.address else (token or _rpc.new_token())
         self.client_id = uuid.uuid4().hex[:16]

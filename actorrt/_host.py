@@ -400,7 +400,7 @@ class CallStream:
             t0 = time.perf_counter()
             try:
                 value = fn(*args, **kwargs)
-            except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
+            except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - the caller gets it; the actor lives on
                 stats.errors += 1
                 self.reply_error(call.seq, e)
             except SystemExit as e:
@@ -495,6 +495,14 @@ class CallStream:
         try:
             value = await fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
+            self.actor.stats.errors += 1
+            self.reply_error(seq, e)
+        except asyncio.CancelledError as e:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the host stops this call (its stream ended)
+                raise
+            # The method's own: it awaited a task that was cancelled (a BaseException since 3.8,
+            # it escaped the line above, and the caller waited for a reply forever).
             self.actor.stats.errors += 1
             self.reply_error(seq, e)
         except SystemExit as e:

@@ -71,6 +71,20 @@ class Sleeper:
         return seconds
 
 
+@actorrt.remote_class(max_concurrency=2)
+class Canceller:
+    async def await_a_cancelled_task(self) -> None:
+        task = asyncio.ensure_future(asyncio.sleep(9))
+        task.cancel()
+        await task  # raises asyncio.CancelledError, a BaseException
+
+    def raise_cancelled(self) -> None:
+        raise asyncio.CancelledError("from a plain method")
+
+    async def ok(self) -> int:
+        return 1
+
+
 @actorrt.remote_class
 class Broken:
     def __init__(self) -> None:
@@ -127,6 +141,21 @@ async def test_exception_fails_the_call_and_the_actor_lives_on(cluster: ProcClus
         assert custom.value.used == 7 and isinstance(custom.value, actorrt.RemoteError)
         assert await counter.add(1) == 1  # the actor lives on
         await actorrt.kill(counter)
+
+
+async def test_a_method_that_raises_cancelled_error_fails_its_call(cluster: ProcCluster) -> None:
+    """``asyncio.CancelledError`` is not an ``Exception``: from an async method it escaped the
+    host's handler and the call never got a reply (the caller hung); from a plain method it ended
+    the whole call stream. It is the call's error now, and not a cancellation of the caller."""
+    async with cluster.connect():
+        actor = await Canceller.remote()
+        for call in (actor.await_a_cancelled_task, actor.raise_cancelled):
+            with pytest.raises(actorrt.RemoteError) as info:
+                await asyncio.wait_for(call(), 20)
+            assert not isinstance(info.value, asyncio.CancelledError)
+            assert info.value.type_name.endswith("CancelledError"), info.value.type_name
+        assert await actor.ok() == 1  # the actor and its stream live on
+        await actorrt.kill(actor)
 
 
 async def test_unpicklable_argument_fails_at_call_site(cluster: ProcCluster) -> None:
@@ -386,3 +415,20 @@ async def test_remote_class_rejects_bad_options() -> None:
         actorrt.remote_class(max_concurrency="4")  # type: ignore[call-overload]  # the wrong type is the test
     with pytest.raises(actorrt.ClusterConnectionError, match="not connected"):
         Counter.remote()
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({"timeout": 0}, ValueError, r"connect: timeout must be > 0 seconds, got 0"),
+        ({"timeout": None}, TypeError, r"connect: timeout must be a number of seconds, got None"),
+        ({"timeout": float("inf")}, TypeError, r"connect: timeout must be a number of seconds, got inf"),
+        ({"placement_timeout": -1}, ValueError, r"placement_timeout must be >= 0 seconds \(0 waits forever\), got -1"),
+        ({"placement_timeout": "5"}, TypeError, r"placement_timeout must be a number of seconds, got '5'"),
+    ],
+)
+def test_connect_refuses_timeouts_it_cannot_use(options: dict, error: type[Exception], message: str) -> None:
+    """``timeout=0`` failed every connection with "no master answered within 0s"; ``None``
+    connected, then every actor creation raised a TypeError (``None > 0``)."""
+    with pytest.raises(error, match=message):
+        actorrt.connect("127.0.0.1:1", **options)
