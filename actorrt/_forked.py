@@ -34,7 +34,11 @@ HOST_NAME = "actorrt-host"  # /proc/<pid>/comm of every actor host, as ps and to
 SERVER_NAME = "actorrt-forksrv"  # and of a fork server (15 characters at most)
 READY = b"ready"
 PID = struct.Struct("!i")  # a host's pid, then its exit status (-N: killed by signal N)
-MAX_REQUEST = 1 << 20  # bytes of one request: the host's argv, folder and environment
+# A request is a datagram naming its file descriptors; its body (the host's argv, folder and
+# environment: hundreds of KB where a pod's environment is large) travels in a memfd among them,
+# since one SEQPACKET datagram can carry no more than the socket's send buffer (~208 KB here).
+REQUEST = b"spawn"
+MAX_REQUEST = 64  # bytes of the datagram itself
 # How long a new fork server may take to import its preloads (torch: seconds, more on a cold disk).
 START_TIMEOUT_S = 300.0
 SPAWN_TIMEOUT_S = 30.0  # from a request to the forked host's pid
@@ -50,7 +54,7 @@ def available() -> bool:
         os.close(os.pidfd_open(os.getpid()))
     except (AttributeError, OSError):
         return False
-    return hasattr(socket, "send_fds") and hasattr(signal, "pidfd_send_signal")
+    return hasattr(socket, "send_fds") and hasattr(signal, "pidfd_send_signal") and hasattr(os, "memfd_create")
 
 
 def set_process_name(name: str) -> None:
@@ -84,6 +88,32 @@ def _readable(sock_or_fd: socket.socket | int, *, write: bool = False) -> asynci
     add(fd, ready)
     fut.add_done_callback(lambda _: remove(fd))
     return fut
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """An anonymous in-memory file holding ``data`` (its offset at the end: read it with pread)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_memfd(fd: int) -> bytes:
+    """The whole content of a file descriptor from :func:`_memfd` (whatever its offset)."""
+    size = os.fstat(fd).st_size
+    parts, offset = [], 0
+    while offset < size:
+        part = os.pread(fd, size - offset, offset)
+        if not part:
+            break
+        parts.append(part)
+        offset += len(part)
+    return b"".join(parts)
 
 
 async def _send_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
@@ -191,7 +221,7 @@ class ForkServer:
             if self.proc is None or self.proc.returncode is not None:
                 await self._start(env)
             assert self._ctl is not None
-            request = json.dumps({"argv": list(argv), "cwd": cwd, "env": env}).encode()
+            body = json.dumps({"argv": list(argv), "cwd": cwd, "env": env}).encode()
             status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             ours: list[int] = []  # stdin's write end, stdout's and stderr's read ends
             theirs: list[int] = []
@@ -200,7 +230,8 @@ class ForkServer:
                     r, w = os.pipe()
                     ours.append(w if host_reads else r)
                     theirs.append(r if host_reads else w)
-                await _send_fds(self._ctl, request, [*theirs, stats_w, status_theirs.fileno()])
+                theirs.append(_memfd("actorrt-request", body))
+                await _send_fds(self._ctl, REQUEST, [*theirs[:3], stats_w, status_theirs.fileno(), theirs[3]])
             except BaseException as e:
                 status.close()
                 for fd in ours:

@@ -34,7 +34,7 @@ import threading
 from typing import Any
 
 from actorrt import _host, _metrics
-from actorrt._forked import MAX_REQUEST, PID, READY, SERVER_NAME, set_process_name
+from actorrt._forked import MAX_REQUEST, PID, READY, REQUEST, SERVER_NAME, read_memfd, set_process_name
 
 __all__ = ["serve"]
 
@@ -93,17 +93,21 @@ def serve(ctl_fd: int) -> None:
 
 
 def _fork(data: bytes, fds: list[int], hosts: dict[int, socket.socket], close_in_host: tuple[int, ...]) -> None:
-    """One request: fork a host from ``data`` (argv, cwd, env) with ``fds`` (stdin, stdout,
-    stderr, statistics, status socket); tell its status socket its pid and a pidfd."""
-    if len(fds) != 5:
+    """One request: fork a host from its body (argv, cwd, env, in a memfd) with ``fds``
+    (stdin, stdout, stderr, statistics, status socket, body); tell its status socket its pid
+    and a pidfd."""
+    if len(fds) != 6 or data != REQUEST:
         for fd in fds:
             os.close(fd)
         return
-    *pipes, status_fd = fds
+    *pipes, status_fd, body_fd = fds
     status = socket.socket(fileno=status_fd)
     server = os.getpid()
     try:
-        request = json.loads(data)
+        try:
+            request = json.loads(read_memfd(body_fd))
+        finally:
+            os.close(body_fd)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()

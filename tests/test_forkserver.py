@@ -146,6 +146,35 @@ async def test_hosts_start_as_new_interpreters_where_the_fork_server_cannot_star
         cluster.stop()
 
 
+@actorrt.remote_class
+class EnvReader:
+    def sizes(self, prefix: str) -> dict[str, int]:
+        return {k: len(v) for k, v in os.environ.items() if k.startswith(prefix)}
+
+    def parent(self) -> int:
+        return os.getppid()
+
+
+async def test_a_daemon_with_a_large_environment_forks_its_hosts(tmp_path: Path) -> None:
+    """A Kubernetes pod's service variables can make an environment of hundreds of KB: a
+    request carrying it in one datagram failed over the socket's ~208 KB send buffer (EMSGSIZE),
+    the daemon restarted its fork server, and no actor host ever started. The request's body
+    travels in a memfd now."""
+    cluster = ProcCluster(tmp_path / "home").start(workers=0)
+    try:
+        for i in range(3):
+            cluster.env[f"BIG_{i}"] = "x" * 100_000
+        worker = cluster.spawn("connect", "--address", cluster.address, "--cpus", "1", "--token", cluster.token)
+        async with cluster.connect(log_to_driver=False):
+            actor = await EnvReader.options(placement_timeout=60).remote()
+            assert await actor.sizes("BIG_") == {f"BIG_{i}": 100_000 for i in range(3)}
+            [server] = _servers_of(worker.pid)
+            assert await actor.parent() == server  # forked, not started as a new interpreter
+            await actorrt.kill(actor)
+    finally:
+        cluster.stop()
+
+
 async def test_the_fork_server_can_be_turned_off(tmp_path: Path) -> None:
     cluster = ProcCluster(tmp_path / "home").start(workers=0)
     try:
