@@ -279,6 +279,8 @@ class ClusterTable:
                 worker.held[known.slot] = known.actor_id
                 worker.cpus_free -= known.num_cpus
                 worker.gpus_free -= set(known.gpu_ids)
+                if known.stopping:  # its stop went to the stream that broke and may be lost: again
+                    stale.append(known)
                 continue
             actor.worker_id = worker_id
             if actor.actor_id in self.dead:

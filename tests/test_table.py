@@ -395,6 +395,26 @@ def test_a_worker_registering_again_with_its_actors_keeps_them_as_they_were() ->
     t.validate()
 
 
+def test_a_worker_registering_again_is_told_again_to_stop_what_it_was_told_to_stop() -> None:
+    """A kill sent to the worker's stream just before it broke may never have arrived: the
+    worker still reports the actor when its session comes back, and without a second StopActor
+    it ran until its creator left (for good, if detached), holding its slot."""
+    t, wid, _ = table_with_worker(cpus=2)
+    a = t.request(Request("c1", 1))
+    b = t.request(Request("c1", 2))
+    assert a is not None and b is not None
+    killed = t.release_actor("c1", b.actor_id, "killed")
+    assert killed is not None and killed.stopping == "killed"
+    live = [Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ()) for p in (a, b)]
+    assert t.remove_worker(wid, "lost while its worker daemon reconnected", t.still_hosted(wid, live)) == []
+    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id=wid, live_actors=live)
+    assert [(s.actor_id, s.stopping) for s in stale] == [(b.actor_id, "killed")]
+    assert not t.actors[a.actor_id].stopping
+    t.actor_exited(b.actor_id)  # the worker stops it and reports the exit: its slot is free
+    assert t.workers[wid].cpus_free == 1 and set(t.actors) == {a.actor_id}
+    t.validate()
+
+
 def ids_of(t: ClusterTable, p: Placement) -> str:
     return t.actors[p.actor_id].worker_id
 
