@@ -152,28 +152,29 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             self.metrics.placement_done(p.request)
             actor = self.table.actors[p.actor_id]
             moved = p.request.restart_of
-            self._send_worker(
-                p.worker_id,
-                pb.WorkerCommand(
-                    start_actor=pb.StartActor(
-                        actor_id=p.actor_id,
-                        slot=p.slot,
-                        client_id=p.request.client_id,
-                        resources=common_pb2.Resources(
-                            num_cpus=actor.num_cpus,
-                            num_gpus=len(p.gpu_ids),
-                            max_memory_mb=actor.max_memory_mb,
-                        ),
-                        gpu_ids=p.gpu_ids,
-                        class_name=actor.class_name,
-                        name=actor.name,
-                        detached=actor.detached,
-                        max_restarts=actor.max_restarts,
-                        restarts=actor.restarts,
-                        shape=pb.ActorShape(methods=actor.methods, attributes=actor.attributes),
-                    )
-                ),
-            )
+            if not p.again:  # a request answered again was started when it was first placed
+                self._send_worker(
+                    p.worker_id,
+                    pb.WorkerCommand(
+                        start_actor=pb.StartActor(
+                            actor_id=p.actor_id,
+                            slot=p.slot,
+                            client_id=p.request.client_id,
+                            resources=common_pb2.Resources(
+                                num_cpus=actor.num_cpus,
+                                num_gpus=len(p.gpu_ids),
+                                max_memory_mb=actor.max_memory_mb,
+                            ),
+                            gpu_ids=p.gpu_ids,
+                            class_name=actor.class_name,
+                            name=actor.name,
+                            detached=actor.detached,
+                            max_restarts=actor.max_restarts,
+                            restarts=actor.restarts,
+                            shape=pb.ActorShape(methods=actor.methods, attributes=actor.attributes),
+                        )
+                    ),
+                )
             if moved:  # its creator constructs it again; everyone else attaches
                 for client_id in self._holders(actor):
                     self._send_client(

@@ -102,6 +102,7 @@ class Actor:
     max_restarts: int = 0  # -1: forever
     restarts: int = 0
     placed_at: float = 0.0  # the table's clock when its current instance was placed
+    request_id: int = 0  # its creator's request that placed it (0: rebuilt from its worker's word)
     quick_exits: int = 0  # instances in a row that lived less than RESTART_STABLE_S
     # Waiting for a new slot after its process died: no worker, slot -1, no endpoint.
     restarting: bool = False
@@ -165,6 +166,7 @@ class Placement:
     slot: int
     endpoint: str
     gpu_ids: tuple[int, ...]
+    again: bool = False  # the answer to a request placed before (resent after a reconnect): no new start
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,9 @@ class ClusterTable:
         # Actors a rejoining worker still hosted a stale copy of, which it was told to stop:
         # actor id -> those workers. The actor is not placed again until every copy's exit is in.
         self._stale_copies: dict[str, set[str]] = {}
+        # (client_id, request_id) -> the live actor that request placed: a request resent after
+        # a reconnect (its ActorPlaced lost with the old stream) is answered again, not placed twice.
+        self._placed_by: dict[tuple[str, int], str] = {}
         # Restarts waiting out a backoff: actor id -> when it ends (the table's clock). Only
         # ``place_waiting`` ends one (and then tries to place it), so a restart outside this map
         # that fits a ready slot is a bug ``validate`` catches.
@@ -524,6 +529,8 @@ class ClusterTable:
             return None
         if actor.name and self.names.get(actor.name) == actor_id:
             del self.names[actor.name]
+        if self._placed_by.get((actor.client_id, actor.request_id)) == actor_id:
+            del self._placed_by[(actor.client_id, actor.request_id)]
         for holder in actor.holders:
             held = self.clients.get(holder)
             if held is not None:
@@ -660,6 +667,7 @@ class ClusterTable:
             if actor is None:
                 continue
             if actor.detached and not actor.restarting:
+                self._placed_by.pop((actor.client_id, actor.request_id), None)  # its client's requests are over
                 actor.client_id = ""
                 continue
             # a detached one waiting to be placed again ends too: nobody is left to construct it
@@ -716,6 +724,14 @@ class ClusterTable:
                 f"but {where} has cpus={biggest.cpus}, gpus={biggest.gpus}"
             )
         key = (req.client_id, req.request_id)
+        placed = self._placed_by.get(key)
+        if placed is not None and not self.actors[placed].restarting:
+            actor = self.actors[placed]
+            worker = self.workers.get(actor.worker_id)
+            node = worker.node if worker is not None else ""
+            return Placement(
+                req, actor.actor_id, actor.worker_id, node, actor.slot, actor.endpoint, actor.gpu_ids, True
+            )
         if req.name:
             holder = self.names.get(req.name)
             if holder is not None and holder != _pending(key):
@@ -859,8 +875,11 @@ class ClusterTable:
                 attributes=req.attributes,
                 holders={req.client_id},
                 placed_at=self.clock(),
+                request_id=req.request_id,
             )
             self.actors[actor.actor_id] = actor
+            if req.request_id > 0:
+                self._placed_by[(req.client_id, req.request_id)] = actor.actor_id
             client = self.clients.get(req.client_id)
             if client is not None:
                 client.actors.add(actor.actor_id)
@@ -998,6 +1017,12 @@ class ClusterTable:
             check(
                 (actor is not None and actor.name == name) or (request is not None and request.name == name),
                 f"the name {name!r} is held by {holder}, which is neither a live actor nor a queued request of it",
+            )
+        for (cid, rid), aid in self._placed_by.items():
+            actor = self.actors.get(aid)
+            check(
+                actor is not None and (actor.client_id, actor.request_id) == (cid, rid),
+                f"request {cid}/{rid} is recorded as having placed {aid}, which is not that request's live actor",
             )
         for cid, c in self.clients.items():
             check(c.client_id == cid, f"client {cid} is filed under another id ({c.client_id})")

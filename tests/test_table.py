@@ -415,6 +415,29 @@ def test_a_worker_registering_again_is_told_again_to_stop_what_it_was_told_to_st
     t.validate()
 
 
+def test_a_request_resent_after_a_reconnect_is_answered_with_the_actor_it_placed() -> None:
+    """The ActorPlaced of a placement made just before the client's stream broke is lost; the
+    client sends the same request again on its new stream. It used to place a second actor (the
+    first, never constructed, held its slot for the client's lifetime; a named one failed with
+    ActorNameTakenError against itself)."""
+    t, wid, _ = table_with_worker(cpus=3)
+    first = t.request(Request("c1", 1, name="learner"))
+    assert first is not None and not first.again
+    again = t.request(Request("c1", 1, name="learner"))
+    assert again is not None and again.again
+    assert (again.actor_id, again.slot, again.endpoint) == (first.actor_id, first.slot, first.endpoint)
+    assert len(t.actors) == 1 and t.workers[wid].cpus_free == 2
+    t.open_client("c2", "host", 1)
+    other = t.request(Request("c2", 1))  # another client's request 1 is another request
+    assert other is not None and not other.again and other.actor_id != first.actor_id
+    t.validate()
+    t.release_actor("c1", first.actor_id, "killed")
+    t.actor_exited(first.actor_id)
+    third = t.request(Request("c1", 1))  # its actor gone: the request places a new one
+    assert third is not None and not third.again and third.actor_id != first.actor_id
+    t.validate()
+
+
 def ids_of(t: ClusterTable, p: Placement) -> str:
     return t.actors[p.actor_id].worker_id
 
