@@ -16,6 +16,7 @@ generations, frames/s and workers) and exits 0 when solved.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from dataclasses import dataclass
@@ -125,7 +126,13 @@ async def run(config: Config) -> tuple[dict, ESLearner]:
             if config.restore:
                 learner.agent.restore(config.restore)
             async with learner:
-                result = await learner.train(config.total_steps, config.solved_return, config.stop_when_solved)
+                try:
+                    result = await learner.train(config.total_steps, config.solved_return, config.stop_when_solved)
+                except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C: keep what was trained
+                    if config.save:
+                        learner.agent.save(config.save)
+                        logger.note(f"stopped: the agent as trained so far is saved in {config.save}")
+                    raise
             if config.save:
                 learner.agent.save(config.save)
     finally:

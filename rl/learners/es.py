@@ -157,6 +157,12 @@ class ESLearner:
                 f"ESLearner needs an agent around rl.ES or rl.CMAES, not {type(self.agent.algorithm).__name__}"
             )
         self.es: ES | CMAES = self.agent.algorithm
+        workers_size = make_policy().num_parameters
+        if workers_size != self.es.dim:  # a longer theta would be read as its prefix, silently
+            raise ValueError(
+                f"make_policy builds a policy of {workers_size} parameters, but the agent's "
+                f"{type(self.es).__name__} searches {self.es.dim}: they must build the same network"
+            )
         self.make_policy = make_policy
         self.env_id = env_id
         self.env_fn = env_fn

@@ -245,6 +245,17 @@ def test_an_es_learner_must_be_started_to_train() -> None:
         asyncio.run(learner.train(100))
 
 
+def test_es_learner_refuses_a_worker_policy_of_another_size() -> None:
+    """The workers evaluate theta in the policy ``make_policy`` builds: a smaller one used the
+    first part of theta and ignored the rest, without an error."""
+
+    def smaller() -> rl.MLPPolicy:
+        return rl.MLPPolicy(OBS, gym.spaces.Discrete(2), hidden=(4,))
+
+    with pytest.raises(ValueError, match=r"make_policy builds a policy of \d+ parameters, but the agent's ES searches"):
+        ESLearner(make_agent, smaller, "CartPole-v1")
+
+
 def test_es_learner_names_an_algorithm_it_cannot_drive() -> None:
     def dqn_agent() -> rl.Agent:
         return rl.Agent(rl.DQN(rl.QNetwork(OBS, gym.spaces.Discrete(2))))

@@ -251,8 +251,9 @@ def test_apex_learner_waits_while_the_replay_is_empty(tmp_path: Path) -> None:
     [
         ("a2c_cartpole.py", ["--num-collectors", "1"]),
         ("sac_pendulum.py", ["--num-collectors", "1", "--replay", "actor", "--learning-starts", "200"]),
+        ("es_cartpole.py", ["--population", "8"]),
     ],
-    ids=["a2c", "sac-replay-actor"],
+    ids=["a2c", "sac-replay-actor", "es"],
 )
 def test_ctrl_c_saves_a_distributed_run(tmp_path: Path, script: str, args: list[str]) -> None:
     """Ctrl-C (SIGINT to the script's whole process group, as a terminal sends it) ends a
@@ -286,6 +287,9 @@ def test_ctrl_c_saves_a_distributed_run(tmp_path: Path, script: str, args: list[
     assert proc.returncode == 130, err[-2000:]
     assert f"saved in {save}" in err
     state = torch.load(save, weights_only=False)
+    if script == "es_cartpole.py":  # an agent's checkpoint: ES's generation counts what it trained
+        assert state["_attributes"]["generation"] > 0
+        return
     assert state["env_steps"] > 0
     if script == "sac_pendulum.py":
         assert len(state["replay"]) > 0  # fetched from the replay actor before it stopped
