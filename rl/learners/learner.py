@@ -651,12 +651,16 @@ class Learner:
         call.add_done_callback(read)
         return call
 
-    def _broadcast(self) -> None:
-        """Send the current weights to every remote worker; queued behind their current call."""
-        assert self._pool is not None
+    def _raise_send_error(self) -> None:
+        """Raise what a call sent by :meth:`_send` failed with (other than a death), once."""
         if self._send_error is not None:
             error, self._send_error = self._send_error, None
             raise error
+
+    def _broadcast(self) -> None:
+        """Send the current weights to every remote worker; queued behind their current call."""
+        assert self._pool is not None
+        self._raise_send_error()
         self.version += 1
         weights = self.agent.get_weights()
         sent = [self._send(handle.set_weights(weights, self.version)) for handle in self._pool.handles]
@@ -848,8 +852,9 @@ class Learner:
                             r.episode_returns, r.episode_lengths, r.env_steps, r.stats, self.version - 1 - r.version
                         )
                         handle = self._pool.handles[i]
-                        handle.set_weights(self.agent.get_weights(), self.version)
+                        self._send(handle.set_weights(self.agent.get_weights(), self.version))
                     pending[asyncio.ensure_future(handle.compute_gradients())] = i
+                self._raise_send_error()  # a weight send that failed (other than a death)
         finally:
             for fut in pending:
                 fut.cancel()

@@ -80,3 +80,26 @@ class SlowReplacement:
         if os.path.exists(self.marker):
             return _SlowToSetWeights(algorithm, self.marker + ".setting", self.seconds)
         return rl.Agent(algorithm)
+
+
+class _FailsToSetWeights(rl.Agent):
+    def __init__(self, algorithm: Any, after: int) -> None:
+        super().__init__(algorithm)
+        self.after, self.calls = after, 0
+
+    def set_weights(self, weights: Any) -> None:
+        self.calls += 1
+        if self.calls > self.after:
+            raise RuntimeError(f"set_weights broke on call {self.calls}")
+        super().set_weights(weights)
+
+
+@dataclass(frozen=True)
+class FailingSetWeights:
+    """A ``make_agent`` for A2C on CartPole whose ``set_weights`` raises after ``after`` calls."""
+
+    after: int
+
+    def __call__(self) -> rl.Agent:
+        obs, act = env_spaces(rl.CollectorConfig("CartPole-v1"))
+        return _FailsToSetWeights(rl.A2C(rl.ActorCritic(obs, act)), self.after)

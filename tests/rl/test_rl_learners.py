@@ -22,7 +22,7 @@ from rl.collector import env_spaces
 from rl.learners import Learner, Scheme, SchemeError, a2c_scheme, impala_scheme, off_policy_scheme
 from rl.learners.workers import WorkerFailedError
 from rl.metrics import LearnerMetrics
-from tests.rl.faulty_envs import OneProcessOnly, SlowReplacement, dying_cartpole
+from tests.rl.faulty_envs import FailingSetWeights, OneProcessOnly, SlowReplacement, dying_cartpole
 
 T = TypeVar("T")
 CONFIG = rl.CollectorConfig("CartPole-v1", num_envs=4, num_steps=16, seed=0)
@@ -824,3 +824,17 @@ def test_a_replacement_set_up_when_training_stops_is_set_up_whole(rl_cluster: ac
 
     replay, version = on(rl_cluster, go())
     assert replay is not None and version >= 0
+
+
+def test_an_async_gradient_worker_that_fails_to_take_its_weights_ends_training(rl_cluster: actorrt.Cluster) -> None:
+    """A3C sends each worker its new weights without waiting; a send that failed (other than a
+    death) was dropped, and the worker went on computing gradients on weights it never took."""
+
+    async def go() -> None:
+        async with Learner(
+            FailingSetWeights(after=3), CONFIG, Scheme(gradients="remote", gradient_mode="async")
+        ) as learner:
+            with pytest.raises(actorrt.RemoteError, match="set_weights broke on call 4"):
+                await asyncio.wait_for(learner.train(1_000_000), 60)
+
+    on(rl_cluster, go())
