@@ -381,7 +381,11 @@ class CallStream:
                     args, kwargs = NO_ARGS
                 decoding = False
                 if call.kind != pb.CALL_KIND_METHOD:
-                    self._run_attr(call, args)
+                    try:
+                        self._run_attr(call, args)
+                    except asyncio.CancelledError as e:  # a property's own (not an Exception): its call's error
+                        stats.errors += 1
+                        self.reply_error(call.seq, e)
                     continue
                 fn, is_async = actor.method(call.method)
             except Exception as e:  # noqa: BLE001 - the caller gets it; the actor lives on
@@ -498,13 +502,16 @@ class CallStream:
             self.actor.stats.errors += 1
             self.reply_error(seq, e)
         except asyncio.CancelledError as e:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():  # the host stops this call (its stream ended)
-                raise
-            # The method's own: it awaited a task that was cancelled (a BaseException since 3.8,
-            # it escaped the line above, and the caller waited for a reply forever).
+            # A BaseException since 3.8: it escaped the line above and the caller waited for a
+            # reply forever. The method awaited a task cancelled elsewhere, or this call's own
+            # task was cancelled (by the method itself, or as the host's loop ends): the caller
+            # is answered either way, and a cancelled task still ends cancelled.
             self.actor.stats.errors += 1
             self.reply_error(seq, e)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                self.outbox.flush()
+                raise
         except SystemExit as e:
             await self.exit_actor(method, e)
         else:

@@ -81,6 +81,16 @@ class Canceller:
     def raise_cancelled(self) -> None:
         raise asyncio.CancelledError("from a plain method")
 
+    async def cancel_itself(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(1)
+
+    @property
+    def cancelled_property(self) -> int:
+        raise asyncio.CancelledError("from a property")
+
     async def ok(self) -> int:
         return 1
 
@@ -144,14 +154,16 @@ async def test_exception_fails_the_call_and_the_actor_lives_on(cluster: ProcClus
 
 
 async def test_a_method_that_raises_cancelled_error_fails_its_call(cluster: ProcCluster) -> None:
-    """``asyncio.CancelledError`` is not an ``Exception``: from an async method it escaped the
-    host's handler and the call never got a reply (the caller hung); from a plain method it ended
-    the whole call stream. It is the call's error now, and not a cancellation of the caller."""
+    """``asyncio.CancelledError`` is not an ``Exception``: from an async method (one that awaited
+    a cancelled task, or whose own task was cancelled) it escaped the host's handler and the call
+    never got a reply (the caller hung); from a plain method or a property it ended the whole call
+    stream. It is the call's error now, and not a cancellation of the caller."""
     async with cluster.connect():
         actor = await Canceller.remote()
-        for call in (actor.await_a_cancelled_task, actor.raise_cancelled):
+        for name in ("await_a_cancelled_task", "raise_cancelled", "cancel_itself", "cancelled_property"):
             with pytest.raises(actorrt.RemoteError) as info:
-                await asyncio.wait_for(call(), 20)
+                attribute = getattr(actor, name)
+                await asyncio.wait_for(attribute if name == "cancelled_property" else attribute(), 20)
             assert not isinstance(info.value, asyncio.CancelledError)
             assert info.value.type_name.endswith("CancelledError"), info.value.type_name
         assert await actor.ok() == 1  # the actor and its stream live on
