@@ -52,9 +52,10 @@ def available() -> bool:
         return False
     try:
         os.close(os.pidfd_open(os.getpid()))
+        os.close(os.memfd_create("actorrt-probe", os.MFD_CLOEXEC))  # a seccomp filter may forbid it
     except (AttributeError, OSError):
         return False
-    return hasattr(socket, "send_fds") and hasattr(signal, "pidfd_send_signal") and hasattr(os, "memfd_create")
+    return hasattr(socket, "send_fds") and hasattr(signal, "pidfd_send_signal")
 
 
 def set_process_name(name: str) -> None:
@@ -225,19 +226,23 @@ class ForkServer:
             status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             ours: list[int] = []  # stdin's write end, stdout's and stderr's read ends
             theirs: list[int] = []
+            sending = False
             try:
                 for host_reads in (True, False, False):  # stdin, stdout, stderr
                     r, w = os.pipe()
                     ours.append(w if host_reads else r)
                     theirs.append(r if host_reads else w)
                 theirs.append(_memfd("actorrt-request", body))
+                sending = True
                 await _send_fds(self._ctl, REQUEST, [*theirs[:3], stats_w, status_theirs.fileno(), theirs[3]])
             except BaseException as e:
                 status.close()
                 for fd in ours:
                     os.close(fd)
-                if isinstance(e, OSError) and self.proc is not None and self.proc.returncode is None:
-                    self.proc.kill()  # it takes no more requests: the next spawn starts another
+                # The server takes no more requests after a failed send: the next spawn starts
+                # another. (Out of descriptors before sending is not the server's fault.)
+                if sending and isinstance(e, OSError) and self.proc is not None and self.proc.returncode is None:
+                    self.proc.kill()
                 raise
             finally:
                 status_theirs.close()
