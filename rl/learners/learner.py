@@ -357,19 +357,33 @@ class Learner:
 
     async def _push_to_workers(self) -> None:
         """Give every worker the learner's state: its weights (with a decentralised update, its
-        optimizer too: each worker steps its own copy, whose moments must be the learner's) and,
-        for off-policy collectors, whether to act uniformly at random (the warm-up)."""
+        optimizer too: each worker steps its own copy, whose moments must be the learner's), for
+        off-policy collectors whether to act uniformly at random (the warm-up), and the replay
+        actor to feed. A worker found dead is replaced."""
         pool = self._pool
         assert pool is not None
-        self._pushed = True
         if self.scheme.update == "decentralised":
             state = copy.deepcopy(self.agent.algorithm.state_dict())
-            await asyncio.gather(*[h.set_state(state, self.version) for h in pool.handles])
         else:
             weights = self.agent.get_weights()
-            await asyncio.gather(*[h.set_weights(weights, self.version) for h in pool.handles])
-        if self.scheme.replay != "none":
-            await asyncio.gather(*[h.set_uniform_exploration(self._warmup) for h in pool.handles])
+
+        async def push(handle: Any) -> None:
+            if self.scheme.update == "decentralised":
+                await handle.set_state(state, self.version)
+            else:
+                await handle.set_weights(weights, self.version)
+            if self.scheme.replay != "none":
+                await handle.set_uniform_exploration(self._warmup)
+            if self.replay_actor is not None:
+                await handle.feed(self.replay_actor)
+
+        results = await asyncio.gather(*[push(h) for h in pool.handles], return_exceptions=True)
+        for i, result in enumerate(results):
+            if isinstance(result, BaseException):
+                if not isinstance(result, actorrt.ActorDiedError):
+                    raise result
+                await self._replace(i, result)  # the replacement is given all of the above
+        self._pushed = True
 
     def _make_pool(self, cls: Any, n: int) -> _Pool:
         configs = [replace(self.config, seed=self.config.seed + 10_000 * (i + 1)) for i in range(n)]
@@ -584,7 +598,8 @@ class Learner:
             raise RuntimeError("train() is already running on this Learner")
         self._training = True
         try:
-            if not self._pushed and self._pool is not None:  # restored since start()
+            await self._settle_respawns()  # a cancelled train() may have left some going
+            if not self._pushed and self._pool is not None:  # restored since start(), or a set-up cut
                 await self._push_to_workers()
             return await self._train(total_steps, solved_return, stop_when_solved)
         finally:
@@ -736,6 +751,22 @@ class Learner:
                 task.result()
         return getter.result()
 
+    async def _settle_respawns(self) -> None:
+        """Let replacements being set up finish (a death there is found by the next call), for
+        ``SETTLE_S`` at most (one may wait for a free slot); those cut short leave the workers to
+        be given the learner's state again when the next ``train`` starts."""
+        if not self._respawns:
+            return
+        _, late = await asyncio.wait(list(self._respawns), timeout=SETTLE_S)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.gather(*late, return_exceptions=True)
+            self._pushed = False
+            log.warning(
+                "%d replacement workers were still being set up %gs after training stopped", len(late), SETTLE_S
+            )
+
     async def _stop_pumps(self, settle: bool = True) -> None:
         """Stop the pumps; with ``settle`` (a run that ended, not one cancelled or failing), wait
         for the collect calls they had queued on each collector (a call ordered after them
@@ -745,8 +776,7 @@ class Learner:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        # A replacement being set up finishes (a death there is found by the next train()).
-        await asyncio.gather(*self._respawns, return_exceptions=True)
+        await self._settle_respawns()
         if self._pool is None or not settle:
             return
         settled = [asyncio.ensure_future(handle.pid()) for handle in self._pool.handles]

@@ -838,3 +838,27 @@ def test_an_async_gradient_worker_that_fails_to_take_its_weights_ends_training(r
                 await asyncio.wait_for(learner.train(1_000_000), 60)
 
     on(rl_cluster, go())
+
+
+def test_a_collector_dead_when_a_restore_is_pushed_is_replaced(rl_cluster: actorrt.Cluster, tmp_path: Path) -> None:
+    """The push of a restored state at the next ``train`` meets a collector that died since:
+    it is replaced (and given that state), as a death in training is; it used to end ``train``
+    with ``ActorDiedError`` and leave the next ``train`` without the push."""
+    path = str(tmp_path / "sac.pt")
+    scheme = off_policy_scheme(1, updates_per_step=0.25)
+
+    async def go() -> tuple[int, bool]:
+        async with Learner(
+            make_sac, PENDULUM, scheme, replay=_pendulum_replay(), batch_size=32, learning_starts=256
+        ) as learner:
+            assert learner._pool is not None
+            await learner.train(600)
+            await learner.save(path)
+            os.kill(await learner._pool.handles[0].pid(), signal.SIGKILL)
+            learner.restore(path)
+            await learner.train(learner.env_steps + 64)
+            collector = await actorrt.get_attr(learner._pool.handles[0], "collector")
+            return learner.replaced, collector.agent.algorithm.uniform_exploration
+
+    replaced, uniform = on(rl_cluster, go())
+    assert replaced == 1 and not uniform
