@@ -100,7 +100,7 @@ CASES: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
     ),
     "prioritized alpha -1": (lambda: rl.PrioritizedReplay(10, (3,), alpha=-1), ValueError, "alpha must be >= 0"),
     "prioritized beta 5": (lambda: rl.PrioritizedReplay(10, (3,), beta=5), ValueError, r"beta must be in \[0, 1\]"),
-    "prioritized eps -1": (lambda: rl.PrioritizedReplay(10, (3,), eps=-1), ValueError, "eps must be >= 0"),
+    "prioritized eps -1": (lambda: rl.PrioritizedReplay(10, (3,), eps=-1), ValueError, "eps must be > 0"),
     "dqn tau 0": (lambda: _dqn(tau=0.0), ValueError, r"tau must be in \(0, 1\]"),
     "dqn tau 2": (lambda: _dqn(tau=2.0), ValueError, r"tau must be in \(0, 1\]"),
     "dqn target_update_interval 0": (lambda: _dqn(target_update_interval=0), ValueError, "target_update_interval"),
