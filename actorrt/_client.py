@@ -175,9 +175,12 @@ class Cluster:
         elif kind == "actor_moved":
             moved = notice.actor_moved
             conn = self.state.actors.get(moved.actor_id)
-            spec = self.state.spec(moved.actor_id) if moved.construct else None
-            if conn is not None or spec is not None:
-                self.background(self._follow(conn, moved, spec))
+            there = conn is not None and conn.dead is None and not conn.waiting and conn.endpoint == moved.endpoint
+            # A notice sent again after a reconnect for a move this client followed is not news.
+            if self.state.follows(moved.actor_id, moved.restarts) and not there:
+                spec = self.state.spec(moved.actor_id) if moved.construct else None
+                if conn is not None or spec is not None:
+                    self.background(self._follow(conn, moved, spec))
         elif kind == "actor_died":
             died = notice.actor_died
             conn, waiters, holds = self.state.died(died.actor_id, died.cause)
@@ -318,11 +321,9 @@ class Cluster:
                 return
             conn.released = True
             mapped = self.state.actors.get(conn.actor_id)
-            if mapped is conn:
-                del self.state.actors[conn.actor_id]
             # another connection to it took this one's place (this one gave up on it): that one
             # holds the actor now, and the master counts this client once
-            replaced = mapped is not None and mapped is not conn
+            replaced = not self.state.drop(conn.actor_id, conn) and mapped is not None
         conn.release_when_idle = False
         # Also when the connection gave up on its own (a verdict that never came, a failure on
         # our side): the actor may live on, and only the master's count can let it go.

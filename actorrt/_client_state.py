@@ -65,6 +65,9 @@ class ClientState(Generic[W, C]):
         # creator to build them again after a restart, whether or not it still holds a handle
         # to them (others may).
         self.specs: dict[str, Kept[C]] = {}
+        # The restart whose ActorMoved was followed last, per actor held or kept: a master sends
+        # the notice again to a client back from a lost session (the first may have been lost).
+        self.moves: dict[str, int] = {}
         self.deaths: OrderedDict[str, str] = OrderedDict()
         self.death_waiters: dict[str, list[W]] = {}
         self.deaths_kept = deaths_kept
@@ -130,6 +133,24 @@ class ClientState(Generic[W, C]):
         kept = self.specs.get(actor_id)
         return kept.construct if kept is not None else None
 
+    def follows(self, actor_id: str, restarts: int) -> bool:
+        """Whether an ActorMoved for ``actor_id``'s restart ``restarts`` is news (followed from
+        now on), not one sent again for a restart this client follows or followed already."""
+        if self.moves.get(actor_id, 0) >= restarts or (actor_id not in self.actors and actor_id not in self.specs):
+            return False
+        self.moves[actor_id] = restarts
+        return True
+
+    def drop(self, actor_id: str, conn: C) -> bool:
+        """This client holds no handle to the actor of ``conn`` any more; False if another
+        connection to it had already taken this one's place."""
+        if self.actors.get(actor_id) is not conn:
+            return False
+        del self.actors[actor_id]
+        if actor_id not in self.specs:
+            self.moves.pop(actor_id, None)
+        return True
+
     def released(self, actor_id: str) -> None:
         """This client asked the master to stop ``actor_id`` (a kill; a construction that failed)."""
         kept = self.specs.get(actor_id)
@@ -162,6 +183,7 @@ class ClientState(Generic[W, C]):
         everyone who waited to hear it, and the connections its kept arguments held (to drop)."""
         kept = self.specs.pop(actor_id, None)
         holds = kept.holds if kept is not None else []
+        self.moves.pop(actor_id, None)
         self.deaths[actor_id] = cause
         self.deaths.move_to_end(actor_id)
         while len(self.deaths) > self.deaths_kept:
@@ -189,6 +211,7 @@ class ClientState(Generic[W, C]):
         waiters = [p.waiter for p in self.placing.values()] + list(self.lookups.values())
         self.actors.clear()
         self.specs.clear()
+        self.moves.clear()
         self.placing.clear()
         self.lookups.clear()
         return conns, waiters
@@ -204,6 +227,8 @@ class ClientState(Generic[W, C]):
             assert actor_id not in self.deaths, f"actor {actor_id} is both held and dead"
         for actor_id in self.specs:
             assert actor_id not in self.deaths, f"a construct step kept for {actor_id}, which is dead"
+        for actor_id in self.moves:
+            assert actor_id in self.actors or actor_id in self.specs, f"a move followed for {actor_id}, not held"
         for actor_id, waiters in self.death_waiters.items():
             assert waiters, f"an empty waiter list for {actor_id}"
             assert actor_id not in self.deaths, f"waiters for {actor_id}, which is known dead"

@@ -177,32 +177,41 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 )
             if moved:  # its creator constructs it again; everyone else attaches
                 for client_id in self._holders(actor):
-                    self._send_client(
-                        client_id,
-                        pb.ClientNotice(
-                            actor_moved=pb.ActorMoved(
-                                actor_id=actor.actor_id,
-                                endpoint=p.endpoint,
-                                node=p.node,
-                                gpu_ids=p.gpu_ids,
-                                construct=client_id == actor.client_id,
-                                restarts=actor.restarts,
-                            )
-                        ),
-                    )
+                    if client_id == actor.client_id and p.answers:  # it never had it: its request is answered
+                        self.metrics.placement_done(Request(client_id, p.answers))
+                        self._send_placed(client_id, p.answers, p)
+                    else:
+                        self._send_moved(client_id, actor)
                 continue
-            self._send_client(
-                p.request.client_id,
-                pb.ClientNotice(
-                    actor_placed=pb.ActorPlaced(
-                        request_id=p.request.request_id,
-                        actor_id=p.actor_id,
-                        endpoint=p.endpoint,
-                        node=p.node,
-                        gpu_ids=p.gpu_ids,
-                    )
-                ),
-            )
+            self._send_placed(p.request.client_id, p.request.request_id, p)
+
+    def _send_placed(self, client_id: str, request_id: int, p: Placement) -> None:
+        self._send_client(
+            client_id,
+            pb.ClientNotice(
+                actor_placed=pb.ActorPlaced(
+                    request_id=request_id, actor_id=p.actor_id, endpoint=p.endpoint, node=p.node, gpu_ids=p.gpu_ids
+                )
+            ),
+        )
+
+    def _send_moved(self, client_id: str, actor: Actor, construct: bool | None = None) -> None:
+        """Tell ``client_id`` where ``actor`` runs since its restart: its creator constructs it
+        there (unless ``construct`` says otherwise), everyone else attaches."""
+        worker = self.table.workers.get(actor.worker_id)
+        self._send_client(
+            client_id,
+            pb.ClientNotice(
+                actor_moved=pb.ActorMoved(
+                    actor_id=actor.actor_id,
+                    endpoint=actor.endpoint,
+                    node=worker.node if worker is not None else "",
+                    gpu_ids=actor.gpu_ids,
+                    construct=client_id == actor.client_id if construct is None else construct,
+                    restarts=actor.restarts,
+                )
+            ),
+        )
 
     @staticmethod
     def _holders(actor: Actor) -> set[str]:
@@ -248,6 +257,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _report_death(self, actor: Actor, cause: str, exit_code: int = 0, node: str = "") -> None:
         self.table.record_death(actor, cause, node)
+        if actor.answers:  # its creator's resent request waited for its restart
+            self.metrics.placement_dropped(actor.client_id, actor.answers)
+            self._fail_placement(actor.client_id, actor.answers, f"the actor placed for it died: {cause}")
+            actor.answers = 0
         log.info(
             "actor %s (%s) died: %s",
             actor.actor_id,
@@ -455,6 +468,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._to_client[client_id] = queue
         self.table.open_client(client_id, opening.hostname, opening.pid, opening.actor_id)
         self.set_muted(client_id, opening.mute_actor_output)
+        # Where its restarted actors went: an ActorMoved may have been lost with the old stream
+        # (the client ignores one it has followed already).
+        for actor in self.table.moved_actors_of(client_id):
+            self._send_moved(client_id, actor)
         self._announce(self.table.place_waiting())  # restarts waited for their creator to be back
         self.check()
         closed_cleanly = asyncio.Event()
@@ -518,22 +535,28 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             ids = list(dict.fromkeys([*confirm.actor_ids, *confirm.given_up]))
             self._confirm(client_id, ids, confirm.kept, set(confirm.given_up))
         elif kind == "withdraw_placement":
-            if self.table.withdraw(client_id, ev.withdraw_placement.request_id):
-                self.metrics.placement_dropped(client_id, ev.withdraw_placement.request_id)
+            request_id = ev.withdraw_placement.request_id
+            if self.table.withdraw(client_id, request_id):
+                self.metrics.placement_dropped(client_id, request_id)
+            elif answering := self.table.answered_by(client_id, request_id):  # nobody would construct it
+                self._release(client_id, answering, "its placement was abandoned while it restarted")
         elif kind == "release_actor":
-            actor = self.table.release_actor(
-                client_id, ev.release_actor.actor_id, ev.release_actor.reason or "released by its client"
-            )
-            if actor is not None and not actor.restarting:
-                self._stop(actor)
-            self._released()
-            if actor is None:
+            released = ev.release_actor
+            if not self._release(client_id, released.actor_id, released.reason or "released by its client"):
                 self._send_client(
                     client_id,
-                    pb.ClientNotice(actor_died=pb.ActorDied(actor_id=ev.release_actor.actor_id, cause="no such actor")),
+                    pb.ClientNotice(actor_died=pb.ActorDied(actor_id=released.actor_id, cause="no such actor")),
                 )
         else:
             log.warning("client %s sent an unexpected %s; ignored", client_id, kind)
+
+    def _release(self, client_id: str, actor_id: str, reason: str) -> bool:
+        """``client_id`` stops ``actor_id`` (a kill); False if it has no such actor."""
+        actor = self.table.release_actor(client_id, actor_id, reason)
+        if actor is not None and not actor.restarting:
+            self._stop(actor)
+        self._released()
+        return actor is not None
 
     def _confirm(
         self,
@@ -644,27 +667,15 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def _tell_readopted(self, actor: Actor, clients: set[str]) -> None:
         """Tell ``clients`` that ``actor`` is being placed again (their connections saw its host
         go and wait for the master's word), and, if it is already placed, where."""
-        notices = [
-            pb.ClientNotice(
-                actor_restarting=pb.ActorRestarting(
-                    actor_id=actor.actor_id, cause=LOST_WHILE_MASTER_DOWN, restarts=actor.restarts
-                )
+        restarting = pb.ClientNotice(
+            actor_restarting=pb.ActorRestarting(
+                actor_id=actor.actor_id, cause=LOST_WHILE_MASTER_DOWN, restarts=actor.restarts
             )
-        ]
-        if not actor.restarting:
-            worker = self.table.workers.get(actor.worker_id)
-            moved = pb.ActorMoved(
-                actor_id=actor.actor_id,
-                endpoint=actor.endpoint,
-                node=worker.node if worker is not None else "",
-                gpu_ids=actor.gpu_ids,
-                construct=False,
-                restarts=actor.restarts,
-            )
-            notices.append(pb.ClientNotice(actor_moved=moved))
+        )
         for client_id in clients:
-            for notice in notices:
-                self._send_client(client_id, notice)
+            self._send_client(client_id, restarting)
+            if not actor.restarting:
+                self._send_moved(client_id, actor, construct=False)
 
     def _readopt(self, client_id: str, kept: pb.KeptActor) -> bool:
         """Queue a restartable actor no worker brought back to be placed again, from its

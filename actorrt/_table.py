@@ -104,6 +104,9 @@ class Actor:
     placed_at: float = 0.0  # the table's clock when its current instance was placed
     request_id: int = 0  # its creator's request that placed it (0: rebuilt from its worker's word)
     quick_exits: int = 0  # instances in a row that lived less than RESTART_STABLE_S
+    # Its creator's request resent after a reconnect (its ActorPlaced was lost) that found it
+    # restarting: answered with ActorPlaced when it is placed again, failed if it dies instead.
+    answers: int = 0
     # Waiting for a new slot after its process died: no worker, slot -1, no endpoint.
     restarting: bool = False
     methods: tuple[str, ...] = ()
@@ -167,6 +170,8 @@ class Placement:
     endpoint: str
     gpu_ids: tuple[int, ...]
     again: bool = False  # the answer to a request placed before (resent after a reconnect): no new start
+    # A restart's placement that also answers its creator's resent request (``Actor.answers``).
+    answers: int = 0
 
 
 @dataclass(frozen=True)
@@ -635,6 +640,15 @@ class ClusterTable:
         client.actor_id = actor_id or client.actor_id
         return client
 
+    def moved_actors_of(self, client_id: str) -> list[Actor]:
+        """The live actors ``client_id`` created or holds that were placed again after a restart
+        (and are not being stopped)."""
+        client = self.clients.get(client_id)
+        if client is None:
+            return []
+        found = (self.actors.get(a) for a in sorted(client.actors | client.holding))
+        return [a for a in found if a is not None and a.restarts and not a.restarting and not a.stopping]
+
     def clients_of_actor(self, actor_id: str) -> list[str]:
         """The clients that are ``actor_id``'s own process (the actors they created die with it)."""
         return [c.client_id for c in self.clients.values() if c.actor_id == actor_id]
@@ -694,9 +708,24 @@ class ClusterTable:
         """The client no longer waits for ``request_id``: drop it if it is still queued."""
         return request_id > 0 and self._unqueue((client_id, request_id)) is not None
 
+    def answered_by(self, client_id: str, request_id: int) -> str:
+        """The restarting actor that will answer ``client_id``'s resent ``request_id`` once it is
+        placed again (``Actor.answers``), or ""."""
+        client = self.clients.get(client_id)
+        for actor_id in client.actors if client is not None and request_id > 0 else ():
+            actor = self.actors.get(actor_id)
+            if actor is not None and actor.answers == request_id:
+                return actor_id
+        return ""
+
     def _drop_requests_of(self, client_id: str) -> None:
         for key in [k for k in self.queue if k[0] == client_id and k[1] > 0]:
             self._unqueue(key)
+        client = self.clients.get(client_id)
+        for actor_id in client.actors if client is not None else ():
+            actor = self.actors.get(actor_id)
+            if actor is not None:
+                actor.answers = 0  # a client back from a lost session asks again
 
     def _unqueue(self, key: tuple[str, int]) -> Request | None:
         req = self.queue.pop(key, None)
@@ -725,8 +754,11 @@ class ClusterTable:
             )
         key = (req.client_id, req.request_id)
         placed = self._placed_by.get(key)
-        if placed is not None and not self.actors[placed].restarting:
+        if placed is not None:
             actor = self.actors[placed]
+            if actor.restarting:  # its creator never built it: answered once it is placed again
+                actor.answers = req.request_id
+                return None
             worker = self.workers.get(actor.worker_id)
             node = worker.node if worker is not None else ""
             return Placement(
@@ -852,10 +884,12 @@ class ClusterTable:
         worker.gpus_free -= set(gpu_ids)
         worker.cpus_free -= req.num_cpus
         actor = self.actors.get(req.restart_of) if req.restart_of else None
+        answers = 0
         if actor is not None:  # the same actor, placed again
             self._restart_keys.pop(actor.actor_id, None)
             actor.worker_id, actor.slot, actor.endpoint, actor.gpu_ids = worker.worker_id, slot, endpoint, gpu_ids
             actor.restarting, actor.placed_at = False, self.clock()
+            answers, actor.answers = actor.answers, 0
         else:
             actor = Actor(
                 actor_id=secrets.token_hex(8),
@@ -890,7 +924,7 @@ class ClusterTable:
         worker.held[slot] = actor.actor_id
         self._reindex(worker)
         self.placements_total += 1
-        return Placement(req, actor.actor_id, worker.worker_id, worker.node, slot, endpoint, gpu_ids)
+        return Placement(req, actor.actor_id, worker.worker_id, worker.node, slot, endpoint, gpu_ids, answers=answers)
 
     # ---- the free-slot index ----------------------------------------------------------------
 
@@ -987,7 +1021,13 @@ class ClusterTable:
                     f"actor {aid} is restarting but no request places it again",
                 )
                 check(not a.worker_id and a.slot == -1, f"actor {aid} is restarting but still on a slot")
+                creator = self.clients.get(a.client_id)
+                check(
+                    not a.answers or (creator is not None and creator.connected),
+                    f"actor {aid} answers request {a.answers} of {a.client_id}, which is not connected",
+                )
             else:
+                check(not a.answers, f"actor {aid} is placed but still answers request {a.answers}")
                 check(aid not in self._backoff, f"actor {aid} waits out a restart backoff but is placed")
                 worker = self.workers.get(a.worker_id)
                 check(

@@ -376,3 +376,49 @@ class Loud:
         for i in range(n):
             print(f"line {i} " + "x" * 100, flush=True)
         return n
+
+
+async def test_a_restart_notice_lost_with_its_creators_stream_is_sent_again_when_the_creator_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The master tells a restarted actor's creator where to construct it (ActorMoved); when the
+    creator's stream broke with that notice in it, nobody constructed the actor and the calls
+    queued behind its restart waited for good. A creator back from a lost session is told again
+    where its restarted actors are; one it has followed already is not built twice. (The loss
+    is made here: the notice is dropped and the session ended, as a broken stream does.)"""
+    send = MasterServicer._send_client
+    lost: list[pb.ClientNotice] = []
+
+    def loses_the_first_move(self: MasterServicer, client_id: str, msg: pb.ClientNotice) -> None:
+        if msg.HasField("actor_moved") and not lost:
+            lost.append(msg)
+            self._to_client[client_id].put_nowait(None)  # the session ends; the notice never went
+            return
+        send(self, client_id, msg)
+
+    async with master_and_worker() as (master, _):
+        async with actorrt.connect(master.address, token="t", log_to_driver=False, timeout=20.0):
+            actor = await Echo.options(max_restarts=2).remote()
+            first = await actor.pid()
+            monkeypatch.setattr(MasterServicer, "_send_client", loses_the_first_move)
+            os.kill(first, signal.SIGKILL)
+            async with asyncio.timeout(30):
+                while not lost:
+                    await asyncio.sleep(0.05)
+                assert lost[0].actor_moved.construct
+                second = await actor.pid()  # waits for the restart, built once the creator is back
+            assert second != first and await actor.echo(5) == 5
+            monkeypatch.setattr(MasterServicer, "_send_client", send)
+            # the creator comes back again (its stream ends): the move it followed is not news
+            servicer = master.servicer
+            (client_id,) = servicer._to_client
+            old = servicer._to_client[client_id]
+            old.put_nowait(None)
+            async with asyncio.timeout(30):
+                while servicer._to_client.get(client_id) in (None, old):
+                    await asyncio.sleep(0.05)
+                for x in range(20):  # a second construction would break the stream these use
+                    assert await actor.echo(x) == x
+                    await asyncio.sleep(0.05)
+            assert await actor.pid() == second
+            assert master.table.actors[actor.actor_id].restarts == 1

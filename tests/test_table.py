@@ -438,6 +438,42 @@ def test_a_request_resent_after_a_reconnect_is_answered_with_the_actor_it_placed
     t.validate()
 
 
+def test_a_request_resent_while_its_actor_restarts_is_answered_when_it_is_placed_again() -> None:
+    """The ActorPlaced was lost with the client's stream, and the actor (never constructed) died
+    and waits to be placed again when the client sends the request again. It used to place a
+    second actor, and the first, placed again later, was never constructed (its creator did not
+    know it) and held a slot for the client's lifetime. The resent request now waits for it:
+    answered when it is placed again, failed if it dies instead, and a client that gives up on
+    the request (withdraws it) leaves it to be stopped."""
+    t, wid, _ = table_with_worker(cpus=1)
+    first = t.request(Request("c1", 1, max_restarts=2, name="learner"))
+    assert first is not None  # its ActorPlaced is on the stream that breaks
+    ended, placed = t.actor_exited(first.actor_id, "killed by signal 9 (SIGKILL)")
+    assert ended is not None and ended.restarting and placed == []  # its slot is not ready again yet
+    t.client_lost("c1")
+    t.open_client("c1", "host", 1)
+    assert t.request(Request("c1", 1, max_restarts=2, name="learner")) is None  # waits for it
+    assert len(t.actors) == 1 and t.answered_by("c1", 1) == first.actor_id and t.answered_by("c1", 2) == ""
+    t.validate()
+    (again,) = t.slot_ready(wid, 0, "127.0.0.1:9100")
+    assert again.actor_id == first.actor_id and again.answers == 1 and again.request.restart_of
+    assert t.answered_by("c1", 1) == "" and t.actors[first.actor_id].answers == 0
+    t.validate()
+
+    # it is given up on instead: the actor says which request to fail
+    ended, _ = t.actor_exited(first.actor_id, "killed by signal 9 (SIGKILL)")
+    assert ended is not None and ended.restarting
+    assert t.request(Request("c1", 1, max_restarts=2, name="learner")) is None
+    t.client_lost("c1")
+    assert t.actors[first.actor_id].answers == 0  # nothing waits while its client is away
+    t.open_client("c1", "host", 1)
+    assert t.request(Request("c1", 1, max_restarts=2, name="learner")) is None
+    gone = t.release_actor("c1", first.actor_id, "its placement was abandoned while it restarted")
+    assert gone is not None and gone.answers == 1 and t.take_released() == [gone]
+    assert t.answered_by("c1", 1) == "" and "learner" not in t.names
+    t.validate()
+
+
 def ids_of(t: ClusterTable, p: Placement) -> str:
     return t.actors[p.actor_id].worker_id
 
