@@ -149,11 +149,12 @@ class Cluster:
     def _on_notice(self, notice: pb.ClientNotice) -> None:
         kind = notice.WhichOneof("notice")
         if kind == "actor_placed":
-            waiter = self.state.answered(notice.actor_placed.request_id)
+            placed = notice.actor_placed
+            waiter = self.state.answered(placed.request_id, placed.actor_id)
             if waiter is not None and not waiter.done():
-                waiter.set_result(notice.actor_placed)
-            else:  # nobody waits any more: give the slot back
-                self._send_release(notice.actor_placed.actor_id, "its placement was abandoned")
+                waiter.set_result(placed)
+            elif waiter is not None or not self.state.repeated(placed.request_id, placed.actor_id):
+                self._send_release(placed.actor_id, "its placement was abandoned")  # nobody waits any more
         elif kind == "placement_failed":
             failed = notice.placement_failed
             waiter = self.state.answered(failed.request_id)
@@ -580,8 +581,12 @@ class Cluster:
             async with asyncio.timeout(timeout_s + 10.0 if timeout_s > 0 else None):
                 placed: pb.ActorPlaced = await fut
             return placed
-        except TimeoutError as e:
-            raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
+        except (asyncio.CancelledError, TimeoutError) as e:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:  # answered as we gave up
+                self._send_release(fut.result().actor_id, "its placement was abandoned")
+            if isinstance(e, TimeoutError):
+                raise PlacementError(f"no placement for {class_name} within {asked_s:g}s (no answer)") from e
+            raise
         finally:
             warning.cancel()
             if self.state.withdraw(request_id) and self._session is not None and not self.closed:

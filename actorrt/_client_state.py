@@ -30,6 +30,10 @@ C = TypeVar("C")
 # Deaths remembered, so that a late question ("why did it die?") still has an answer; the
 # oldest are forgotten first. A client that creates actors for weeks must not grow without end.
 DEATHS_KEPT = 10_000
+# Answered placement requests remembered, so that the same answer again (the request went
+# twice: queued while the session was down, then sent again with the unanswered ones on the
+# new stream) is known for what it is.
+ANSWERS_KEPT = 1_000
 
 
 @dataclass
@@ -59,6 +63,7 @@ class ClientState(Generic[W, C]):
     def __init__(self, deaths_kept: int = DEATHS_KEPT) -> None:
         self._request_ids = itertools.count(1)
         self.placing: dict[int, Placement[W]] = {}
+        self.placed: OrderedDict[int, str] = OrderedDict()  # request id -> the actor it placed
         self.lookups: dict[int, W] = {}  # LookupActor steps not answered yet
         self.actors: dict[str, C] = {}
         # The restartable actors this client created, until they die: the master asks their
@@ -86,11 +91,20 @@ class ClientState(Generic[W, C]):
         had not answered yet (the request may still wait in its queue)."""
         return self.placing.pop(request_id, None) is not None
 
-    def answered(self, request_id: int) -> W | None:
-        """The master placed or refused ``request_id``: the waiter to tell, or None when nobody
-        waits any more (a placed actor must then be released)."""
+    def answered(self, request_id: int, actor_id: str = "") -> W | None:
+        """The master placed ``actor_id`` for ``request_id`` (or refused it: no actor): the
+        waiter to tell, or None when nobody waits any more (a placed actor must then be
+        released, unless ``repeated`` says this answer came before)."""
         placement = self.placing.pop(request_id, None)
+        if placement is not None and actor_id:
+            self.placed[request_id] = actor_id
+            while len(self.placed) > ANSWERS_KEPT:
+                self.placed.popitem(last=False)
         return placement.waiter if placement is not None else None
+
+    def repeated(self, request_id: int, actor_id: str) -> bool:
+        """Whether ``request_id`` was answered with ``actor_id`` before."""
+        return self.placed.get(request_id) == actor_id
 
     def look_up(self, message: pb.ClientEvent, waiter: W) -> int:
         """A new LookupActor step: fills in its request id, returns it."""
@@ -213,6 +227,7 @@ class ClientState(Generic[W, C]):
         self.specs.clear()
         self.moves.clear()
         self.placing.clear()
+        self.placed.clear()
         self.lookups.clear()
         return conns, waiters
 
