@@ -36,7 +36,7 @@ from actorrt._current import claimed_before, current_cluster, handles_pickled
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
-from actorrt._serialization import name_culprit
+from actorrt._serialization import name_culprit, ship_local_modules
 from actorrt.v1 import actor_host_pb2 as pb
 
 if TYPE_CHECKING:
@@ -271,6 +271,7 @@ class ActorConnection:
         buffers were just written to (``_bulk``) or, after the header, the chunks (``_wire``)
         with the buffers, copied now. Either way the caller may change them once this returns."""
         what = f"{self.class_name}.{name}"
+        ship_local_modules()
         try:
             encoded = encode(
                 (args, kwargs),

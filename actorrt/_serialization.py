@@ -67,6 +67,7 @@ def _check_one(what: str, name: str, value: Any, original: Exception) -> None:
 # ---- code shipping -------------------------------------------------------------------------
 
 _local_verdicts: dict[str, bool] = {}
+_modules_seen = 0  # len(sys.modules) when ship_local_modules last looked
 
 
 @functools.cache
@@ -117,7 +118,12 @@ def _is_local(top: str) -> bool:
 
 
 def ship_local_modules() -> None:
-    """Register every imported local module for pickling by value. Cheap when nothing is new."""
+    """Register every imported local module for pickling by value. Cheap when nothing is new
+    (every call's arguments ask: a module imported since the last creation must travel too)."""
+    global _modules_seen
+    if len(sys.modules) == _modules_seen:
+        return
+    _modules_seen = len(sys.modules)
     fresh = [name for name in list(sys.modules) if "." not in name and name not in _local_verdicts]
     if not fresh:
         return

@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -376,6 +377,28 @@ async def test_code_from_a_local_module_travels_by_value(
         assert await t.run(14) == 42
         assert await t.importable_here() is False  # the worker never had the module
         await actorrt.kill(t)
+
+
+async def test_a_local_module_imported_after_the_last_creation_travels_by_value_in_a_call(
+    cluster: ProcCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local modules were registered for pickling by value only when the process created an
+    actor: a function from one imported later (or by a script that only finds actors by name)
+    went by reference, and the host, which lacks the module, failed with ModuleNotFoundError."""
+    (tmp_path / "shipme_later.py").write_text("def quadruple(x):\n    return 4 * x\n")
+
+    @actorrt.remote_class
+    class Applier:
+        def apply(self, f: Any, x: int) -> int:
+            return int(f(x))
+
+    async with cluster.connect():
+        applier = await Applier.remote()
+        monkeypatch.syspath_prepend(str(tmp_path))
+        import shipme_later  # type: ignore[import-not-found]  # written by this test, just above
+
+        assert await applier.apply(shipme_later.quadruple, 5) == 20
+        await actorrt.kill(applier)
 
 
 async def test_status_reports_nodes_slots_actors_and_clients(cluster: ProcCluster) -> None:
