@@ -146,19 +146,35 @@ def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s:
         )
     record_path = _records_dir() / f"{proc.pid}.json"
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-            raise CLIError(lines[-1] if lines else f"{kind} exited with code {proc.returncode}")
-        try:
-            record = json.loads(record_path.read_text())
-            if record.get("ready"):
-                return {**record, "log": str(log_path)}
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.05)
-    proc.kill()
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+                raise CLIError(lines[-1] if lines else f"{kind} exited with code {proc.returncode}")
+            try:
+                record = json.loads(record_path.read_text())
+                if record.get("ready"):
+                    return {**record, "log": str(log_path)}
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+    except BaseException:  # Ctrl-C while it starts: it is not left to come up unseen
+        _end_child(proc)
+        raise
+    _end_child(proc)
     raise CLIError(f"{kind} did not become ready within {timeout_s:g}s (log: {log_path})")
+
+
+def _end_child(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a daemon that is still starting: SIGTERM (it closes what it started), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 async def _serve_until_signal(*services: Any, ended: asyncio.Event | None = None) -> None:
@@ -180,7 +196,7 @@ async def _run_start(args: argparse.Namespace) -> None:
 
     token = _rpc.load_token(args.token) if args.token or os.environ.get("ACTORRT_TOKEN") else _rpc.new_token()
     assert token is not None
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if args.host not in _rpc.LOOPBACK_HOSTS:
         log.warning("listening on %s: reachable from other machines; only token holders are served", args.host)
     tls = _tls(args)
     from prometheus_client import CollectorRegistry
@@ -199,8 +215,7 @@ async def _run_start(args: argparse.Namespace) -> None:
         await master.start()
     except OSError as e:
         raise CLIError(f"actorrt start: {e}") from e
-    token_file = _rpc.write_token(token)
-    node_ip = args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    node_ip = _start_node_ip(args)
     services: list[Any] = [master]
     if args.cpus != 0:  # --cpus 0: a head node that only schedules
         worker = WorkerDaemon(
@@ -223,16 +238,19 @@ async def _run_start(args: argparse.Namespace) -> None:
         services.append(worker)
     metrics = None
     try:
-        metrics = _ops.start_metrics(args, registry, node_ip)
+        metrics = _ops.start_metrics(args, registry, args.host)
         dashboard = await _ops.start_dashboard(args, master)
     except _ops.OpsError as e:
         for service in [*reversed(services), *([metrics] if metrics else [])]:
             await service.close()
         raise CLIError(str(e)) from e
+    # Only now that everything runs: a start that failed must not replace a running cluster's token.
+    token_file = _rpc.write_token(token)
     (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
     record = _write_record(
         kind="master",
         address=master.address,
+        node_ip=node_ip,
         token_file=str(token_file),
         ready=True,
         metrics=metrics.url if metrics else "",
@@ -246,6 +264,40 @@ async def _run_start(args: argparse.Namespace) -> None:
         record.unlink(missing_ok=True)
 
 
+def _start_node_ip(args: argparse.Namespace) -> str:
+    """Where the head's actor hosts listen and what they advertise: ``--node-ip``; else
+    ``--host`` when it is one address; on a wildcard host, this machine's (first) address that
+    is not loopback, which other machines reach (loopback only when it has none)."""
+    if args.node_ip:
+        return str(args.node_ip)
+    if args.host not in _rpc.WILDCARD_HOSTS:
+        return str(args.host)
+    found = _rpc.interface_addresses()
+    if not found:
+        log.warning("no network interface but loopback: actor hosts listen on 127.0.0.1 (--node-ip to choose)")
+        return "127.0.0.1"
+    if len(found) > 1:
+        named = ", ".join(f"{ip} ({name})" for name, ip in found)
+        log.warning(
+            "this machine has several addresses (%s): actor hosts use %s (--node-ip to choose)", named, found[0][1]
+        )
+    return found[0][1]
+
+
+def _connect_node_ip(args: argparse.Namespace) -> str:
+    """Where a joining worker's actor hosts listen and what they advertise: ``--node-ip``; else
+    loopback for a master on loopback; else the address this machine reaches its master from."""
+    if args.node_ip:
+        return str(args.node_ip)
+    host = args.address.rpartition(":")[0].strip("[]")
+    if host in _rpc.LOOPBACK_HOSTS:
+        return "127.0.0.1"
+    found = _rpc.route_source(args.address)
+    if found is None:
+        raise CLIError(f"actorrt connect: no route to {args.address}: pass --node-ip (this machine's address)")
+    return found
+
+
 async def _run_connect(args: argparse.Namespace) -> None:
     from actorrt._worker import WorkerDaemon
 
@@ -257,6 +309,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry()
+    node_ip = _connect_node_ip(args)
     worker = WorkerDaemon(
         args.address,
         metrics_registry=registry,
@@ -264,7 +317,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
         tls=_tls(args),
         cpus=args.cpus,
         gpus=args.gpus,
-        node_ip=args.node_ip,
+        node_ip=node_ip,
         connect_timeout_s=args.timeout,
         wait_ready=True,
         preload=_modules(args.preload),
@@ -275,7 +328,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
     except (ActorRTError, OSError) as e:
         raise CLIError(f"actorrt connect: {e}") from e
     try:
-        metrics = _ops.start_metrics(args, registry, args.node_ip)
+        metrics = _ops.start_metrics(args, registry, node_ip)
     except _ops.OpsError as e:
         await worker.close()
         raise CLIError(str(e)) from e
@@ -283,6 +336,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
         kind="worker",
         address=args.address,
         worker_id=worker.worker_id,
+        node_ip=node_ip,
         ready=True,
         metrics=metrics.url if metrics else "",
     )
@@ -314,6 +368,9 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
     record = _background(args, argv, "master", timeout_s=60)
     address = record["address"]
+    host, _, port = address.rpartition(":")
+    if host in _rpc.WILDCARD_HOSTS:  # listening everywhere: show the address others reach
+        address = f"{record.get('node_ip') or '127.0.0.1'}:{port}"
     print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")
@@ -321,7 +378,7 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"dashboard at {record['dashboard']}")
     print(f"token written to {record['token_file']} (mode 0600)")
     print(f'connect from Python:   async with actorrt.connect("{address}") as cluster: ...')
-    print(f"add a machine:         ACTORRT_TOKEN=<token> actorrt connect --address {address} --node-ip <its ip>")
+    print(f"add a machine:         ACTORRT_TOKEN=<token> actorrt connect --address {address}")
     print("see it:                actorrt status    stop it: actorrt stop")
     return 0
 
@@ -497,6 +554,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--gpus", type=_nonneg, default=0, help="GPUs of the local worker")
     start.add_argument("--gpu", type=_xparl_gpu, help=argparse.SUPPRESS)
+    start.add_argument(
+        "--node-ip",
+        default=None,
+        help="address the local worker's actor hosts listen on and advertise (default: --host; with a "
+        "wildcard --host, this machine's address that is not loopback)",
+    )
     start.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or a new one)")
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
@@ -520,7 +583,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     conn.add_argument("--gpus", type=_nonneg, default=0, help="GPUs")
     conn.add_argument("--gpu", type=_xparl_gpu, help=argparse.SUPPRESS)
-    conn.add_argument("--node-ip", default="127.0.0.1", help="address actor hosts listen on and advertise")
+    conn.add_argument(
+        "--node-ip",
+        default=None,
+        help="address actor hosts listen on and advertise (default: the address this machine reaches "
+        "the master from; loopback for a master on loopback)",
+    )
     conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
     conn.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")

@@ -188,6 +188,50 @@ def listen(server: grpc.aio.Server, address: str, tls: TLS | None = None) -> int
 # ---- tokens ---------------------------------------------------------------------------------
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def interface_addresses() -> list[tuple[str, str]]:
+    """(interface, IPv4 address) of this machine's interfaces that are up and not loopback,
+    asked of the kernel (Linux ioctls; nothing is sent anywhere)."""
+    import fcntl
+    import socket
+    import struct
+
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                flags = struct.unpack("H", fcntl.ioctl(probe.fileno(), _SIOCGIFFLAGS, request)[16:18])[0]
+                if not flags & _IFF_UP or flags & _IFF_LOOPBACK:
+                    continue
+                found.append((name, socket.inet_ntoa(fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request)[20:24])))
+            except OSError:  # no IPv4 address on it
+                continue
+    return found
+
+
+_SIOCGIFFLAGS, _SIOCGIFADDR, _IFF_UP, _IFF_LOOPBACK = 0x8913, 0x8915, 0x1, 0x8
+
+
+def route_source(address: str) -> str | None:
+    """The local address this machine reaches ``address`` (HOST:PORT) from: the one a peer on
+    that network reaches it at. A UDP socket is connected to ask the kernel's routing table;
+    nothing is sent. None when ``address`` does not resolve or has no route."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(sockaddr)
+            return str(probe.getsockname()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def state_dir(*parts: str, create: bool = False) -> Path:
     """Where the CLI keeps the token, PIDs and logs: ``$ACTORRT_HOME`` or ``~/.actorrt``.
 

@@ -349,3 +349,48 @@ def test_state_dir_and_everything_under_it_is_private(fresh_home: Path, stop_by_
     modes = {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in folders}
     assert all(m == "0o700" for m in modes.values()), modes
     assert stat.S_IMODE((fresh_home / "token").stat().st_mode) == 0o600
+
+
+# ---- a start that fails, or is interrupted, leaves the running cluster as it was -----------------
+
+
+def test_a_start_that_fails_keeps_the_running_clusters_token(fresh_home: Path, stop_by_pid: list[int]) -> None:
+    """A second `actorrt start` whose metrics port was taken wrote its new token over the running
+    cluster's before it failed: every later `status`, `logs` or `connect` on this machine failed
+    authentication against the cluster that still ran."""
+    port, metrics_port = free_port(), free_port()
+    started = actorrt_cli("start", "--port", str(port), "--cpus", "1", "--metrics-port", str(metrics_port))
+    assert started.returncode == 0, started.stderr
+    token = _rpc.token_path().read_text()
+    failed = actorrt_cli("start", "--port", str(free_port()), "--cpus", "0", "--metrics-port", str(metrics_port))
+    assert failed.returncode == 1 and "metrics" in failed.stderr, failed.stderr
+    assert _rpc.token_path().read_text() == token
+    status = actorrt_cli("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["slots"]["total"] == 1
+
+
+def test_ctrl_c_while_start_waits_leaves_no_daemon(fresh_home: Path, tmp_path: Path, stop_by_pid: list[int]) -> None:
+    """The daemon `actorrt start` runs in the background is in a session of its own, so the
+    terminal's Ctrl-C never reached it: the command exited 130 and the master came up anyway,
+    holding the port (the next start said "address in use")."""
+    (tmp_path / "slow_preload.py").write_text("import time\ntime.sleep(30)\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    port = free_port()
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "actorrt", "start", "--port", str(port), "--cpus", "1", "--preload", "slow_preload"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    stop_by_pid.append(cli.pid)
+    assert wait_until(lambda: bool(_children({cli.pid})), timeout=20)
+    daemons = _children({cli.pid})
+    stop_by_pid.extend(daemons)
+    time.sleep(1.0)
+    cli.send_signal(signal.SIGINT)
+    _, err = cli.communicate(timeout=30)
+    assert cli.returncode == 130, err
+    assert wait_until(lambda: not any(_alive(pid) for pid in daemons), timeout=15), (daemons, err)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # free again

@@ -218,3 +218,75 @@ def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
         print(f"partition: detected in {detected_s:.2f}s, rejoined {rejoined_s:.1f}s after healing")
         for log in logs:
             log.close()
+
+
+WILDCARD_DRIVER = r"""
+import asyncio, json, sys
+import actorrt
+
+@actorrt.remote_class
+class Echo:
+    def echo(self, x):
+        return x
+
+async def main(address):
+    async with actorrt.connect(address, token=sys.argv[2], timeout=10) as cluster:
+        actors = await asyncio.gather(Echo.remote(), Echo.remote())
+        answers = await asyncio.wait_for(asyncio.gather(*[a.echo(i) for i, a in enumerate(actors)]), 30)
+        status = await cluster.status()
+        hosts = sorted(x["endpoint"].rsplit(":", 1)[0] for x in status.actors)
+        print(json.dumps({"answers": answers, "hosts": hosts}), flush=True)
+
+actorrt.run(main(sys.argv[1]))
+"""
+
+
+def test_a_head_on_a_wildcard_address_and_a_worker_without_node_ip_advertise_addresses_others_reach(
+    tmp_path: Path,
+) -> None:
+    """README's recipe, `actorrt start --host 0.0.0.0` on the head and `actorrt connect --address
+    HEAD:PORT` elsewhere: the head's own worker advertised 127.0.0.1 (a client on another machine
+    reached its own loopback), and a worker joining without --node-ip did too. The head now
+    advertises its interface's address, a joining worker the address it reaches the master from."""
+    with NetHosts(["master", "w1", "client"]) as net:
+        address = f"{net.ip('master')}:8010"
+        env = dict(os.environ, ACTORRT_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
+        logs = [open(tmp_path / f"{h}.log", "wb") for h in ("master", "w1")]
+        actorrt_cli = [sys.executable, "-m", "actorrt"]
+        net.popen(
+            "master",
+            [*actorrt_cli, "start", "--block", "--host", "0.0.0.0", "--port", "8010", "--cpus", "1", "--token", TOKEN],
+            env=env,
+            stdout=logs[0],
+            stderr=logs[0],
+        )
+        time.sleep(1.0)
+        net.popen(
+            "w1",
+            [*actorrt_cli, "connect", "--block", "--address", address, "--cpus", "1", "--token", TOKEN],
+            env=env,
+            stdout=logs[1],
+            stderr=logs[1],
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if sum(n["slots_ready"] for n in _status(net, address)["nodes"]) == 2:
+                    break
+            except AssertionError:
+                pass
+            time.sleep(0.3)
+        else:
+            pytest.fail("the cluster did not come up: " + (tmp_path / "master.log").read_text()[-2000:])
+        nodes = sorted(n["node_ip"] for n in _status(net, address)["nodes"])
+        assert nodes == sorted([net.ip("master"), net.ip("w1")])
+        script = tmp_path / "driver.py"
+        script.write_text(WILDCARD_DRIVER)
+        out = net.run(
+            "client", [sys.executable, str(script), address, TOKEN], env=env, capture_output=True, text=True, timeout=90
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result == {"answers": [0, 1], "hosts": nodes}
+        for log in logs:
+            log.close()
