@@ -348,7 +348,16 @@ class Cluster:
             raise ClusterConnectionError(f"cannot send a handle to {conn.actor_id}: its cluster connection is closed")
         token = f"{self.client_id}.{next(self._copies)}"
         self._send_soon(pb.ClientEvent(add_ref=pb.AddRef(actor_id=conn.actor_id, token=token)))
+        made = _current.copies_made.get()
+        if made is not None:
+            made.append((conn.actor_id, token))
         return token
+
+    def take_back(self, copies: list[tuple[str, str]]) -> None:
+        """The payload these handle copies were pickled into never left this process (any
+        thread): nobody will claim them, so this client does, as their receiver would."""
+        for actor_id, token in copies:
+            self._send_soon(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=actor_id, token=token)))
 
     def receive_handle(self, ref: HandleRef) -> ActorHandle[Any]:
         """A pickled handle arrived in this process (any thread): hold the actor, reach it."""
@@ -480,10 +489,16 @@ class Cluster:
         class_name = cls.__qualname__
         ship_local_modules()
         holds: list[ActorConnection] = []  # a restartable one's arguments hold the actors of their handles
+        copies: list[tuple[str, str]] = []  # the handle copies in them, taken back if no host gets them
         pickling = _current.handles_pickled.set(holds if opts.max_restarts != 0 else None)
+        recording = _current.copies_made.set(copies)
         try:
             spec = _dump_spec(cls, args, kwargs)
+        except BaseException:
+            self.take_back(copies)
+            raise
         finally:
+            _current.copies_made.reset(recording)
             _current.handles_pickled.reset(pickling)
         if self.closed:
             raise ClusterConnectionError("the cluster connection is closed")
@@ -504,56 +519,66 @@ class Cluster:
                 methods=[n for n, m in kinds.items() if m], attributes=[n for n, m in kinds.items() if not m]
             ),
         )
-        for attempt in range(1, PLACE_ATTEMPTS + 1):
-            left = max(0.001, deadline - self.loop.time()) if deadline is not None else 0.0
-            placed = await self._request_placement(place, left, timeout)
-            conn = ActorConnection(self, placed.actor_id, placed.endpoint, kinds, class_name, opts.max_restarts)
-            construct = actor_host_pb2.ConstructActor(
-                version=_rpc.PROTOCOL_VERSION,
-                actor_id=placed.actor_id,
-                class_name=class_name,
-                spec=spec,
-                max_concurrency=opts.max_concurrency,
-                gpu_ids=placed.gpu_ids,
-                files=self._files,
-                max_payload_bytes=self.max_payload_bytes,
-            )
-            try:
-                await self._construct(conn, construct)
-            except ActorDiedError as e:
-                retry = _never_constructed(e, self.state.cause(placed.actor_id))
-                out_of_time = deadline is not None and self.loop.time() >= deadline
-                if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
-                    await self._release_and_wait(
-                        placed.actor_id,
-                        "its constructor failed" if not retry else "its host was gone before its constructor ran",
+        unsent = True  # no host has the arguments yet: nobody will claim the handle copies in them
+        try:
+            for attempt in range(1, PLACE_ATTEMPTS + 1):
+                left = max(0.001, deadline - self.loop.time()) if deadline is not None else 0.0
+                placed = await self._request_placement(place, left, timeout)
+                conn = ActorConnection(self, placed.actor_id, placed.endpoint, kinds, class_name, opts.max_restarts)
+                construct = actor_host_pb2.ConstructActor(
+                    version=_rpc.PROTOCOL_VERSION,
+                    actor_id=placed.actor_id,
+                    class_name=class_name,
+                    spec=spec,
+                    max_concurrency=opts.max_concurrency,
+                    gpu_ids=placed.gpu_ids,
+                    files=self._files,
+                    max_payload_bytes=self.max_payload_bytes,
+                )
+                try:
+                    unsent = False
+                    await self._construct(conn, construct)
+                except ActorDiedError as e:
+                    retry = _never_constructed(e, self.state.cause(placed.actor_id))
+                    unsent = retry  # no host got the arguments
+                    out_of_time = deadline is not None and self.loop.time() >= deadline
+                    if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
+                        await self._release_and_wait(
+                            placed.actor_id,
+                            "its constructor failed" if not retry else "its host was gone before its constructor ran",
+                        )
+                        raise
+                    log.info(
+                        "placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause
                     )
+                    if place.name:  # the name is free once the master has heard that this one ended
+                        await self._release_and_wait(placed.actor_id, "its host was gone before its constructor ran")
+                    else:
+                        self._send_release(placed.actor_id, "its host was gone before its constructor ran")
+                    await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
+                    continue
+                except asyncio.CancelledError:
+                    self._send_release(placed.actor_id, "its placement was abandoned: its construction was cancelled")
                     raise
-                log.info("placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause)
-                if place.name:  # the name is free once the master has heard that this one ended
-                    await self._release_and_wait(placed.actor_id, "its host was gone before its constructor ran")
-                else:
-                    self._send_release(placed.actor_id, "its host was gone before its constructor ran")
-                await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
-                continue
-            except asyncio.CancelledError:
-                self._send_release(placed.actor_id, "its placement was abandoned: its construction was cancelled")
-                raise
-            except BaseException:
-                await self._release_and_wait(placed.actor_id, "its constructor failed")
-                raise
-            if self.closed:  # closed while constructing: _close did not see this connection
-                await conn.close("its client closed the cluster connection")
-                raise ClusterConnectionError("the cluster connection was closed")
-            with self._refs_lock:
-                self.state.adopt(placed.actor_id, conn)
-                if opts.max_restarts != 0:
-                    self.state.keep_spec(placed.actor_id, construct, holds, place)
-                    for held in holds:
-                        held.handles += 1  # as ``hold`` does (this lock)
-            self._checked()
-            return self.make_handle(conn)
-        raise AssertionError("unreachable")  # the last attempt returns or raises
+                except BaseException:
+                    await self._release_and_wait(placed.actor_id, "its constructor failed")
+                    raise
+                if self.closed:  # closed while constructing: _close did not see this connection
+                    await conn.close("its client closed the cluster connection")
+                    raise ClusterConnectionError("the cluster connection was closed")
+                with self._refs_lock:
+                    self.state.adopt(placed.actor_id, conn)
+                    if opts.max_restarts != 0:
+                        self.state.keep_spec(placed.actor_id, construct, holds, place)
+                        for held in holds:
+                            held.handles += 1  # as ``hold`` does (this lock)
+                self._checked()
+                return self.make_handle(conn)
+            raise AssertionError("unreachable")  # the last attempt returns or raises
+        except BaseException:
+            if unsent:
+                self.take_back(copies)
+            raise
 
     async def _request_placement(self, place: pb.PlaceActor, timeout_s: float, asked_s: float) -> pb.ActorPlaced:
         """Ask the master for a slot; waits at most ``timeout_s`` (0: forever) plus a margin."""

@@ -16,11 +16,15 @@ from actorrt._errors import ClusterConnectionError
 if TYPE_CHECKING:
     from actorrt._client import Cluster
 
-__all__ = ["claimed_before", "current_cluster", "enter", "handles_pickled", "leave", "set_fallback"]
+__all__ = ["claimed_before", "copies_made", "current_cluster", "enter", "handles_pickled", "leave", "set_fallback"]
 
 handles_pickled: ContextVar[list[Any] | None] = ContextVar("actorrt_handles_pickled", default=None)
 """A list while a restartable actor's constructor arguments are pickled: the connections of the
 handles in them (its creator holds those actors as long as it keeps the arguments)."""
+
+copies_made: ContextVar[list[tuple[str, str]] | None] = ContextVar("actorrt_copies_made", default=None)
+"""A list while a call's arguments or an actor's constructor arguments are pickled: (actor id,
+token) of each handle copy made, taken back if the payload never leaves this process."""
 
 claimed_before: ContextVar[bool] = ContextVar("actorrt_claimed_before", default=False)
 """True while an actor host unpickles the arguments of a restart's constructor: the handles in

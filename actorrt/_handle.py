@@ -32,7 +32,7 @@ import grpc
 
 from actorrt import _bulk, _rpc, _shm, _wire
 from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
-from actorrt._current import claimed_before, current_cluster, handles_pickled
+from actorrt._current import claimed_before, copies_made, current_cluster, handles_pickled
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt._future import CallFuture
 from actorrt._outbox import Outbox
@@ -272,6 +272,8 @@ class ActorConnection:
         with the buffers, copied now. Either way the caller may change them once this returns."""
         what = f"{self.class_name}.{name}"
         ship_local_modules()
+        copies: list[tuple[str, str]] = []
+        recording = copies_made.set(copies)
         try:
             encoded = encode(
                 (args, kwargs),
@@ -279,9 +281,15 @@ class ActorConnection:
                 limit=self.cluster.max_payload_bytes,
             )
         except PayloadTooLargeError as e:
+            self.cluster.take_back(copies)  # the handles in them were never sent
             raise SerializationError(f"arguments of {what} are {e}; nothing was sent") from None
         except Exception as e:  # noqa: BLE001 - name the argument that failed
-            name_culprit(what, args, kwargs, e)
+            try:
+                name_culprit(what, args, kwargs, e)  # pickles them again: more copies
+            finally:
+                self.cluster.take_back(copies)
+        finally:
+            copies_made.reset(recording)
         if not encoded.streamed:
             return encoded
         seq = next(self._seq)

@@ -9,10 +9,12 @@ import gc
 import itertools
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 import actorrt
@@ -262,6 +264,32 @@ async def test_a_dropped_handle_releases_its_actor_but_not_while_a_call_is_in_fl
         gc.collect()
         assert await slow == 0.5  # the call in flight kept it until it was answered
         assert await eventually(lambda: _none_left(c), 5)
+
+
+async def test_handle_copies_in_arguments_that_never_left_do_not_keep_their_actor(cluster: ProcCluster) -> None:
+    """Pickling a handle tells the master a copy is on its way, and only its receiver's claim
+    ended that count: a call whose other argument could not be pickled, or was over the size
+    limit, or a creation refused before any host got its arguments, kept the actor (and its
+    slot) for the client's lifetime. The copies that never left are taken back."""
+    async with cluster.connect(max_payload_mb=1) as c:
+        counter = await Counter.remote()
+        user = await User.remote()
+        with pytest.raises(actorrt.SerializationError, match="lock"):
+            user.keep(counter, threading.Lock())
+        with pytest.raises(actorrt.SerializationError, match="nothing was sent"):
+            user.keep(counter, np.zeros(1 << 18))  # 2 MiB
+        with pytest.raises(actorrt.PlacementError, match="largest node"):
+            await User.options(num_cpus=64).remote(counter)
+        with pytest.raises(actorrt.SerializationError):
+            await User.remote(counter, threading.Lock())
+        del counter
+        await asyncio.sleep(0.1)  # the loop lets go of the last exception (its traceback holds the handle)
+        gc.collect()
+        assert await eventually(lambda: _only(c, "User")), "the copies that never left kept the Counter"
+
+
+async def _only(c: actorrt.Cluster, class_name: str) -> bool:
+    return [a["class_name"] for a in (await c.status()).actors] == [class_name]
 
 
 # Hosts forked by the fork server: 65 s on a 2-core AMD EPYC beside another pytest worker (536 s
