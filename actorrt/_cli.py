@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,6 +40,25 @@ def _records_dir() -> Path:
     return _rpc.state_dir() / "processes"
 
 
+def _machine() -> str:
+    """This boot of this machine, and this PID namespace: a shared ``ACTORRT_HOME`` (an NFS
+    home) holds the records of processes on several machines, which a PID names only on its own."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = socket.gethostname()
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{boot}/{namespace}"
+
+
+def _record_path(pid: int) -> Path:
+    """``PID@HOST.json``: two machines' daemons with the same PID do not share a record."""
+    return _records_dir() / f"{pid}@{socket.gethostname()}.json"
+
+
 def _start_time(pid: int) -> int | None:
     """When process ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat).
 
@@ -52,21 +72,29 @@ def _start_time(pid: int) -> int | None:
 
 
 def _write_record(**fields: Any) -> Path:
-    path = _rpc.state_dir("processes", create=True) / f"{os.getpid()}.json"
+    _rpc.state_dir("processes", create=True)
+    path = _record_path(os.getpid())
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "start_time": _start_time(os.getpid()), **fields}))
+    record = {"pid": os.getpid(), "start_time": _start_time(os.getpid()), "machine": _machine(), **fields}
+    tmp.write_text(json.dumps(record))
     tmp.replace(path)
     return path
 
 
-def _read_records() -> list[dict[str, Any]]:
-    records = []
+def _read_records(every_machine: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """The records of this machine's processes (one written before records named their machine
+    counts as this machine's; ``every_machine``: all), and how many other machines' there are."""
+    records, others, here = [], 0, _machine()
     for path in sorted(_records_dir().glob("*.json")):
         try:
-            records.append({**json.loads(path.read_text()), "_path": str(path)})
+            record = {**json.loads(path.read_text()), "_path": str(path)}
         except (OSError, ValueError):
             continue
-    return records
+        if every_machine or record.get("machine", here) == here:
+            records.append(record)
+        else:
+            others += 1
+    return records, others
 
 
 def _alive(record: dict[str, Any]) -> bool:
@@ -133,6 +161,7 @@ def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s:
     if args.log_file:
         log_path = Path(args.log_file)
     else:
+        _prune_daemon_logs()
         log_path = _rpc.state_dir("logs", create=True) / f"{kind}-{int(time.time() * 1000)}.log"
         child_argv += ["--log-file", str(log_path)]
     with open(log_path, "ab") as out:
@@ -144,7 +173,7 @@ def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s:
             env=env,
             start_new_session=True,
         )
-    record_path = _records_dir() / f"{proc.pid}.json"
+    record_path = _record_path(proc.pid)
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
@@ -163,6 +192,28 @@ def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s:
         raise
     _end_child(proc)
     raise CLIError(f"{kind} did not become ready within {timeout_s:g}s (log: {log_path})")
+
+
+DAEMON_LOGS_KEPT = 20  # the newest daemons' log files kept, besides those of running daemons
+
+
+def _prune_daemon_logs() -> None:
+    """Remove the log files (and their rotations) of all but the newest ``DAEMON_LOGS_KEPT``
+    daemons this home started in the background; never a running daemon's (any machine's: a
+    record names its log)."""
+    folder = _rpc.state_dir("logs")
+    try:
+        logs = sorted(
+            (p for kind in ("master", "worker") for p in folder.glob(f"{kind}-*.log")), key=lambda p: p.stat().st_mtime
+        )
+    except OSError:
+        return
+    records, _ = _read_records(every_machine=True)
+    running = {str(r.get("log_file")) for r in records}
+    for old in logs[: max(0, len(logs) - DAEMON_LOGS_KEPT)]:
+        if str(old) not in running:
+            for path in [old, *folder.glob(old.name + ".*")]:
+                path.unlink(missing_ok=True)
 
 
 def _end_child(proc: subprocess.Popen[bytes]) -> None:
@@ -249,6 +300,7 @@ async def _run_start(args: argparse.Namespace) -> None:
     (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
     record = _write_record(
         kind="master",
+        log_file=args.log_file or "",
         address=master.address,
         node_ip=node_ip,
         token_file=str(token_file),
@@ -334,6 +386,7 @@ async def _run_connect(args: argparse.Namespace) -> None:
         raise CLIError(str(e)) from e
     record = _write_record(
         kind="worker",
+        log_file=args.log_file or "",
         address=args.address,
         worker_id=worker.worker_id,
         node_ip=node_ip,
@@ -438,7 +491,7 @@ def cmd_logs(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
-    records = _read_records()
+    records, others = _read_records()
     targets = []
     for record in records:
         pid = int(record["pid"])
@@ -463,6 +516,8 @@ def cmd_stop(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"stopped {record.get('kind', 'process')} pid {pid} ({record.get('address', '')})")
     if not targets:
         print("nothing to stop: no actorrt process started from this machine is running")
+    if others:  # a home shared with other machines: theirs are stopped there
+        print(f"left alone: {others} record(s) of actorrt processes on other machines (run stop there)")
     return 0
 
 

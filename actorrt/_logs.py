@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import collections
+import fcntl
 import io
 import itertools
 import json
@@ -48,7 +49,7 @@ __all__ = [
 
 DEFAULT_LOG_BYTES = 10 * 2**20  # per file; with BACKUPS rotations kept
 BACKUPS = 2
-MAX_ACTOR_LOGS = 1000  # per worker log dir; the oldest go first
+MAX_ACTOR_LOGS = 1000  # per log folder (every daemon of an ACTORRT_HOME shares it); the oldest go first
 FORWARD_LINES_PER_S = 1000.0  # to the client; the log file keeps everything
 FORWARD_BURST = 5000
 FORWARD_MAX_LINE = 8192
@@ -211,6 +212,7 @@ class _ActorLog:
     class_name: str
     pid: int
     file: logging.Handler
+    lock: int = -1  # the fd holding ``<id>.lock``: the log is live (another daemon's prune keeps it)
     pending: list[pb.OutputLine] = field(default_factory=list)
     pending_bytes: int = 0
     tokens: float = FORWARD_BURST
@@ -301,6 +303,9 @@ class OutputRelay:
             return
         self._flush_one(s)
         s.file.close()
+        if s.lock >= 0:
+            (self.log_dir / f"{_safe(actor_id)}.lock").unlink(missing_ok=True)
+            os.close(s.lock)  # its flock goes with it
 
     def close(self) -> None:
         if self._flush_handle is not None:
@@ -320,19 +325,23 @@ class OutputRelay:
             delay=True,
         )
         handler.setFormatter(logging.Formatter("%(message)s"))
-        s = _ActorLog(actor_id, class_name, pid, handler)
+        s = _ActorLog(actor_id, class_name, pid, handler, _hold(self.log_dir / f"{_safe(actor_id)}.lock"))
         self._streams[actor_id] = s
         return s
 
     def _prune(self) -> None:
+        """Keep the newest ``MAX_ACTOR_LOGS`` logs of the folder, which every daemon of this
+        ``ACTORRT_HOME`` shares: a live actor's (its ``.lock`` held, here or by another daemon)
+        is never removed, however quiet."""
         try:
             logs = sorted(self.log_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
         except OSError:
             return
         for old in logs[: max(0, len(logs) - MAX_ACTOR_LOGS + 1)]:
-            if old.stem in self._streams:
+            lock = old.with_suffix(".lock")
+            if old.stem in self._streams or _held(lock):
                 continue
-            for path in [old, *old.parent.glob(old.name + ".*")]:
+            for path in [old, *old.parent.glob(old.name + ".*"), lock]:
                 path.unlink(missing_ok=True)
 
     def read(self, actor_id: str, max_bytes: int = DEFAULT_TAIL_BYTES) -> tuple[bool, bytes, bool]:
@@ -340,6 +349,37 @@ class OutputRelay:
         if s is not None:
             s.file.flush()
         return read_log_tail(self.log_dir, actor_id, max_bytes)
+
+
+def _hold(lock: Path) -> int:
+    """Create and flock ``lock`` (the fd, kept while the actor lives), or -1 if that fails."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return -1
+    return fd
+
+
+def _held(lock: Path) -> bool:
+    """Whether a live process holds ``lock`` (``_hold``)."""
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def read_log_tail(log_dir: Path, actor_id: str, max_bytes: int = DEFAULT_TAIL_BYTES) -> tuple[bool, bytes, bool]:

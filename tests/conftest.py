@@ -217,8 +217,8 @@ class ProcCluster:
         )
         self.procs.append(proc)
         _live_daemons.add(proc.pid)
-        record = self.home / "processes" / f"{proc.pid}.json"
-        if not wait_until(lambda: record.exists() or proc.poll() is not None, 30):
+        records = self.home / "processes"
+        if not wait_until(lambda: any(records.glob(f"{proc.pid}@*.json")) or proc.poll() is not None, 30):
             raise RuntimeError(f"{args} did not become ready")
         if proc.poll() is not None:
             raise RuntimeError(f"{args} exited: {(self.home / f'proc-{len(self.procs) - 1}.log').read_text()}")

@@ -24,7 +24,7 @@ def _alive(pid: int) -> bool:
 
 
 def _pids(home: Path) -> list[int]:
-    return [int(p.stem) for p in (home / "processes").glob("*.json")]
+    return [int(p.stem.split("@")[0]) for p in (home / "processes").glob("*.json")]
 
 
 @pytest.fixture

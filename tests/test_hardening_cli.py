@@ -37,7 +37,7 @@ def _alive(pid: int) -> bool:
 
 
 def _record_pids(home: Path) -> list[int]:
-    return [int(p.stem) for p in (home / "processes").glob("*.json")]
+    return [int(p.stem.split("@")[0]) for p in (home / "processes").glob("*.json")]
 
 
 def _children(parents: set[int]) -> list[int]:
@@ -293,6 +293,53 @@ def test_stop_never_signals_a_process_that_reused_a_recorded_pid(fresh_home: Pat
             p.wait()
 
 
+def test_stop_leaves_other_machines_records_and_processes_alone(fresh_home: Path) -> None:
+    """With ACTORRT_HOME shared between machines (an NFS home, as xparl clusters often have),
+    `actorrt stop` on the head deleted the records of the workers on the other machines (their
+    PIDs were not alive here) and `stop` there then found nothing: the daemons ran on. A record
+    names its machine (boot and PID namespace) and only that machine stops or removes it. (The
+    other machine is played by a record that says so, naming a live local process under a PID
+    and start time that would otherwise match.)"""
+    records = fresh_home / "processes"
+    records.mkdir(parents=True)
+    elsewhere = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "actorrt", "--block"])
+    try:
+        started = int(Path(f"/proc/{elsewhere.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        record = records / f"{elsewhere.pid}@another-machine.json"
+        record.write_text(
+            json.dumps({"pid": elsewhere.pid, "start_time": started, "machine": "another-boot/1", "kind": "worker"})
+        )
+        out = actorrt_cli("stop", "--timeout", "2")
+        assert out.returncode == 0, out.stderr
+        assert "nothing to stop" in out.stdout and "1 record(s) of actorrt processes on other machines" in out.stdout
+        time.sleep(0.5)  # a signal, had one been sent, lands at once
+        assert elsewhere.poll() is None and record.exists()
+    finally:
+        os.kill(elsewhere.pid, signal.SIGKILL)
+        elsewhere.wait()
+
+
+def test_old_daemon_logs_are_pruned_but_never_a_running_daemons(fresh_home: Path, stop_by_pid: list[int]) -> None:
+    """Every background start or connect logs to a new file set (up to 40 MiB each) and nothing
+    ever removed them: a daily start/stop job filled the home. A background start keeps the
+    newest DAEMON_LOGS_KEPT daemons' logs, and never a running daemon's, however old."""
+    first = actorrt_cli("start", "--port", str(free_port()), "--cpus", "0")
+    assert first.returncode == 0, first.stderr
+    logs = fresh_home / "logs"
+    (running,) = logs.glob("master-*.log")
+    os.utime(running, (1, 1))  # older than every other
+    for i in range(25):
+        (logs / f"worker-{1000 + i}.log").write_text("old\n")
+        (logs / f"worker-{1000 + i}.log.1").write_text("older\n")
+        os.utime(logs / f"worker-{1000 + i}.log", (100 + i, 100 + i))
+    second = actorrt_cli("start", "--port", str(free_port()), "--cpus", "0")
+    assert second.returncode == 0, second.stderr
+    kept = sorted(p.name for p in logs.glob("worker-*.log"))
+    assert kept == [f"worker-{1000 + i}.log" for i in range(5, 25)]
+    assert len(list(logs.glob("worker-*.log.1"))) == 20
+    assert running.exists() and len(list(logs.glob("master-*.log"))) == 2
+
+
 # ---- 14: resource counts are bounded -----------------------------------------------------------
 
 
@@ -390,7 +437,8 @@ def test_ctrl_c_while_start_waits_leaves_no_daemon(fresh_home: Path, tmp_path: P
     time.sleep(1.0)
     cli.send_signal(signal.SIGINT)
     _, err = cli.communicate(timeout=30)
-    assert cli.returncode == 130, err
-    assert wait_until(lambda: not any(_alive(pid) for pid in daemons), timeout=15), (daemons, err)
+    logs = "".join(p.read_text(errors="replace")[-1500:] for p in (fresh_home / "logs").glob("*.log"))
+    assert cli.returncode == 130, (err, logs)
+    assert wait_until(lambda: not any(_alive(pid) for pid in daemons), timeout=15), (daemons, err, logs)
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # free again

@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -149,6 +150,36 @@ def test_log_files_rotate_and_the_tail_spans_rotations(tmp_path: Path) -> None:
     found, data, truncated = _logs.read_log_tail(tmp_path, "a1", 30)
     assert truncated and data.decode().endswith("line 0399\n") and len(data) == 30
     assert _logs.read_log_tail(tmp_path, "nope") == (False, b"", False)
+
+
+def test_pruning_never_removes_a_live_actors_log_of_another_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every worker daemon of an ACTORRT_HOME (embedded clusters too) keeps its actors' logs in
+    one folder, and each prunes it to the newest MAX_ACTOR_LOGS: it kept only its own live
+    actors' logs, so a quiet actor of a long-running daemon lost its log (`actorrt logs` said it
+    printed nothing) once other daemons' actors had written enough newer ones. A live actor's
+    log is held (flock) by its daemon, and no prune removes a held one. (Two relays here, as two
+    daemons: flock locks conflict between file descriptions, in one process as in two.)"""
+    monkeypatch.setattr(_logs, "MAX_ACTOR_LOGS", 3)
+
+    async def run() -> None:
+        quiet_daemon = _logs.OutputRelay(lambda msg: None, tmp_path, forward=False)
+        busy_daemon = _logs.OutputRelay(lambda msg: None, tmp_path, forward=False)
+        quiet_daemon.line("quiet", "C", 1, "hello", stderr=False)
+        os.utime(tmp_path / "quiet.log", (1, 1))  # the oldest file there
+        for i in range(6):
+            busy_daemon.line(f"busy{i}", "C", 1, "x", stderr=False)
+            busy_daemon.actor_ended(f"busy{i}")
+        assert _logs.read_log_tail(tmp_path, "quiet")[1] == b"hello\n"
+        assert len(list(tmp_path.glob("busy*.log"))) == 3  # the older ones went, as before
+        quiet_daemon.actor_ended("quiet")
+        busy_daemon.line("last", "C", 1, "x", stderr=False)  # now it is an old, ended actor's log
+        assert not (tmp_path / "quiet.log").exists() and not list(tmp_path.glob("quiet*"))
+        busy_daemon.close()
+
+    asyncio.run(run())
+    assert not list(tmp_path.glob("*.lock"))
 
 
 def test_forwarding_is_batched_and_rate_limited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
