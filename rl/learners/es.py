@@ -28,7 +28,7 @@ from rl.agent import Agent
 from rl.algorithms.cmaes import CMAES
 from rl.algorithms.es import ES, NoiseTable
 from rl.learners.learner import LearnerResult
-from rl.learners.workers import Deaths
+from rl.learners.workers import Deaths, answer_within
 from rl.logger import TrainingLogger
 from rl.networks import MLPPolicy
 
@@ -135,6 +135,8 @@ class ESLearner:
     the workers build the policy alone from ``agent.algorithm.model``'s factory, ``make_policy``.
     Each generation every worker also runs ``theta_episodes / num_workers`` episodes of ``theta``
     itself: "solved" is judged on those (the mean of the last ``window``), not on perturbations.
+    A worker that takes over ``worker_timeout_s`` to evaluate its share is killed as hung and
+    replaced (None: no deadline).
     """
 
     def __init__(
@@ -148,9 +150,13 @@ class ESLearner:
         seed: int = 0,
         logger: TrainingLogger | None = None,
         env_fn: Callable[[], gym.Env] | None = None,
+        worker_timeout_s: float | None = 300.0,
     ) -> None:
         if num_workers < 1:
             raise ValueError("ESLearner needs num_workers >= 1")
+        if worker_timeout_s is not None and not worker_timeout_s > 0:
+            raise ValueError(f"worker_timeout_s must be > 0 seconds (or None: no deadline), not {worker_timeout_s}")
+        self.worker_timeout_s = worker_timeout_s
         self.agent = make_agent()
         if not isinstance(self.agent.algorithm, (ES, CMAES)):
             raise TypeError(
@@ -215,8 +221,9 @@ class ESLearner:
         """Worker ``i`` evaluates its share (``method(*args)``); if it dies, a new worker takes its
         place and the share (:class:`WorkerFailedError` when its replacements keep dying)."""
         while True:
+            handle = self.handles[i]
             try:
-                result = await getattr(self.handles[i], method)(*args)
+                result = await answer_within(handle, getattr(handle, method)(*args), self.worker_timeout_s, method)
             except actorrt.ActorDiedError as e:
                 self._deaths.died(i, e)
                 self.replaced += 1

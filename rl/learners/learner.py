@@ -49,6 +49,7 @@ from rl.learners.workers import (
     RemoteCollector,
     ReplayActor,
     ReplayLostError,
+    answer_within,
     apply_gradients,
     concat_rollouts,
 )
@@ -103,6 +104,10 @@ class Scheme:
     ``actor``: the replay is an actor of its own, which remote collectors feed directly."""
     updates_per_step: float = 1.0
     """With a replay: updates per env step received (the update-to-data ratio)."""
+    worker_timeout_s: float | None = 300.0
+    """Seconds a worker may take to answer one call (a rollout, a gradient, a weight push); one
+    that takes longer is hung (alive but stuck, e.g. in an environment's ``step``): it is killed
+    and replaced like a dead one. None: no deadline."""
 
     def check(self, algorithm: Any) -> None:
         """Raise :class:`SchemeError` naming what does not fit."""
@@ -159,6 +164,10 @@ class Scheme:
                 )
         if self.broadcast_every < 1 or self.rollouts_in_flight < 1 or self.max_queued_rollouts < 1:
             raise SchemeError("broadcast_every, rollouts_in_flight and max_queued_rollouts must be >= 1")
+        if self.worker_timeout_s is not None and not self.worker_timeout_s > 0:
+            raise SchemeError(
+                f"worker_timeout_s must be > 0 seconds (or None: no deadline), not {self.worker_timeout_s}"
+            )
 
 
 def a2c_scheme(num_collectors: int = 2) -> Scheme:
@@ -369,13 +378,13 @@ class Learner:
 
         async def push(handle: Any) -> None:
             if self.scheme.update == "decentralised":
-                await handle.set_state(state, self.version)
+                await self._answer(handle, handle.set_state(state, self.version), "set_state")
             else:
-                await handle.set_weights(weights, self.version)
+                await self._answer(handle, handle.set_weights(weights, self.version), "set_weights")
             if self.scheme.replay != "none":
-                await handle.set_uniform_exploration(self._warmup)
+                await self._answer(handle, handle.set_uniform_exploration(self._warmup), "set_uniform_exploration")
             if self.replay_actor is not None:
-                await handle.feed(self.replay_actor)
+                await self._answer(handle, handle.feed(self.replay_actor), "feed")
 
         results = await asyncio.gather(*[push(h) for h in pool.handles], return_exceptions=True)
         for i, result in enumerate(results):
@@ -394,7 +403,9 @@ class Learner:
         index. A worker that died is replaced (it answers next round); any other error is raised."""
         pool = self._pool
         assert pool is not None
-        results = await asyncio.gather(*[getattr(h, method)() for h in pool.handles], return_exceptions=True)
+        results = await asyncio.gather(
+            *[self._answer(h, getattr(h, method)(), method) for h in pool.handles], return_exceptions=True
+        )
         answered = {}
         for i, result in enumerate(results):
             if isinstance(result, BaseException):
@@ -405,6 +416,11 @@ class Learner:
                 pool.deaths.answered(i)
                 answered[i] = result
         return answered
+
+    def _answer(self, handle: Any, call: Any, what: str) -> Any:
+        """``call`` on ``handle``, failing as a death if it does not answer within the scheme's
+        ``worker_timeout_s`` (the worker is killed as hung)."""
+        return answer_within(handle, call, self.scheme.worker_timeout_s, what)
 
     async def _replace(self, i: int, error: BaseException) -> Any:
         """A worker died: start another in its place with the current weights, and go on. Raises
@@ -725,7 +741,7 @@ class Learner:
                 while len(in_flight) < self.scheme.rollouts_in_flight:
                     in_flight.append(handle.collect())
                 try:
-                    item = await in_flight.popleft()
+                    item = await self._answer(handle, in_flight.popleft(), "collect")
                 except actorrt.ActorDiedError as e:
                     in_flight.clear()
                     await self._replace(i, e)
@@ -833,8 +849,12 @@ class Learner:
             if self.scheme.update == "decentralised":
                 applied = await asyncio.gather(
                     *[
-                        h.apply_gradients(
-                            mean_grads, self.version, [r.statistics for j, r in answered.items() if j != i]
+                        self._answer(
+                            h,
+                            h.apply_gradients(
+                                mean_grads, self.version, [r.statistics for j, r in answered.items() if j != i]
+                            ),
+                            "apply_gradients",
                         )
                         for i, h in enumerate(self._pool.handles)
                     ],
@@ -863,7 +883,10 @@ class Learner:
         """A3C: apply each worker's gradients as they come; that worker gets the new weights."""
         assert self._pool is not None
         optimizer = self.agent.algorithm.optimizer
-        pending = {asyncio.ensure_future(h.compute_gradients()): i for i, h in enumerate(self._pool.handles)}
+        pending = {
+            asyncio.ensure_future(self._answer(h, h.compute_gradients(), "compute_gradients")): i
+            for i, h in enumerate(self._pool.handles)
+        }
         try:
             while not self._done(total_steps, stop_at):
                 done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -883,7 +906,9 @@ class Learner:
                         )
                         handle = self._pool.handles[i]
                         self._send(handle.set_weights(self.agent.get_weights(), self.version))
-                    pending[asyncio.ensure_future(handle.compute_gradients())] = i
+                    pending[
+                        asyncio.ensure_future(self._answer(handle, handle.compute_gradients(), "compute_gradients"))
+                    ] = i
                 self._raise_send_error()  # a weight send that failed (other than a death)
         finally:
             for fut in pending:

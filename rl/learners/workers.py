@@ -10,6 +10,8 @@ their lag.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -33,6 +35,7 @@ __all__ = [
     "ReplayActor",
     "ReplayLostError",
     "WorkerFailedError",
+    "answer_within",
     "apply_gradients",
 ]
 
@@ -70,6 +73,26 @@ class Deaths:
 
     def answered(self, i: int) -> None:
         self.counts[i] = 0
+
+
+async def answer_within(handle: Any, call: Any, timeout_s: float | None, what: str) -> Any:
+    """The answer to ``call`` (made on ``handle``), within ``timeout_s`` seconds (None: no
+    deadline). A worker that does not answer in time is hung (alive, but stuck, as in an
+    environment's ``step`` that never returns): it is killed, and the call fails with
+    ``ActorDiedError`` as if it had died, so the learner replaces it."""
+    if timeout_s is None:
+        return await call
+    deadline = asyncio.timeout(timeout_s)
+    try:
+        async with deadline:
+            return await call
+    except TimeoutError:
+        if not deadline.expired():  # the worker's own error
+            raise
+    cause = f"no answer to {what} within {timeout_s:g}s (worker_timeout_s): killed as hung"
+    with contextlib.suppress(actorrt.ActorRTError):
+        await actorrt.kill(handle)
+    raise actorrt.ActorDiedError(handle.actor_id, cause)
 
 
 class Fed(NamedTuple):

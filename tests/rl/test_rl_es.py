@@ -4,6 +4,7 @@ and remote workers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Callable, Coroutine, Iterator
@@ -186,6 +187,31 @@ def test_remote_workers_train_and_a_killed_one_is_replaced(
     first = np.mean([h["population_return"] for h in history[:3]])
     last = np.mean([h["population_return"] for h in history[-3:]])
     assert last > first + 20, (first, last)
+
+
+def test_a_hung_es_worker_is_killed_and_replaced(rl_cluster: actorrt.Cluster) -> None:
+    """A worker alive but stuck (its process stopped with SIGSTOP) held every generation after it
+    forever; past ``worker_timeout_s`` it is killed as hung, and a new worker takes its share."""
+
+    async def go() -> Any:
+        async with ESLearner(
+            make_agent, make_policy, "CartPole-v1", num_workers=2, theta_episodes=2, worker_timeout_s=3.0
+        ) as learner:
+            pid = await learner.handles[0].pid()
+            training = asyncio.ensure_future(learner.train(20_000, stop_when_solved=False))
+            while learner.es.generation < 2:
+                await asyncio.sleep(0.01)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                return await asyncio.wait_for(training, 90)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    result = on(rl_cluster, go())
+    assert result.replaced_workers == 1 and result.env_steps >= 20_000
+    with pytest.raises(ValueError, match="worker_timeout_s must be > 0"):
+        ESLearner(make_agent, make_policy, "CartPole-v1", worker_timeout_s=0)
 
 
 def make_one_pair_agent() -> rl.Agent:

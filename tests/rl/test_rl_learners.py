@@ -4,10 +4,12 @@ replaced, checkpoints resume, and schemes that do not fit fail at construction."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 from collections.abc import Coroutine, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -72,6 +74,7 @@ def on(cluster: actorrt.Cluster, coro: Coroutine[Any, Any, T], timeout: float = 
         (Scheme(gradients="remote", gradient_mode="async", update="decentralised"), make_a2c, "weights would drift"),
         (Scheme(gradients="remote", collection_mode="async"), make_impala, "collect their own rollouts"),
         (Scheme(collection="remote", num_collectors=0), make_a2c, "num_collectors >= 1"),
+        (Scheme(worker_timeout_s=0), make_a2c, "worker_timeout_s must be > 0"),
     ],
 )
 def test_schemes_that_do_not_fit_fail_at_construction(scheme: Scheme, make: Any, message: str) -> None:
@@ -209,6 +212,38 @@ def test_a_killed_collector_is_replaced_and_training_goes_on(rl_cluster: actorrt
 
     result = on(rl_cluster, go())
     assert result.replaced_workers == 1 and result.env_steps >= 20_000
+
+
+@pytest.mark.parametrize("kind", ["a2c", "impala"])
+def test_a_hung_collector_is_killed_and_replaced(rl_cluster: actorrt.Cluster, kind: str) -> None:
+    """A collector that stays alive but never answers (stuck in an environment's step; here its
+    process is stopped with SIGSTOP) used to hold a synchronous scheme forever, and an
+    asynchronous one went on without its share for good. Past ``worker_timeout_s`` it is
+    killed as hung and replaced like a dead one."""
+
+    async def go() -> tuple[Any, list[str]]:
+        scheme = replace(a2c_scheme(2) if kind == "a2c" else impala_scheme(2), worker_timeout_s=3.0)
+        make = make_a2c if kind == "a2c" else make_impala
+        async with Learner(make, CONFIG, scheme) as learner:
+            assert learner._pool is not None
+            hung = learner._pool.handles[0]
+            pid = await hung.pid()
+            training = asyncio.ensure_future(learner.train(8_000))
+            while learner.updates < 3:
+                await asyncio.sleep(0.05)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                result = await asyncio.wait_for(training, 90)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            return result, [h.actor_id for h in learner._pool.handles] + [hung.actor_id]
+
+    result, ids = on(rl_cluster, go())
+    assert result.replaced_workers == 1 and result.env_steps >= 8_000
+    assert ids[-1] not in ids[:-1]  # the hung one was replaced
+    status = rl_cluster.status().result()
+    assert status.slots_used == 0, status.actors
 
 
 def test_a_collector_that_dies_every_time_ends_training_with_a_clear_error(rl_cluster: actorrt.Cluster) -> None:
