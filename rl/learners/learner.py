@@ -286,6 +286,10 @@ class Learner:
         self._local: Collector | None = None
         self._pool: _Pool | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # Rollouts the collectors delivered after the last train() reached its step count: the
+        # next one learns from them first (a run trained in many short calls loses none).
+        self._carried: deque[Pumped] = deque()
+        self._draining = False  # the pumps finish the collect calls they queued, and start none
         self._timings: set[asyncio.Future[None]] = set()
         """Broadcast timings in flight: the loop keeps only weak references to tasks."""
         self._started = 0.0
@@ -467,6 +471,7 @@ class Learner:
     async def close(self) -> None:
         """Stop every worker and the replay actor (their slots are free when it returns)."""
         self._phase = "closed"
+        self._carried.clear()
         for task in [*self._tasks, *self._respawns]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._respawns, return_exceptions=True)
@@ -537,6 +542,7 @@ class Learner:
         if self._training:
             raise RuntimeError("restore() while train() runs: restore before start(), or between train() calls")
         state = torch.load(path, weights_only=False)
+        self._carried.clear()  # collected by the policy the checkpoint replaces
         saved = state.get("replay")
         if saved is not None:
             if self.replay is None:
@@ -738,24 +744,35 @@ class Learner:
             in_flight: deque[Any] = deque()
             while True:
                 handle = pool.handles[i]  # _replace puts a new worker in this list
-                while len(in_flight) < self.scheme.rollouts_in_flight:
+                while len(in_flight) < self.scheme.rollouts_in_flight and not self._draining:
                     in_flight.append(handle.collect())
+                if not in_flight:  # drained
+                    return
                 try:
                     item = await self._answer(handle, in_flight.popleft(), "collect")
                 except actorrt.ActorDiedError as e:
                     in_flight.clear()
-                    await self._replace(i, e)
+                    if not self._draining:  # else the next train() replaces it
+                        await self._replace(i, e)
                     continue
                 pool.deaths.answered(i)
                 rollout, version = item
-                await queue.put((rollout, version, handle.actor_id))  # a replacement is another stream
+                pumped = (rollout, version, handle.actor_id)  # a replacement is another stream
+                if self._draining:
+                    self._carried.append(pumped)
+                else:
+                    await queue.put(pumped)
 
+        self._draining = False
         self._tasks = [asyncio.create_task(pump(i)) for i in range(len(pool.handles))]
         return queue
 
     async def _next_rollout(self, queue: asyncio.Queue[Pumped]) -> Pumped:
         """The next rollout from the pumps, with its weights' version and the collector it came
-        from; raises what a pump failed with (other than a dead collector)."""
+        from (first those carried over from the last ``train``); raises what a pump failed with
+        (other than a dead collector)."""
+        if self._carried:
+            return self._carried.popleft()
         getter = asyncio.ensure_future(queue.get())
         try:
             done, _ = await asyncio.wait([getter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -783,16 +800,29 @@ class Learner:
                 "%d replacement workers were still being set up %gs after training stopped", len(late), SETTLE_S
             )
 
-    async def _stop_pumps(self, settle: bool = True) -> None:
-        """Stop the pumps; with ``settle`` (a run that ended, not one cancelled or failing), wait
-        for the collect calls they had queued on each collector (a call ordered after them
-        returns once they ran): ``train`` returns with its collectors idle and, when they feed a
-        replay actor, nothing more on its way there."""
+    async def _stop_pumps(self, queue: asyncio.Queue[Pumped], settle: bool = True) -> None:
+        """Stop the pumps. With ``settle`` (a run that reached its step count, not one cancelled
+        or failing) they first finish the collect calls they had queued (``SETTLE_S`` at most),
+        and what those and ``queue`` hold is carried over to the next ``train``; then wait for
+        any call still queued on a collector (a call ordered after them returns once they ran):
+        ``train`` returns with its collectors idle and, when they feed a replay actor, nothing
+        more on its way there."""
+        if settle:
+            self._draining = True
+            deadline = time.monotonic() + SETTLE_S
+            pending = set(self._tasks)
+            while pending and time.monotonic() < deadline:
+                self._carry(queue)  # a pump waiting to put one in is let through
+                _, pending = await asyncio.wait(pending, timeout=0.05)
+            self._carry(queue)
+            self._draining = False
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        failed = [r for r in await asyncio.gather(*self._tasks, return_exceptions=True) if isinstance(r, Exception)]
         self._tasks = []
         await self._settle_respawns()
+        if settle and failed:  # a pump's own error while it finished its calls
+            raise failed[0]
         if self._pool is None or not settle:
             return
         settled = [asyncio.ensure_future(handle.pid()) for handle in self._pool.handles]
@@ -806,6 +836,10 @@ class Learner:
             log.warning(
                 "%d of %d collectors were still busy %gs after training stopped", len(late), len(settled), SETTLE_S
             )
+
+    def _carry(self, queue: asyncio.Queue[Pumped]) -> None:
+        while not queue.empty():
+            self._carried.append(queue.get_nowait())
 
     async def _train_async_collection(self, total_steps: int, stop_at: float | None) -> bool:
         """IMPALA: collectors never wait for the learner; a bounded queue keeps memory flat."""
@@ -821,9 +855,9 @@ class Learner:
                 if self.updates % self.scheme.broadcast_every == 0:
                     self._broadcast()
         except BaseException:
-            await self._stop_pumps(settle=False)
+            await self._stop_pumps(queue, settle=False)
             raise
-        await self._stop_pumps()
+        await self._stop_pumps(queue)
         return self._solved(stop_at)
 
     def _apply(self, optimizer: torch.optim.Optimizer, grads: list[np.ndarray], statistics: list[Any]) -> None:
@@ -1035,8 +1069,8 @@ class Learner:
                     rollout, version, _ = await self._next_rollout(queue)
                     await self._off_policy_step(rollout, self.version - version)
             except BaseException:
-                await self._stop_pumps(settle=False)
+                await self._stop_pumps(queue, settle=False)
                 raise
-            await self._stop_pumps()
+            await self._stop_pumps(queue)
         await self._priorities_sent()
         return self._solved(stop_at)

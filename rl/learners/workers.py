@@ -196,6 +196,10 @@ class RemoteCollector:
     def pid(self) -> int:
         return os.getpid()
 
+    def env_steps(self) -> int:
+        """Env steps this collector has collected (delivered or not)."""
+        return self.collector.total_steps
+
     def close(self) -> None:
         self.collector.close()
 

@@ -246,6 +246,28 @@ def test_a_hung_collector_is_killed_and_replaced(rl_cluster: actorrt.Cluster, ki
     assert status.slots_used == 0, status.actors
 
 
+def test_rollouts_collected_as_train_ends_are_carried_to_the_next_train(rl_cluster: actorrt.Cluster) -> None:
+    """Asynchronous collectors keep rollouts queued and in flight; when ``train`` reached its step
+    count they were dropped (never learned from, their env steps not counted): a run trained in
+    many short calls lost up to collectors x rollouts_in_flight + max_queued_rollouts rollouts
+    per call. They are finished, kept, and learned from first by the next ``train``."""
+
+    async def go() -> tuple[int, int, int, int]:
+        async with Learner(make_impala, CONFIG, impala_scheme(2)) as learner:
+            assert learner._pool is not None
+            for k in range(1, 6):
+                await learner.train(600 * k)
+            collected = sum(await asyncio.gather(*[h.env_steps() for h in learner._pool.handles]))
+            carried = sum(r.num_steps for r, _, _ in getattr(learner, "_carried", ()))
+            counted = learner.env_steps
+            await learner.train(learner.env_steps + 1)  # learns from the carried ones first
+            return collected, counted + carried, carried, learner.replaced
+
+    collected, accounted, carried, replaced = on(rl_cluster, go())
+    assert replaced == 0 and collected == accounted
+    assert carried > 0  # the collectors were busy when train ended: the test saw what it tests
+
+
 def test_a_collector_that_dies_every_time_ends_training_with_a_clear_error(rl_cluster: actorrt.Cluster) -> None:
     """A crash loop (here an env that kills its process at its first step) is not replaced
     forever: after three replacements that each died before delivering a rollout, train raises."""
