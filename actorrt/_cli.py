@@ -422,8 +422,8 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
     record = _background(args, argv, "master", timeout_s=60)
     address = record["address"]
     host, _, port = address.rpartition(":")
-    if host in _rpc.WILDCARD_HOSTS:  # listening everywhere: show the address others reach
-        address = f"{record.get('node_ip') or '127.0.0.1'}:{port}"
+    if host.strip("[]") in _rpc.WILDCARD_HOSTS:  # listening everywhere: show the address others reach
+        address = _rpc.host_port(record.get("node_ip") or "127.0.0.1", port)
     print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")

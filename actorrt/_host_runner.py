@@ -237,7 +237,7 @@ class HostRunner:
         io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
         port = await self._ready_port(index, proc.stdout)
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
-        self.apply(self.pool.ready(index, f"{self.node_ip}:{port}"))
+        self.apply(self.pool.ready(index, _rpc.host_port(self.node_ip, port)))
 
     async def _ready_port(self, index: int, stdout: asyncio.StreamReader) -> int:
         """Daemon loop: the port in host ``index``'s ready line. What a preloaded module or

@@ -951,13 +951,13 @@ class Master(Service):
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return _rpc.host_port(self.host, self.port)
 
     async def _start(self) -> None:
         interceptors = [_rpc.TokenInterceptor(self.token)] if self.token else []
         self._server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options(_rpc.MASTER_MAX_RECEIVE))
         pb_grpc.add_MasterServicer_to_server(self.servicer, self._server)
-        self.port = _rpc.listen(self._server, f"{self.host}:{self.port}", self.tls)
+        self.port = _rpc.listen(self._server, _rpc.host_port(self.host, self.port), self.tls)
         self.servicer.address = self.address
         await self._server.start()
         self.servicer.started_at = self.table.clock()

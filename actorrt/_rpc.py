@@ -188,6 +188,11 @@ def listen(server: grpc.aio.Server, address: str, tls: TLS | None = None) -> int
 # ---- tokens ---------------------------------------------------------------------------------
 
 
+def host_port(host: str, port: int | str) -> str:
+    """``HOST:PORT`` as gRPC reads it: an IPv6 address in brackets (``[::1]:8010``)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 

@@ -340,6 +340,22 @@ def test_old_daemon_logs_are_pruned_but_never_a_running_daemons(fresh_home: Path
     assert running.exists() and len(list(logs.glob("master-*.log"))) == 2
 
 
+async def test_a_cluster_on_ipv6_loopback_serves(fresh_home: Path, stop_by_pid: list[int]) -> None:
+    """`actorrt start --host ::1` failed ("the address is in use or not available"): addresses
+    were joined as HOST:PORT, which gRPC reads as one IPv6 literal without a port. IPv6 hosts are
+    written in brackets, the master's address and the actors' endpoints alike."""
+    port = free_port()
+    started = actorrt_cli("start", "--host", "::1", "--port", str(port), "--cpus", "1")
+    assert started.returncode == 0, started.stderr
+    assert f"[::1]:{port}" in started.stdout
+    async with actorrt.connect(f"[::1]:{port}", log_to_driver=False, timeout=20) as c:
+        status = await c.status()
+        echo = await Printer.remote()
+        assert await echo.spam(2) == 2
+        [row] = (await c.status()).actors
+        assert row["endpoint"].startswith("[::1]:") and len(status.nodes) == 1
+
+
 # ---- 14: resource counts are bounded -----------------------------------------------------------
 
 
@@ -441,4 +457,6 @@ def test_ctrl_c_while_start_waits_leaves_no_daemon(fresh_home: Path, tmp_path: P
     assert cli.returncode == 130, (err, logs)
     assert wait_until(lambda: not any(_alive(pid) for pid in daemons), timeout=15), (daemons, err, logs)
     with socket.socket() as s:
-        s.bind(("127.0.0.1", port))  # free again
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no owner
+        s.bind(("127.0.0.1", port))  # no listener left on it
+        s.listen()
