@@ -1,7 +1,7 @@
 """Churn and soak: many actors and clients come and go; nothing is left behind.
 
-1,000 create/call/kill cycles, then 100 concurrent clients, against a master and a worker daemon
-running as processes. Before and after, the master's and the daemon's file descriptors, threads
+600 create/call/kill cycles (``SOAK_CYCLES``; 1,000 for the numbers in docs/reliability.md),
+then 100 concurrent clients, against a master and a worker daemon running as processes. Before and after, the master's and the daemon's file descriptors, threads
 and RSS are measured: descriptors and threads must come back to where they were, RSS must stay
 flat, and no actor, slot or host process may be left over. The numbers are printed (run with -s)
 and recorded in docs/reliability.md.
@@ -22,7 +22,9 @@ from tests.conftest import ProcCluster, host_pids, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-CYCLES = int(os.environ.get("SOAK_CYCLES", 1000))
+# 600 in the suite: the bounds are absolute (fds +2, threads +1, RSS +25 MB), so a leak of one
+# descriptor or thread per cycle shows 300-fold; 1,000 cost CI another 70 s.
+CYCLES = int(os.environ.get("SOAK_CYCLES", 600))
 CLIENTS = int(os.environ.get("SOAK_CLIENTS", 100))
 
 

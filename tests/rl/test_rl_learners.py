@@ -220,15 +220,16 @@ def test_a_hung_collector_is_killed_and_replaced(rl_cluster: actorrt.Cluster, ki
     process is stopped with SIGSTOP) used to hold a synchronous scheme forever, and an
     asynchronous one went on without its share for good. Past ``worker_timeout_s`` it is
     killed as hung and replaced like a dead one."""
+    steps = 4_000 if kind == "a2c" else 8_000  # IMPALA's other collector must not finish the run alone first
 
     async def go() -> tuple[Any, list[str]]:
-        scheme = replace(a2c_scheme(2) if kind == "a2c" else impala_scheme(2), worker_timeout_s=3.0)
+        scheme = replace(a2c_scheme(2) if kind == "a2c" else impala_scheme(2), worker_timeout_s=2.0)
         make = make_a2c if kind == "a2c" else make_impala
         async with Learner(make, CONFIG, scheme) as learner:
             assert learner._pool is not None
             hung = learner._pool.handles[0]
             pid = await hung.pid()
-            training = asyncio.ensure_future(learner.train(8_000))
+            training = asyncio.ensure_future(learner.train(steps))
             while learner.updates < 3:
                 await asyncio.sleep(0.05)
             os.kill(pid, signal.SIGSTOP)
@@ -240,7 +241,7 @@ def test_a_hung_collector_is_killed_and_replaced(rl_cluster: actorrt.Cluster, ki
             return result, [h.actor_id for h in learner._pool.handles] + [hung.actor_id]
 
     result, ids = on(rl_cluster, go())
-    assert result.replaced_workers == 1 and result.env_steps >= 8_000
+    assert result.replaced_workers == 1 and result.env_steps >= steps
     assert ids[-1] not in ids[:-1]  # the hung one was replaced
     status = rl_cluster.status().result()
     assert status.slots_used == 0, status.actors
@@ -255,7 +256,7 @@ def test_rollouts_collected_as_train_ends_are_carried_to_the_next_train(rl_clust
     async def go() -> tuple[int, int, int, int]:
         async with Learner(make_impala, CONFIG, impala_scheme(2)) as learner:
             assert learner._pool is not None
-            for k in range(1, 6):
+            for k in range(1, 4):
                 await learner.train(600 * k)
             collected = sum(await asyncio.gather(*[h.env_steps() for h in learner._pool.handles]))
             carried = sum(r.num_steps for r, _, _ in getattr(learner, "_carried", ()))
