@@ -87,6 +87,19 @@ def _status(net: NetHosts, address: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
+def _wait_for_slots(net: NetHosts, address: str, slots: int, log: Path) -> None:
+    """Until the cluster has ``slots`` ready slots (30 s at most; then fail with ``log``'s tail)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if sum(n["slots_ready"] for n in _status(net, address)["nodes"]) == slots:
+                return
+        except AssertionError:
+            pass
+        time.sleep(0.3)
+    pytest.fail("the cluster did not come up: " + log.read_text()[-2000:])
+
+
 def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
     with NetHosts(["master", "w1", "w2", "client"]) as net:
         address = f"{net.ip('master')}:8010"
@@ -140,16 +153,7 @@ def test_partitioned_worker_is_detected_and_rejoins(tmp_path: Path) -> None:
                 stdout=logs[i],
                 stderr=logs[i],
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if sum(n["slots_ready"] for n in _status(net, address)["nodes"]) == 2:
-                    break
-            except AssertionError:
-                pass
-            time.sleep(0.3)
-        else:
-            pytest.fail("the cluster did not come up: " + (tmp_path / "w1.log").read_text()[-2000:])
+        _wait_for_slots(net, address, 2, tmp_path / "w1.log")
 
         script = tmp_path / "driver.py"
         script.write_text(DRIVER)
@@ -268,16 +272,7 @@ def test_a_head_on_a_wildcard_address_and_a_worker_without_node_ip_advertise_add
             stdout=logs[1],
             stderr=logs[1],
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if sum(n["slots_ready"] for n in _status(net, address)["nodes"]) == 2:
-                    break
-            except AssertionError:
-                pass
-            time.sleep(0.3)
-        else:
-            pytest.fail("the cluster did not come up: " + (tmp_path / "master.log").read_text()[-2000:])
+        _wait_for_slots(net, address, 2, tmp_path / "master.log")
         nodes = sorted(n["node_ip"] for n in _status(net, address)["nodes"])
         assert nodes == sorted([net.ip("master"), net.ip("w1")])
         script = tmp_path / "driver.py"
