@@ -210,6 +210,8 @@ def _prune_daemon_logs() -> None:
         return
     records, _ = _read_records(every_machine=True)
     running = {str(r.get("log_file")) for r in records}
+    if any("log_file" not in r for r in records):  # a daemon of an older actorrt: its log unknown
+        return
     for old in logs[: max(0, len(logs) - DAEMON_LOGS_KEPT)]:
         if str(old) not in running:
             for path in [old, *folder.glob(old.name + ".*")]:

@@ -170,6 +170,7 @@ class Cluster:
                 waiter.set_result(notice.actor_found)
         elif kind == "actor_restarting":
             restarting = notice.actor_restarting
+            self.state.restarting(restarting.actor_id)
             conn = self.state.actors.get(restarting.actor_id)
             if conn is not None:
                 conn.restarting(restarting.cause, restarting.restarts)
@@ -178,7 +179,7 @@ class Cluster:
             conn = self.state.actors.get(moved.actor_id)
             there = conn is not None and conn.dead is None and not conn.waiting and conn.endpoint == moved.endpoint
             # A notice sent again after a reconnect for a move this client followed is not news.
-            if self.state.follows(moved.actor_id, moved.restarts) and not there:
+            if self.state.follows(moved.actor_id, moved.restarts, moved.endpoint) and not there:
                 spec = self.state.spec(moved.actor_id) if moved.construct else None
                 if conn is not None or spec is not None:
                     self.background(self._follow(conn, moved, spec))
@@ -249,7 +250,9 @@ class Cluster:
                 cause = f"its constructor did not finish within {self.timeout:g}s when restarting it"
                 self._send_release(conn.actor_id, cause)
                 conn.mark_dead(cause)
-            # else its host is gone: the master places it again or reports its death
+            else:  # its host is gone (the master places it again or reports its death), or out of
+                # our reach for now: the same notice sent again after a reconnect is tried again
+                self.state.unfollow(moved.actor_id, moved.restarts, moved.endpoint)
         finally:
             if builder is not None:
                 await builder.close("constructed for its holders; its creator uses no stream of its own to it")

@@ -70,9 +70,9 @@ class ClientState(Generic[W, C]):
         # creator to build them again after a restart, whether or not it still holds a handle
         # to them (others may).
         self.specs: dict[str, Kept[C]] = {}
-        # The restart whose ActorMoved was followed last, per actor held or kept: a master sends
-        # the notice again to a client back from a lost session (the first may have been lost).
-        self.moves: dict[str, int] = {}
+        # The move (restart count, endpoint) followed last, per actor held or kept: a master sends
+        # ActorMoved again to a client back from a lost session (the first may have been lost).
+        self.moves: dict[str, tuple[int, str]] = {}
         self.deaths: OrderedDict[str, str] = OrderedDict()
         self.death_waiters: dict[str, list[W]] = {}
         self.deaths_kept = deaths_kept
@@ -147,13 +147,28 @@ class ClientState(Generic[W, C]):
         kept = self.specs.get(actor_id)
         return kept.construct if kept is not None else None
 
-    def follows(self, actor_id: str, restarts: int) -> bool:
-        """Whether an ActorMoved for ``actor_id``'s restart ``restarts`` is news (followed from
-        now on), not one sent again for a restart this client follows or followed already."""
-        if self.moves.get(actor_id, 0) >= restarts or (actor_id not in self.actors and actor_id not in self.specs):
+    def follows(self, actor_id: str, restarts: int, endpoint: str) -> bool:
+        """Whether an ActorMoved for ``actor_id``'s restart ``restarts`` to ``endpoint`` is news
+        (followed from now on), not one sent again for a move this client follows or followed
+        already (nor one older than it)."""
+        last = self.moves.get(actor_id, (0, ""))
+        if restarts < last[0] or (restarts, endpoint) == last:
             return False
-        self.moves[actor_id] = restarts
+        if actor_id not in self.actors and actor_id not in self.specs:
+            return False
+        self.moves[actor_id] = (restarts, endpoint)
         return True
+
+    def unfollow(self, actor_id: str, restarts: int, endpoint: str) -> None:
+        """Following that move failed while the actor may live on (its host unreachable from
+        here): the same notice, sent again, is news."""
+        if self.moves.get(actor_id) == (restarts, endpoint):
+            del self.moves[actor_id]
+
+    def restarting(self, actor_id: str) -> None:
+        """The master says the actor restarts (again): its next move is news, whatever its count
+        (a restart placed on a slot that was not ready is placed again with the same count)."""
+        self.moves.pop(actor_id, None)
 
     def drop(self, actor_id: str, conn: C) -> bool:
         """This client holds no handle to the actor of ``conn`` any more; False if another

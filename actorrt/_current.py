@@ -30,6 +30,10 @@ claimed_before: ContextVar[bool] = ContextVar("actorrt_claimed_before", default=
 """True while an actor host unpickles the arguments of a restart's constructor: the handles in
 them hold the actor again, but their copies were claimed by its first construction, once."""
 
+in_actor_host = False
+"""True in an actor host's process once it hosts an actor: its own local modules stay pickled by
+reference (registering them by value would send its replies' classes by value too)."""
+
 _stack: list[Cluster] = []
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
-from actorrt import _bulk, _rpc, _shm, _wire
+from actorrt import _bulk, _current, _rpc, _shm, _wire
 from actorrt._codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
 from actorrt._current import claimed_before, copies_made, current_cluster, handles_pickled
 from actorrt._errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
@@ -271,7 +271,8 @@ class ActorConnection:
         buffers were just written to (``_bulk``) or, after the header, the chunks (``_wire``)
         with the buffers, copied now. Either way the caller may change them once this returns."""
         what = f"{self.class_name}.{name}"
-        ship_local_modules()
+        if not _current.in_actor_host:  # an actor's own modules stay by reference (its replies too)
+            ship_local_modules()
         copies: list[tuple[str, str]] = []
         recording = copies_made.set(copies)
         try:
@@ -436,6 +437,8 @@ class ActorConnection:
         step) or attach."""
         if self.dead is not None:
             return
+        if not self.waiting or self._pending:  # moved with no ActorRestarting heard (it was lost)
+            self._cut_off(ActorDiedError(self.actor_id, "it was restarted elsewhere while its notice was lost"))
         await self._teardown()
         self.endpoint = endpoint
         self.waiting = True

@@ -643,6 +643,7 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
     def _construct(self, step: pb.ConstructActor) -> _Actor:
         os.environ["CUDA_VISIBLE_DEVICES"] = _resources.visible_devices(list(step.gpu_ids), _NODE_DEVICES)
         os.environ["ACTORRT_ACTOR_ID"] = step.actor_id
+        _current.in_actor_host = True
         max_payload_mb = max(1, step.max_payload_bytes // 2**20) if step.max_payload_bytes else 1024
         _current.set_fallback(lambda: _actor_cluster(step.actor_id, self.token, self.tls, max_payload_mb))
         _write_shipped(step.files)

@@ -103,3 +103,22 @@ def test_validate_catches_contradictions() -> None:
     s2.placing[1].message.place_actor.request_id = 7
     with pytest.raises(AssertionError, match="message differs"):
         s2.validate()
+
+
+def test_a_move_is_news_once_per_restart_and_endpoint(state: ClientState[str, str]) -> None:
+    """A master sends ActorMoved again to a client back from a lost session: the move this client
+    follows or followed is not news (it would construct the actor twice); a move to another slot
+    with the same count (a restart placed again after its slot was not ready) is, and so is any
+    move after ActorRestarting, or one whose following failed while the actor may live on."""
+    assert not state.follows("x", 1, "h:1")  # not an actor this client holds or would build
+    state.adopt("x", "conn-x")
+    assert state.follows("x", 1, "h:1")
+    assert not state.follows("x", 1, "h:1")  # sent again
+    assert not state.follows("x", 0, "h:0")  # older
+    assert state.follows("x", 1, "h:2")  # the same restart, placed again elsewhere
+    state.restarting("x")
+    assert state.follows("x", 1, "h:2")  # after ActorRestarting, news whatever its count
+    state.unfollow("x", 1, "h:2")  # its host was out of reach: tried again when sent again
+    assert state.follows("x", 1, "h:2") and state.follows("x", 2, "h:3")
+    state.died("x", "gone")
+    assert "x" not in state.moves

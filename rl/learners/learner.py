@@ -759,6 +759,7 @@ class Learner:
                 rollout, version = item
                 pumped = (rollout, version, handle.actor_id)  # a replacement is another stream
                 if self._draining:
+                    self._carry(queue)  # what it put in before goes first
                     self._carried.append(pumped)
                 else:
                     await queue.put(pumped)
@@ -807,19 +808,22 @@ class Learner:
         any call still queued on a collector (a call ordered after them returns once they ran):
         ``train`` returns with its collectors idle and, when they feed a replay actor, nothing
         more on its way there."""
-        if settle:
-            self._draining = True
-            deadline = time.monotonic() + SETTLE_S
-            pending = set(self._tasks)
-            while pending and time.monotonic() < deadline:
-                self._carry(queue)  # a pump waiting to put one in is let through
-                _, pending = await asyncio.wait(pending, timeout=0.05)
-            self._carry(queue)
+        try:
+            if settle:
+                self._draining = True
+                deadline = time.monotonic() + SETTLE_S
+                pending = set(self._tasks)
+                while pending and time.monotonic() < deadline:
+                    self._carry(queue)  # a pump waiting to put one in is let through
+                    _, pending = await asyncio.wait(pending, timeout=0.05)
+                self._carry(queue)
+        finally:  # also when train() is cancelled while they finish: no pump outlives it
             self._draining = False
-        for task in self._tasks:
-            task.cancel()
-        failed = [r for r in await asyncio.gather(*self._tasks, return_exceptions=True) if isinstance(r, Exception)]
-        self._tasks = []
+            for task in self._tasks:
+                task.cancel()
+            outcomes = await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks = []
+        failed = [r for r in outcomes if isinstance(r, Exception)]
         await self._settle_respawns()
         if settle and failed:  # a pump's own error while it finished its calls
             raise failed[0]
