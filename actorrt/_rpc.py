@@ -229,12 +229,18 @@ def route_source(address: str) -> str | None:
 
     host, _, port = address.rpartition(":")
     try:
-        family, kind, proto, _, sockaddr = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.connect(sockaddr)
-            return str(probe.getsockname()[0])
-    except (OSError, ValueError, IndexError):
+        found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)
+    except (OSError, ValueError):
         return None
+    found.sort(key=lambda info: info[0] != socket.AF_INET)  # IPv4 first, as gRPC's clients dial
+    for family, kind, proto, _, sockaddr in found:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.connect(sockaddr)
+                return str(probe.getsockname()[0])
+        except OSError:
+            continue
+    return None
 
 
 def state_dir(*parts: str, create: bool = False) -> Path:
