@@ -219,8 +219,10 @@ def test_a_hung_collector_is_killed_and_replaced(rl_cluster: actorrt.Cluster, ki
     """A collector that stays alive but never answers (stuck in an environment's step; here its
     process is stopped with SIGSTOP) used to hold a synchronous scheme forever, and an
     asynchronous one went on without its share for good. Past ``worker_timeout_s`` it is
-    killed as hung and replaced like a dead one."""
-    steps = 4_000 if kind == "a2c" else 8_000  # IMPALA's other collector must not finish the run alone first
+    killed as hung and replaced like a dead one. (IMPALA's other collector may reach the step
+    count alone first: then the hung one is killed while ``train`` finishes its calls, and
+    replaced by the next ``train``.)"""
+    steps = 4_000
 
     async def go() -> tuple[Any, list[str]]:
         scheme = replace(a2c_scheme(2) if kind == "a2c" else impala_scheme(2), worker_timeout_s=2.0)
@@ -235,6 +237,8 @@ def test_a_hung_collector_is_killed_and_replaced(rl_cluster: actorrt.Cluster, ki
             os.kill(pid, signal.SIGSTOP)
             try:
                 result = await asyncio.wait_for(training, 90)
+                if kind == "impala" and not learner.replaced:
+                    result = await asyncio.wait_for(learner.train(learner.env_steps + 1_000), 90)
             finally:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
