@@ -165,9 +165,11 @@ class Cluster:
             if self.log_to_driver:
                 self._printer.submit(notice.actor_output)
         elif kind == "actor_found":
-            waiter = self.state.found(notice.actor_found.request_id)
+            found = notice.actor_found
+            waiter = self.state.found(found.request_id, found.actor_id)
             if waiter is not None and not waiter.done():
-                waiter.set_result(notice.actor_found)
+                waiter.set_result(found)
+            self._drop_unclaimed()
         elif kind == "actor_restarting":
             restarting = notice.actor_restarting
             self.state.restarting(restarting.actor_id)
@@ -284,7 +286,16 @@ class Cluster:
         except TimeoutError:
             return None
         finally:
-            self.state.found(request_id)
+            self.state.looked_up(request_id)
+            # After the caller made its handle from the answer (it does, before it yields).
+            self.loop.call_soon(self._drop_unclaimed)
+
+    def _drop_unclaimed(self) -> None:
+        """Let go of the actors the master counts this client a holder of only for lookups whose
+        askers made no handle from the answer (cancelled or timed out before it came)."""
+        for actor_id in self.state.take_unclaimed():
+            if self._session is not None and not self.closed and self.state.cause(actor_id) is None:
+                self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=actor_id)))
 
     # ---- handles and references (any thread) ------------------------------------------------
 

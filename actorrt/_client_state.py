@@ -64,7 +64,10 @@ class ClientState(Generic[W, C]):
         self._request_ids = itertools.count(1)
         self.placing: dict[int, Placement[W]] = {}
         self.placed: OrderedDict[int, str] = OrderedDict()  # request id -> the actor it placed
-        self.lookups: dict[int, W] = {}  # LookupActor steps not answered yet
+        self.lookups: dict[int, W] = {}  # LookupActor steps whose answer was not taken yet
+        # Actors the master counts this client a holder of since it answered a lookup, until the
+        # asker made its handle (or gave up: cancelled, timed out, the connection it was for gone).
+        self.unclaimed: set[str] = set()
         self.actors: dict[str, C] = {}
         # The restartable actors this client created, until they die: the master asks their
         # creator to build them again after a restart, whether or not it still holds a handle
@@ -113,9 +116,27 @@ class ClientState(Generic[W, C]):
         self.lookups[request_id] = waiter
         return request_id
 
-    def found(self, request_id: int) -> W | None:
-        """The master answered a lookup: the waiter to tell, if anyone still waits."""
-        return self.lookups.pop(request_id, None)
+    def found(self, request_id: int, actor_id: str) -> W | None:
+        """The master answered a lookup (with ``actor_id`` if it found one, of which it now counts
+        this client a holder): the waiter to tell, if anyone still waits. The actor stays
+        unclaimed until a handle of this client holds it (:meth:`take_unclaimed`)."""
+        if actor_id:
+            self.unclaimed.add(actor_id)
+        return self.lookups.get(request_id)
+
+    def looked_up(self, request_id: int) -> None:
+        """The lookup's asker took its answer, or gave up waiting."""
+        self.lookups.pop(request_id, None)
+
+    def take_unclaimed(self) -> list[str]:
+        """Once no lookup's answer is left to take (an asker may be about to make its handle
+        from one), the unclaimed actors no handle of this client holds: the master is to stop
+        counting this client as their holder."""
+        if self.lookups:
+            return []
+        unheld = [actor_id for actor_id in self.unclaimed if actor_id not in self.actors]
+        self.unclaimed.clear()
+        return unheld
 
     def unanswered(self) -> list[pb.ClientEvent]:
         """The requests a new master never saw, in the order they were made."""
@@ -244,6 +265,7 @@ class ClientState(Generic[W, C]):
         self.placing.clear()
         self.placed.clear()
         self.lookups.clear()
+        self.unclaimed.clear()
         return conns, waiters
 
     # ---- invariants ---------------------------------------------------------------------------

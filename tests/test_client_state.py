@@ -122,3 +122,30 @@ def test_a_move_is_news_once_per_restart_and_endpoint(state: ClientState[str, st
     assert state.follows("x", 1, "h:2") and state.follows("x", 2, "h:3")
     state.died("x", "gone")
     assert "x" not in state.moves
+
+
+def _lookup(name: str) -> pb.ClientEvent:
+    return pb.ClientEvent(lookup_actor=pb.LookupActor(name=name))
+
+
+def test_an_answered_lookup_nobody_made_a_handle_from_is_let_go(state: ClientState[str, str]) -> None:
+    """The master counts the asker a holder as it answers; an asker that gave up before the
+    answer (cancelled, timed out) made no handle, and nothing else would ever let it go."""
+    gave_up = state.look_up(_lookup("a"), "waiter-1")
+    state.looked_up(gave_up)  # cancelled: its entry went before the answer came
+    waiting = state.look_up(_lookup("a"), "waiter-2")
+    assert state.found(gave_up, "x") is None
+    assert state.take_unclaimed() == []  # another answer about "x" may be on its way to a handle
+    assert state.found(waiting, "x") == "waiter-2"
+    assert state.take_unclaimed() == []  # its asker has not taken it yet
+    state.looked_up(waiting)
+    state.adopt("x", "conn-x")  # ... and made its handle: the client holds "x" for real
+    assert state.take_unclaimed() == []
+    nobody = state.look_up(_lookup("b"), "waiter-3")
+    state.looked_up(nobody)
+    state.found(nobody, "y")
+    assert state.take_unclaimed() == ["y"] and state.take_unclaimed() == []
+    missing = state.look_up(_lookup("c"), "waiter-4")
+    state.found(missing, "")  # not found: the master counted nobody
+    state.looked_up(missing)
+    assert state.take_unclaimed() == []

@@ -144,6 +144,41 @@ async def test_a_handle_sent_to_an_actor_outlives_the_creators_handle(cluster: P
         assert await eventually(lambda: _none_left(c)), "dropping the last handles did not release them"
 
 
+async def test_a_get_actor_given_up_before_its_answer_does_not_hold_the_actor(cluster: ProcCluster) -> None:
+    """The master counts the asker a holder as it answers a lookup; a ``get_actor`` cancelled
+    (or timed out) before the answer came made no handle, and the count kept the actor until
+    that client left. It is let go, but never while another lookup's asker makes its handle."""
+
+    async def holders() -> int:
+        [row] = await actors_named(c, "Counter")
+        return int(row["holders"])
+
+    async def asked_and_given_up(client: actorrt.Cluster) -> None:
+        asking = asyncio.ensure_future(client.get_actor("asked-for"))
+        await asyncio.sleep(0)  # the lookup is on its way
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+
+    async with cluster.connect() as c:
+        counter = await Counter.options(name="asked-for").remote(7)
+        async with cluster.connect() as other:
+            await asked_and_given_up(other)
+            await asyncio.sleep(0.5)  # the answer came, and nobody took it
+            assert await holders() == 1, "a cancelled get_actor left its client holding the actor"
+            await asked_and_given_up(other)
+            theirs = await other.get_actor("asked-for")  # asked while the other answer was on its way
+            await asyncio.sleep(0.5)
+            assert await holders() == 2
+            del counter
+            gc.collect()
+            await asyncio.sleep(0.5)
+            assert await theirs.add(1) == 8  # the other client's handle keeps it
+            del theirs
+            gc.collect()
+            assert await eventually(lambda: _none_left(c))
+
+
 async def _all_ready(c: actorrt.Cluster) -> bool:
     return all(n["slots_ready"] == n["cpus"] for n in (await c.status()).nodes)
 
