@@ -373,6 +373,13 @@ class Cluster:
         for actor_id, token in copies:
             self._send_soon(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=actor_id, token=token)))
 
+    def void_copies(self, copies: list[tuple[str, str]], receiver: str, receiver_restarts: int) -> None:
+        """The call these handle copies were pickled into failed because its receiver died (any
+        thread): the master stops counting those the receiver had not claimed."""
+        for actor_id, token in copies:
+            drop = pb.DropRef(actor_id=actor_id, token=token, receiver=receiver, receiver_restarts=receiver_restarts)
+            self._send_soon(pb.ClientEvent(drop_ref=drop))
+
     def receive_handle(self, ref: HandleRef) -> ActorHandle[Any]:
         """A pickled handle arrived in this process (any thread): hold the actor, reach it."""
         if self.closed:
@@ -534,6 +541,7 @@ class Cluster:
             ),
         )
         unsent = True  # no host has the arguments yet: nobody will claim the handle copies in them
+        sent_to = ""  # the actor whose host got them last
         try:
             for attempt in range(1, PLACE_ATTEMPTS + 1):
                 left = max(0.001, deadline - self.loop.time()) if deadline is not None else 0.0
@@ -551,6 +559,7 @@ class Cluster:
                 )
                 try:
                     unsent = False
+                    sent_to = placed.actor_id
                     await self._construct(conn, construct)
                 except ActorDiedError as e:
                     retry = _never_constructed(e, self.state.cause(placed.actor_id))
@@ -592,6 +601,8 @@ class Cluster:
         except BaseException:
             if unsent:
                 self.take_back(copies)
+            elif sent_to:  # released: the copies its host did not claim are void
+                self.void_copies(copies, sent_to, 0)
             raise
 
     async def _request_placement(self, place: pb.PlaceActor, timeout_s: float, asked_s: float) -> pb.ActorPlaced:

@@ -257,23 +257,28 @@ class ActorConnection:
         Any thread. Raises ``SerializationError`` when an argument cannot be pickled or the
         arguments are over the size limit; nothing is sent then.
         """
-        packed = self._pack(kind, name, args, kwargs) if args or kwargs else None
+        copies: list[tuple[str, str]] = []
+        packed = self._pack(kind, name, args, kwargs, copies) if args or kwargs else None
         fut: CallFuture[Any] = CallFuture(loop=self.loop)
+        if copies:  # handles travel in it: if the receiver dies first, they are nobody's (_settle_copies)
+            fut.copies = (copies, self.restarts)
         if threading.get_ident() == self._loop_thread:
             self._enqueue(kind, name, packed, fut)
         else:
             self.loop.call_soon_threadsafe(self._enqueue, kind, name, packed, fut)
         return fut
 
-    def _pack(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Packed:
+    def _pack(
+        self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], copies: list[tuple[str, str]]
+    ) -> Packed:
         """The arguments encoded (``_codec``), or, when their buffers are streamed, ``(seq,
         messages, link)``: a one-call header batch, and either the bulk connection ``link`` the
         buffers were just written to (``_bulk``) or, after the header, the chunks (``_wire``)
-        with the buffers, copied now. Either way the caller may change them once this returns."""
+        with the buffers, copied now. Either way the caller may change them once this returns.
+        ``copies`` gets the (actor id, token) of each handle copy pickled into them."""
         what = f"{self.class_name}.{name}"
         if not _current.in_actor_host:  # an actor's own modules stay by reference (its replies too)
             ship_local_modules()
-        copies: list[tuple[str, str]] = []
         recording = copies_made.set(copies)
         try:
             encoded = encode(
@@ -323,12 +328,14 @@ class ActorConnection:
                     self._outbox.push_encoded(
                         [pb.CallBatch(dropped_frames={packed[0]: link.epoch}).SerializeToString()]
                     )
+            self._settle_copies(fut, sent=False)
             fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
             return
         if isinstance(packed, tuple):
             seq, messages, link = packed
             if link is not None and self._links.get(link.epoch) is not link:  # sent to a stream now gone
                 self._bulk_answered([seq])
+                self._settle_copies(fut, sent=False)
                 fut.set_exception(ActorDiedError(self.actor_id, "the connection to the actor was lost during the call"))
                 return
             self._pending[seq] = (fut, name, kind)
@@ -580,18 +587,35 @@ class ActorConnection:
                 self.bulk_unanswered = 0
         pending, self._pending = self._pending, {}
         futures = [fut for fut, _, _ in pending.values()]
+        for fut in futures:
+            self._settle_copies(fut, sent=True)
         if self._incoming is not None:
-            _, fut, _ = self._incoming
+            _, streamed, _ = self._incoming  # it ran: the receiver claimed what it carried
             self._incoming = None
-            if fut is not None:
-                futures.append(fut)
+            if streamed is not None:
+                futures.append(streamed)
         if not self.waiting:
-            futures.extend(fut for _, _, _, fut in self._queued)
+            for *_, fut in self._queued:
+                self._settle_copies(fut, sent=False)
+                futures.append(fut)
             self._queued = []
         for fut in futures:
             if not fut.done():
                 fut.set_exception(error.copy())
                 fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
+
+    def _settle_copies(self, fut: CallFuture[Any], sent: bool) -> None:
+        """A call that carried handle copies fails without an answer: never ``sent``, this
+        client claims them itself; sent, the receiver may have died before it claimed them,
+        and the master voids those it did not (if that receiver's process is gone)."""
+        if fut.copies is None:
+            return
+        copies, restarts = fut.copies
+        fut.copies = None
+        if sent:
+            self.cluster.void_copies(copies, self.actor_id, restarts)
+        else:
+            self.cluster.take_back(copies)
 
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)

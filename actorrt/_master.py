@@ -526,7 +526,11 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         elif kind == "add_ref":
             self.table.add_ref(client_id, ev.add_ref.actor_id, ev.add_ref.token)
         elif kind == "drop_ref":
-            self.table.drop_ref(client_id, ev.drop_ref.actor_id, ev.drop_ref.token)
+            drop = ev.drop_ref
+            if drop.receiver:
+                self.table.void_copy(client_id, drop.actor_id, drop.token, drop.receiver, drop.receiver_restarts)
+            else:
+                self.table.drop_ref(client_id, drop.actor_id, drop.token)
             self._released()
         elif kind == "lookup_actor":
             self._lookup(client_id, ev.lookup_actor)

@@ -116,6 +116,9 @@ class Actor:
     # it left). A non-detached, refcounted actor with neither is released.
     holders: set[str] = field(default_factory=set)
     tokens: dict[str, int] = field(default_factory=dict)
+    # Copies no longer counted before their receiver claimed them (their sender left, or the
+    # receiver died with the call that carried them): a claim that comes after all is ignored.
+    voided: set[str] = field(default_factory=set)
     senders: set[str] = field(default_factory=set)  # clients that sent a copy (their ``sent`` lists it)
     # False for an actor a restarted master learned of from its worker, or placed again from its
     # creator's word: who holds it is not known for sure (a client's AddRef may have come before
@@ -596,13 +599,31 @@ class ClusterTable:
         actor = self.actors.get(actor_id)
         if actor is None:
             return
-        if token:
+        if token in actor.voided:  # the claim of a copy voided before it came
+            actor.voided.discard(token)
+        elif token:
             self._count_token(actor, token, -1)
         else:
             actor.holders.discard(client_id)
             client = self.clients.get(client_id)
             if client is not None:
                 client.holding.discard(actor_id)
+        self._release_if_unheld(actor)
+
+    def void_copy(self, client_id: str, actor_id: str, token: str, receiver: str, receiver_restarts: int) -> None:
+        """The call that carried copy ``token`` of a handle to ``actor_id`` to the actor
+        ``receiver`` failed because the receiver died (its sender, ``client_id``, says so): unless it was
+        claimed, nobody ever will, and it holds the actor no longer. Not while the receiver's
+        process that got the call lives (restart count ``receiver_restarts``): the sender may
+        have given up on a live one, whose claim may still come."""
+        actor = self.actors.get(actor_id)
+        if actor is None or not token.startswith(client_id + ".") or actor.tokens.get(token, 0) <= 0:
+            return  # gone, not this client's copy, or claimed
+        got = self.actors.get(receiver)
+        if got is not None and not got.restarting and not got.stopping and got.restarts <= receiver_restarts:
+            return
+        del actor.tokens[token]
+        actor.voided.add(token)
         self._release_if_unheld(actor)
 
     def _count_token(self, actor: Actor, token: str, step: int) -> None:
@@ -696,7 +717,8 @@ class ClusterTable:
             held = self.actors.get(actor_id)
             if held is not None:
                 for token in [t for t in held.tokens if t.startswith(prefix)]:
-                    del held.tokens[token]
+                    if held.tokens.pop(token) > 0:  # on its way still: a claim that comes is ignored
+                        held.voided.add(token)
                 self._release_if_unheld(held)
         for actor in actors:
             if actor.restarting:  # nothing to stop: it ends now
@@ -1045,6 +1067,7 @@ class ClusterTable:
                 f"actor {aid}: holders {sorted(a.holders)} are not all clients holding it",
             )
             check(all(a.tokens.values()), f"actor {aid}: a handle copy counted zero times is kept")
+            check(not a.voided & a.tokens.keys(), f"actor {aid}: a handle copy both counted and voided")
             check(not a.name or self.names.get(a.name) == aid, f"actor {aid}: its name {a.name!r} points elsewhere")
             check(
                 bool(a.holders or a.tokens or a.detached or a.stopping or not a.refcounted),

@@ -323,6 +323,52 @@ async def test_handle_copies_in_arguments_that_never_left_do_not_keep_their_acto
         assert await eventually(lambda: _only(c, "User")), "the copies that never left kept the Counter"
 
 
+async def test_a_handle_copy_in_a_call_its_receiver_died_before_running_is_void(cluster: ProcCluster) -> None:
+    """A copy in a call sent to an actor that died before running it (the call waited behind
+    another) was never claimed: the master counted it on its way for the sender's lifetime,
+    and the actor it points to outlived every handle. The sender voids it."""
+    async with cluster.connect() as c:
+        target = await Counter.remote(3)
+        receiver = await Counter.remote()
+        pid = await receiver.pid()
+        busy = receiver.sleep(30)
+        never_ran = receiver.env(target)  # waits behind the sleep on the receiver's host
+        await asyncio.sleep(0.3)  # both were sent
+        os.kill(pid, signal.SIGKILL)
+        for call in (busy, never_ran):
+            with pytest.raises(actorrt.ActorDiedError):
+                await call
+        del call, busy, never_ran
+        assert await target.add(1) == 4
+        del target
+        await asyncio.sleep(0.1)  # the loop lets go of the last exception (its traceback holds the arguments)
+        gc.collect()
+        assert await eventually(lambda: _none_left(c)), "the copy that never arrived kept the Counter"
+
+
+def _refuse_to_unpickle() -> None:
+    raise RuntimeError("this argument cannot be unpickled")
+
+
+class Poison:
+    def __reduce__(self) -> Any:
+        return (_refuse_to_unpickle, ())
+
+
+async def test_a_handle_copy_in_a_constructor_that_never_unpickled_it_is_void(cluster: ProcCluster) -> None:
+    """The host got the constructor's arguments but never unpickled the handle in them (an
+    argument before it failed): the creation fails, and the copy must not keep its actor."""
+    async with cluster.connect() as c:
+        target = await Counter.remote(3)
+        with pytest.raises(actorrt.RemoteError, match="cannot be unpickled"):
+            await User.remote(Poison(), target)
+        assert await target.add(1) == 4
+        del target
+        await asyncio.sleep(0.1)  # the loop lets go of the last exception (its traceback holds the arguments)
+        gc.collect()
+        assert await eventually(lambda: _none_left(c)), "the copy that never arrived kept the Counter"
+
+
 async def _only(c: actorrt.Cluster, class_name: str) -> bool:
     return [a["class_name"] for a in (await c.status()).actors] == [class_name]
 
