@@ -68,6 +68,7 @@ class ClientState(Generic[W, C]):
         # Actors the master counts this client a holder of since it answered a lookup, until the
         # asker made its handle (or gave up: cancelled, timed out, the connection it was for gone).
         self.unclaimed: set[str] = set()
+        self.building: set[str] = set()  # actors this client placed and is constructing (not adopted yet)
         self.actors: dict[str, C] = {}
         # The restartable actors this client created, until they die: the master asks their
         # creator to build them again after a restart, whether or not it still holds a handle
@@ -134,7 +135,7 @@ class ClientState(Generic[W, C]):
         counting this client as their holder."""
         if self.lookups:
             return []
-        unheld = [actor_id for actor_id in self.unclaimed if actor_id not in self.actors]
+        unheld = [a for a in self.unclaimed if a not in self.actors and a not in self.building]
         self.unclaimed.clear()
         return unheld
 

@@ -43,9 +43,9 @@ _seen: tuple[asyncio.AbstractEventLoop | None, int] = (None, 0)
 
 
 class CallFuture(asyncio.Future[T]):
-    # The handle copies its call's arguments carry (actor id, token) and the restart count of
-    # the actor it was made to: settled if the call fails without an answer (``_handle``).
-    copies: tuple[list[tuple[str, str]], int] | None = None
+    # The handle copies its call's arguments carry (actor id, token): settled if the call fails
+    # without an answer (``_handle``).
+    copies: list[tuple[str, str]] | None = None
 
     def __await__(self) -> Generator[Any, None, T]:
         """On this future's own loop (or once it is done), asyncio's own await. On another

@@ -261,7 +261,7 @@ class ActorConnection:
         packed = self._pack(kind, name, args, kwargs, copies) if args or kwargs else None
         fut: CallFuture[Any] = CallFuture(loop=self.loop)
         if copies:  # handles travel in it: if the receiver dies first, they are nobody's (_settle_copies)
-            fut.copies = (copies, self.restarts)
+            fut.copies = copies
         if threading.get_ident() == self._loop_thread:
             self._enqueue(kind, name, packed, fut)
         else:
@@ -607,13 +607,12 @@ class ActorConnection:
     def _settle_copies(self, fut: CallFuture[Any], sent: bool) -> None:
         """A call that carried handle copies fails without an answer: never ``sent``, this
         client claims them itself; sent, the receiver may have died before it claimed them,
-        and the master voids those it did not (if that receiver's process is gone)."""
-        if fut.copies is None:
+        and the master voids those it did not once that receiver's process is gone."""
+        copies, fut.copies = fut.copies, None
+        if copies is None:
             return
-        copies, restarts = fut.copies
-        fut.copies = None
         if sent:
-            self.cluster.void_copies(copies, self.actor_id, restarts)
+            self.cluster.void_copies(copies, self.actor_id)
         else:
             self.cluster.take_back(copies)
 

@@ -425,6 +425,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             if ended is not None:
                 self._ended(ended, exited.exit_code)
             self._announce(placements)
+            self._released()  # handle copies it never claimed may have held others
         elif kind == "actor_output":
             self.forward_output(ev.actor_output)
         elif kind == "actor_log":
@@ -441,6 +442,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         log.log(level, "worker %s left: %s (%d actors lost)", worker_id, cause, len(dead))
         for ended in dead:
             self._ended(ended, node=node)
+        self._released()  # handle copies they never claimed may have held others
         self._announce(self.table.place_waiting())
         self._retune_heartbeats()
         self.check()
@@ -528,7 +530,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         elif kind == "drop_ref":
             drop = ev.drop_ref
             if drop.receiver:
-                self.table.void_copy(client_id, drop.actor_id, drop.token, drop.receiver, drop.receiver_restarts)
+                self.table.void_copy(client_id, drop.actor_id, drop.token, drop.receiver)
             else:
                 self.table.drop_ref(client_id, drop.actor_id, drop.token)
             self._released()

@@ -40,6 +40,7 @@ __all__ = [
 # Dead actors the table remembers (oldest forgotten first): for `actorrt logs` of a dead actor,
 # and so that a worker rejoining after a partition does not bring back an actor reported dead.
 DEAD_ACTORS_KEPT = 10_000
+VOIDED_KEPT = 1_000  # per actor: voided handle copies whose late claim is still recognised
 
 
 class TableInvariantError(AssertionError):
@@ -117,8 +118,12 @@ class Actor:
     holders: set[str] = field(default_factory=set)
     tokens: dict[str, int] = field(default_factory=dict)
     # Copies no longer counted before their receiver claimed them (their sender left, or the
-    # receiver died with the call that carried them): a claim that comes after all is ignored.
-    voided: set[str] = field(default_factory=set)
+    # receiver died with the call that carried them): a claim that comes after all is ignored
+    # (the newest VOIDED_KEPT; a claim comes soon after, if at all: its receiver is gone).
+    voided: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    # Copies in calls to this actor that failed without an answer while its process lived, as
+    # (actor id, token): void when the process ends, unless claimed by then.
+    voids: list[tuple[str, str]] = field(default_factory=list)
     senders: set[str] = field(default_factory=set)  # clients that sent a copy (their ``sent`` lists it)
     # False for an actor a restarted master learned of from its worker, or placed again from its
     # creator's word: who holds it is not known for sure (a client's AddRef may have come before
@@ -491,6 +496,7 @@ class ClusterTable:
         actor = self.actors.get(actor_id)
         if actor is None or actor.restarting:
             return None
+        self._process_ended(actor)
         owner = self.clients.get(actor.client_id)
         # Its slot was not ready: never constructed there. A first placement ends (its creator
         # places it again itself); a restart's placement is queued again, not counted as a restart.
@@ -535,6 +541,7 @@ class ClusterTable:
         actor = self.actors.pop(actor_id, None)
         if actor is None:
             return None
+        self._process_ended(actor)
         if actor.name and self.names.get(actor.name) == actor_id:
             del self.names[actor.name]
         if self._placed_by.get((actor.client_id, actor.request_id)) == actor_id:
@@ -600,7 +607,7 @@ class ClusterTable:
         if actor is None:
             return
         if token in actor.voided:  # the claim of a copy voided before it came
-            actor.voided.discard(token)
+            del actor.voided[token]
         elif token:
             self._count_token(actor, token, -1)
         else:
@@ -610,21 +617,40 @@ class ClusterTable:
                 client.holding.discard(actor_id)
         self._release_if_unheld(actor)
 
-    def void_copy(self, client_id: str, actor_id: str, token: str, receiver: str, receiver_restarts: int) -> None:
+    def void_copy(self, client_id: str, actor_id: str, token: str, receiver: str) -> None:
         """The call that carried copy ``token`` of a handle to ``actor_id`` to the actor
-        ``receiver`` failed because the receiver died (its sender, ``client_id``, says so): unless it was
-        claimed, nobody ever will, and it holds the actor no longer. Not while the receiver's
-        process that got the call lives (restart count ``receiver_restarts``): the sender may
-        have given up on a live one, whose claim may still come."""
+        ``receiver`` failed without an answer (its sender, ``client_id``, says so): unless the
+        receiver claimed it, nobody will, and once the receiver's process is gone it holds the
+        actor no longer. While that process lives (the sender may have given up on a live one,
+        whose claim may still come) it waits for its end (``Actor.voids``)."""
         actor = self.actors.get(actor_id)
         if actor is None or not token.startswith(client_id + ".") or actor.tokens.get(token, 0) <= 0:
             return  # gone, not this client's copy, or claimed
         got = self.actors.get(receiver)
-        if got is not None and not got.restarting and not got.stopping and got.restarts <= receiver_restarts:
+        if got is not None and not got.restarting and not got.stopping:
+            got.voids.append((actor_id, token))
+            return
+        self._void(actor, token)
+
+    def _void(self, actor: Actor, token: str) -> None:
+        """Copy ``token`` of a handle to ``actor``, if not claimed, holds it no longer; its claim,
+        if it comes after all, is ignored."""
+        if actor.tokens.get(token, 0) <= 0:
             return
         del actor.tokens[token]
-        actor.voided.add(token)
+        actor.voided[token] = None
+        while len(actor.voided) > VOIDED_KEPT:
+            actor.voided.popitem(last=False)
         self._release_if_unheld(actor)
+
+    def _process_ended(self, actor: Actor) -> None:
+        """``actor``'s process is gone (it restarts, or ends): the copies in calls it failed to
+        answer that it never claimed are void."""
+        voids, actor.voids = actor.voids, []
+        for target_id, token in voids:
+            target = self.actors.get(target_id)
+            if target is not None:
+                self._void(target, token)
 
     def _count_token(self, actor: Actor, token: str, step: int) -> None:
         count = actor.tokens.get(token, 0) + step
@@ -717,8 +743,10 @@ class ClusterTable:
             held = self.actors.get(actor_id)
             if held is not None:
                 for token in [t for t in held.tokens if t.startswith(prefix)]:
-                    if held.tokens.pop(token) > 0:  # on its way still: a claim that comes is ignored
-                        held.voided.add(token)
+                    if held.tokens[token] > 0:  # on its way still: a claim that comes is ignored
+                        self._void(held, token)
+                    else:
+                        del held.tokens[token]
                 self._release_if_unheld(held)
         for actor in actors:
             if actor.restarting:  # nothing to stop: it ends now
@@ -1067,7 +1095,7 @@ class ClusterTable:
                 f"actor {aid}: holders {sorted(a.holders)} are not all clients holding it",
             )
             check(all(a.tokens.values()), f"actor {aid}: a handle copy counted zero times is kept")
-            check(not a.voided & a.tokens.keys(), f"actor {aid}: a handle copy both counted and voided")
+            check(not a.voided.keys() & a.tokens.keys(), f"actor {aid}: a handle copy both counted and voided")
             check(not a.name or self.names.get(a.name) == aid, f"actor {aid}: its name {a.name!r} points elsewhere")
             check(
                 bool(a.holders or a.tokens or a.detached or a.stopping or not a.refcounted),

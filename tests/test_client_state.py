@@ -145,6 +145,11 @@ def test_an_answered_lookup_nobody_made_a_handle_from_is_let_go(state: ClientSta
     state.looked_up(nobody)
     state.found(nobody, "y")
     assert state.take_unclaimed() == ["y"] and state.take_unclaimed() == []
+    building = state.look_up(_lookup("z"), "waiter-5")  # a name this client is constructing
+    state.looked_up(building)
+    state.building.add("z")
+    state.found(building, "z")
+    assert state.take_unclaimed() == []  # it holds "z" as its creator: not let go
     missing = state.look_up(_lookup("c"), "waiter-4")
     state.found(missing, "")  # not found: the master counted nobody
     state.looked_up(missing)

@@ -270,27 +270,29 @@ def test_copies_in_flight_die_with_the_client_that_sent_them() -> None:
 
 def test_a_copy_whose_receiver_died_before_claiming_it_is_void() -> None:
     """A copy sent in a call whose receiver died before running it was never claimed, and kept
-    its actor for the sender's lifetime. Its sender voids it: only if the receiver's process that
-    got the call is gone (a sender that gave up on a live receiver may still see it claimed),
-    only its own copies, and a claim that comes after all is ignored."""
+    its actor for the sender's lifetime. Its sender voids it: at once if the receiver's process
+    is gone, else when it ends (the sender may have given up on a live receiver, whose claim may
+    still come first); only its own copies; a claim that comes after all is ignored."""
     t, _ = two_nodes(cpus=2)
     t.open_client("c2", "h", 2)
     x, r, s = (t.request(Request("c2", i, max_restarts=m)) for i, m in ((1, 0), (2, 1), (3, 0)))
     assert x is not None and r is not None and s is not None
     t.add_ref("c1", x.actor_id)
     t.drop_ref("c2", x.actor_id)  # x's creator let go: c1 holds it, and sends copies of it
-    for token in ("c1.1", "c1.2", "c1.3"):
+    for token in ("c1.1", "c1.2", "c1.3", "c1.4"):
         t.add_ref("c1", x.actor_id, token)
-    t.void_copy("c1", x.actor_id, "c1.1", r.actor_id, 0)  # r lives (the same process): kept
-    t.void_copy("c2", x.actor_id, "c1.1", s.actor_id, 0)  # not c2's copy
+    t.void_copy("c1", x.actor_id, "c1.1", r.actor_id)  # r lives: void when its process ends ...
+    t.void_copy("c1", x.actor_id, "c1.4", r.actor_id)
+    t.drop_ref("c3", x.actor_id, "c1.4")  # ... unless claimed first (then it is simply counted)
+    t.void_copy("c2", x.actor_id, "c1.2", s.actor_id)  # not c2's copy
     assert set(t.actors[x.actor_id].tokens) == {"c1.1", "c1.2", "c1.3"}
+    t.validate()
     t.actor_exited(r.actor_id, "killed by signal 9")  # r restarts: its process that got c1.1 is gone
-    t.void_copy("c1", x.actor_id, "c1.1", r.actor_id, 0)
     t.actor_exited(s.actor_id, "exited with code 1")  # s is gone for good
-    t.void_copy("c1", x.actor_id, "c1.2", s.actor_id, 0)
+    t.void_copy("c1", x.actor_id, "c1.2", s.actor_id)
     assert set(t.actors[x.actor_id].tokens) == {"c1.3"}
     t.drop_ref("c3", x.actor_id, "c1.1")  # a claim of a void copy comes after all: ignored
-    assert t.actors[x.actor_id].voided == {"c1.2"}
+    assert list(t.actors[x.actor_id].voided) == ["c1.2"]
     t.validate()
     t.drop_ref("c1", x.actor_id)
     assert not t.take_released()  # c1.3 is on its way still
@@ -298,6 +300,19 @@ def test_a_copy_whose_receiver_died_before_claiming_it_is_void() -> None:
     assert [a.actor_id for a in t.take_released()] == [x.actor_id]
     t.drop_ref("c2", x.actor_id, "c1.3")
     assert t.actors[x.actor_id].tokens == {}
+    t.validate()
+
+
+def test_a_void_copy_releases_its_actor_when_the_receivers_process_ends() -> None:
+    t, _ = two_nodes(cpus=1)
+    x, r = t.request(Request("c1", 1)), t.request(Request("c1", 2))
+    assert x is not None and r is not None
+    t.add_ref("c1", x.actor_id, "c1.1")
+    t.void_copy("c1", x.actor_id, "c1.1", r.actor_id)  # r lives: its claim may still come
+    t.drop_ref("c1", x.actor_id)
+    assert not t.take_released()
+    t.actor_exited(r.actor_id, "exited with code 1")
+    assert [a.actor_id for a in t.take_released()] == [x.actor_id]
     t.validate()
 
 

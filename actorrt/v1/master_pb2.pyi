@@ -296,16 +296,14 @@ class AddRef(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
 
 class DropRef(_message.Message):
-    __slots__ = ("actor_id", "token", "receiver", "receiver_restarts")
+    __slots__ = ("actor_id", "token", "receiver")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
-    RECEIVER_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     token: str
     receiver: str
-    receiver_restarts: int
-    def __init__(self, actor_id: _Optional[str] = ..., token: _Optional[str] = ..., receiver: _Optional[str] = ..., receiver_restarts: _Optional[int] = ...) -> None: ...
+    def __init__(self, actor_id: _Optional[str] = ..., token: _Optional[str] = ..., receiver: _Optional[str] = ...) -> None: ...
 
 class LookupActor(_message.Message):
     __slots__ = ("request_id", "name", "actor_id")
