@@ -61,6 +61,15 @@ if os.environ.get("ACTORRT_TEST_HOME_FOR") != _HOME_FOR and (not os.environ.get(
     atexit.register(shutil.rmtree, os.environ["ACTORRT_HOME"], ignore_errors=True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell (``cmd &``, nohup) inherits
+    SIGINT ignored, and so would every script it starts: the tests that press Ctrl-C on one (a
+    SIGINT to its process group) would see it ignored. Such a pytest process handles SIGINT as
+    an interactive one does, so that the scripts it starts get the default disposition."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
