@@ -550,67 +550,57 @@ class Cluster:
             for attempt in range(1, PLACE_ATTEMPTS + 1):
                 left = max(0.001, deadline - self.loop.time()) if deadline is not None else 0.0
                 placed = await self._request_placement(place, left, timeout)
-                self.state.building.add(placed.actor_id)  # this client will hold it: no lookup lets go of it
+                conn = ActorConnection(self, placed.actor_id, placed.endpoint, kinds, class_name, opts.max_restarts)
+                construct = actor_host_pb2.ConstructActor(
+                    version=_rpc.PROTOCOL_VERSION,
+                    actor_id=placed.actor_id,
+                    class_name=class_name,
+                    spec=spec,
+                    max_concurrency=opts.max_concurrency,
+                    gpu_ids=placed.gpu_ids,
+                    files=self._files,
+                    max_payload_bytes=self.max_payload_bytes,
+                )
                 try:
-                    conn = ActorConnection(self, placed.actor_id, placed.endpoint, kinds, class_name, opts.max_restarts)
-                    construct = actor_host_pb2.ConstructActor(
-                        version=_rpc.PROTOCOL_VERSION,
-                        actor_id=placed.actor_id,
-                        class_name=class_name,
-                        spec=spec,
-                        max_concurrency=opts.max_concurrency,
-                        gpu_ids=placed.gpu_ids,
-                        files=self._files,
-                        max_payload_bytes=self.max_payload_bytes,
+                    unsent = False
+                    sent_to = placed.actor_id
+                    await self._construct(conn, construct)
+                except ActorDiedError as e:
+                    retry = _never_constructed(e, self.state.cause(placed.actor_id))
+                    unsent = retry  # no host got the arguments
+                    out_of_time = deadline is not None and self.loop.time() >= deadline
+                    if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
+                        await self._release_and_wait(
+                            placed.actor_id,
+                            "its constructor failed" if not retry else "its host was gone before its constructor ran",
+                        )
+                        raise
+                    log.info(
+                        "placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause
                     )
-                    try:
-                        unsent = False
-                        sent_to = placed.actor_id
-                        await self._construct(conn, construct)
-                    except ActorDiedError as e:
-                        retry = _never_constructed(e, self.state.cause(placed.actor_id))
-                        unsent = retry  # no host got the arguments
-                        out_of_time = deadline is not None and self.loop.time() >= deadline
-                        if not retry or attempt == PLACE_ATTEMPTS or out_of_time:
-                            await self._release_and_wait(
-                                placed.actor_id,
-                                "its constructor failed"
-                                if not retry
-                                else "its host was gone before its constructor ran",
-                            )
-                            raise
-                        log.info(
-                            "placing %s again (attempt %d of %d): %s", class_name, attempt + 1, PLACE_ATTEMPTS, e.cause
-                        )
-                        if place.name:  # the name is free once the master has heard that this one ended
-                            await self._release_and_wait(
-                                placed.actor_id, "its host was gone before its constructor ran"
-                            )
-                        else:
-                            self._send_release(placed.actor_id, "its host was gone before its constructor ran")
-                        await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
-                        continue
-                    except asyncio.CancelledError:
-                        self._send_release(
-                            placed.actor_id, "its placement was abandoned: its construction was cancelled"
-                        )
-                        raise
-                    except BaseException:
-                        await self._release_and_wait(placed.actor_id, "its constructor failed")
-                        raise
-                    if self.closed:  # closed while constructing: _close did not see this connection
-                        await conn.close("its client closed the cluster connection")
-                        raise ClusterConnectionError("the cluster connection was closed")
-                    with self._refs_lock:
-                        self.state.adopt(placed.actor_id, conn)
-                        if opts.max_restarts != 0:
-                            self.state.keep_spec(placed.actor_id, construct, holds, place)
-                            for held in holds:
-                                held.handles += 1  # as ``hold`` does (this lock)
-                    self._checked()
-                    return self.make_handle(conn)
-                finally:
-                    self.state.building.discard(placed.actor_id)
+                    if place.name:  # the name is free once the master has heard that this one ended
+                        await self._release_and_wait(placed.actor_id, "its host was gone before its constructor ran")
+                    else:
+                        self._send_release(placed.actor_id, "its host was gone before its constructor ran")
+                    await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
+                    continue
+                except asyncio.CancelledError:
+                    self._send_release(placed.actor_id, "its placement was abandoned: its construction was cancelled")
+                    raise
+                except BaseException:
+                    await self._release_and_wait(placed.actor_id, "its constructor failed")
+                    raise
+                if self.closed:  # closed while constructing: _close did not see this connection
+                    await conn.close("its client closed the cluster connection")
+                    raise ClusterConnectionError("the cluster connection was closed")
+                with self._refs_lock:
+                    self.state.adopt(placed.actor_id, conn)
+                    if opts.max_restarts != 0:
+                        self.state.keep_spec(placed.actor_id, construct, holds, place)
+                        for held in holds:
+                            held.handles += 1  # as ``hold`` does (this lock)
+                self._checked()
+                return self.make_handle(conn)
             raise AssertionError("unreachable")  # the last attempt returns or raises
         except BaseException:
             if unsent:

@@ -68,7 +68,9 @@ class ClientState(Generic[W, C]):
         # Actors the master counts this client a holder of since it answered a lookup, until the
         # asker made its handle (or gave up: cancelled, timed out, the connection it was for gone).
         self.unclaimed: set[str] = set()
-        self.building: set[str] = set()  # actors this client placed and is constructing (not adopted yet)
+        # Actors placed for this client and not adopted yet (being constructed): until adopted,
+        # released or dead, no lookup's answer lets go of them.
+        self.building: set[str] = set()
         self.actors: dict[str, C] = {}
         # The restartable actors this client created, until they die: the master asks their
         # creator to build them again after a restart, whether or not it still holds a handle
@@ -102,6 +104,7 @@ class ClientState(Generic[W, C]):
         placement = self.placing.pop(request_id, None)
         if placement is not None and actor_id:
             self.placed[request_id] = actor_id
+            self.building.add(actor_id)
             while len(self.placed) > ANSWERS_KEPT:
                 self.placed.popitem(last=False)
         return placement.waiter if placement is not None else None
@@ -150,6 +153,7 @@ class ClientState(Generic[W, C]):
         if actor_id in self.deaths:
             raise ValueError(f"actor {actor_id} is dead: {self.deaths[actor_id]}")
         self.actors[actor_id] = conn
+        self.building.discard(actor_id)
 
     def keep_spec(
         self,
@@ -204,6 +208,7 @@ class ClientState(Generic[W, C]):
 
     def released(self, actor_id: str) -> None:
         """This client asked the master to stop ``actor_id`` (a kill; a construction that failed)."""
+        self.building.discard(actor_id)
         kept = self.specs.get(actor_id)
         if kept is not None:
             kept.released = True
@@ -235,6 +240,7 @@ class ClientState(Generic[W, C]):
         kept = self.specs.pop(actor_id, None)
         holds = kept.holds if kept is not None else []
         self.moves.pop(actor_id, None)
+        self.building.discard(actor_id)
         self.deaths[actor_id] = cause
         self.deaths.move_to_end(actor_id)
         while len(self.deaths) > self.deaths_kept:
@@ -267,6 +273,7 @@ class ClientState(Generic[W, C]):
         self.placed.clear()
         self.lookups.clear()
         self.unclaimed.clear()
+        self.building.clear()
         return conns, waiters
 
     # ---- invariants ---------------------------------------------------------------------------
@@ -278,6 +285,7 @@ class ClientState(Generic[W, C]):
             assert placement.message.place_actor.request_id == request_id, f"placement {request_id}: message differs"
         for actor_id in self.actors:
             assert actor_id not in self.deaths, f"actor {actor_id} is both held and dead"
+            assert actor_id not in self.building, f"actor {actor_id} is both held and being constructed"
         for actor_id in self.specs:
             assert actor_id not in self.deaths, f"a construct step kept for {actor_id}, which is dead"
         for actor_id in self.moves:

@@ -608,9 +608,10 @@ class ActorConnection:
         """A call that carried handle copies fails without an answer: never ``sent``, this
         client claims them itself; sent, the receiver may have died before it claimed them,
         and the master voids those it did not once that receiver's process is gone."""
-        copies, fut.copies = fut.copies, None
+        copies = fut.copies
         if copies is None:
             return
+        fut.copies = None
         if sent:
             self.cluster.void_copies(copies, self.actor_id)
         else:
