@@ -21,9 +21,13 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from actorrt._client import Cluster, connect, get_actor, kill
-from actorrt._current import current_cluster
-from actorrt._errors import (
+from actorrt.client.cluster import Cluster, connect, get_actor, kill
+from actorrt.client.current import current_cluster
+from actorrt.client.future import CallFuture, Completions, as_completed, get, wait
+from actorrt.client.handle import ActorHandle
+from actorrt.client.remote import ActorOptions, RemoteClass, remote_class
+from actorrt.client.remote_attrs import call_method, get_attr, list_attrs
+from actorrt.common.errors import (
     ActorDiedError,
     ActorNameTakenError,
     ActorNotFoundError,
@@ -36,11 +40,7 @@ from actorrt._errors import (
     RemoteError,
     SerializationError,
 )
-from actorrt._future import CallFuture, Completions, as_completed, get, wait
-from actorrt._handle import ActorHandle
-from actorrt._remote import ActorOptions, RemoteClass, remote_class
-from actorrt._remote_attrs import call_method, get_attr, list_attrs
-from actorrt._status import ClusterStatus
+from actorrt.common.status import ClusterStatus
 
 __version__ = "0.1.0"
 

@@ -16,6 +16,6 @@ The daemons serve theirs with ``actorrt start|connect --metrics-port P``. Your o
 ``METRIC_NAMES`` lists the families the master and the worker daemons export.
 """
 
-from actorrt._metrics import LATENCY_BUCKETS, METRIC_NAMES, MetricsServer, serve
+from actorrt.common.metrics import LATENCY_BUCKETS, METRIC_NAMES, MetricsServer, serve
 
 __all__ = ["LATENCY_BUCKETS", "METRIC_NAMES", "MetricsServer", "serve"]

@@ -19,14 +19,14 @@ from mypy.typevars import fill_typevars
 
 __all__ = ["plugin"]
 
-_DECORATOR = "actorrt._remote.remote_class"  # also what ``actorrt.remote_class`` resolves to
+_DECORATOR = "actorrt.client.remote.remote_class"  # also what ``actorrt.remote_class`` resolves to
 
 
 def _add_remote_and_options(ctx: ClassDefContext) -> bool:
     instance = fill_typevars(ctx.cls.info)
-    handle = ctx.api.named_type_or_none("actorrt._handle.ActorHandle", [instance])
-    future = ctx.api.named_type_or_none("actorrt._future.CallFuture", [handle]) if handle is not None else None
-    factory = ctx.api.named_type_or_none("actorrt._remote._Factory", [instance])
+    handle = ctx.api.named_type_or_none("actorrt.client.handle.ActorHandle", [instance])
+    future = ctx.api.named_type_or_none("actorrt.client.future.CallFuture", [handle]) if handle is not None else None
+    factory = ctx.api.named_type_or_none("actorrt.client.remote._Factory", [instance])
     if future is None or factory is None:
         return False  # actorrt's own modules are not analysed yet: called again later
     anything = AnyType(TypeOfAny.explicit)

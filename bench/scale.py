@@ -64,9 +64,9 @@ if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
 import actorrt  # noqa: E402 - after the sys.path line above, so the bench runs from a checkout
-from actorrt import _rpc  # noqa: E402
-from actorrt._errors import SLOT_NOT_READY  # noqa: E402
-from actorrt._master import HEARTBEATS_PER_S  # noqa: E402
+from actorrt.common.errors import SLOT_NOT_READY  # noqa: E402
+from actorrt.master.servicer import HEARTBEATS_PER_S  # noqa: E402
+from actorrt.transport import rpc as _rpc  # noqa: E402
 from actorrt.v1 import common_pb2  # noqa: E402
 from actorrt.v1 import master_pb2 as pb  # noqa: E402
 from actorrt.v1 import master_pb2_grpc as pb_grpc  # noqa: E402
@@ -113,7 +113,7 @@ def rss_mb(pid: int, key: str = "VmRSS") -> float:
 
 
 async def master_main(args: argparse.Namespace) -> None:
-    from actorrt._master import Master
+    from actorrt.master.servicer import Master
 
     master = Master(
         "127.0.0.1",

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 import pytest
 
 import actorrt
-from actorrt import _shm
-from actorrt._forked import HOST_NAME, SERVER_NAME
+from actorrt.transport import shm as _shm
+from actorrt.worker.fork_server_link import HOST_NAME, SERVER_NAME
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ def host_pids() -> dict[int, int]:
 
 
 def fork_server_pids() -> dict[int, int]:
-    """Live fork servers (``actorrt._forkserver``) that this test session's daemons started: pid
+    """Live fork servers (``actorrt.host.forkserver``) that this test session's daemons started: pid
     -> its daemon."""
     return {pid: ppid for pid, (name, ppid) in _session_processes().items() if name == SERVER_NAME}
 

@@ -1,4 +1,4 @@
-"""The bulk side channel (``actorrt._bulk``): large payloads between processes that do not
+"""The bulk side channel (``actorrt.transport.bulk``): large payloads between processes that do not
 share /dev/shm (``ACTORRT_SHM=0`` here) travel on a TCP connection beside the Calls stream.
 Strangers on its port are refused and the actor lives on; a payload over the actor's limit is
 read off and refused; a broken connection falls back to chunks on the stream; TLS clusters
@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import _bulk, _handle
+from actorrt.client import handle as _handle
+from actorrt.transport import bulk as _bulk
 from tests.conftest import ProcCluster
 
 MIB = 1 << 20
@@ -247,7 +248,9 @@ async def test_arguments_over_the_actors_limit_are_read_off_and_refused(cluster:
     """The creator's limit (4 MiB) is the actor's. A client speaking the protocol by hand sends
     16 MiB on the bulk connection anyway: the host reads the frame off, refuses that call with
     the size error, and serves the next ones on the same stream and connection."""
-    from actorrt import _codec, _rpc, _wire
+    from actorrt.transport import codec as _codec
+    from actorrt.transport import rpc as _rpc
+    from actorrt.transport import wire as _wire
     from actorrt.v1 import actor_host_pb2 as pb
 
     async with cluster.connect(max_payload_mb=4) as c:
@@ -376,7 +379,7 @@ async def test_a_frame_there_is_no_memory_for_fails_alone_and_the_link_lives_on(
 
 _NO_DESCRIPTORS = """
 import asyncio, resource, socket, sys
-from actorrt import _bulk
+from actorrt.transport import bulk as _bulk
 
 async def main() -> None:
     server = _bulk.Server("127.0.0.1", asyncio.get_running_loop(), None)

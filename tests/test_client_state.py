@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorrt._client_state import ClientState
+from actorrt.client.state import ClientState
 from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import master_pb2 as pb
 

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actorrt import _codec, _shm
+from actorrt.transport import codec as _codec
+from actorrt.transport import shm as _shm
 
 MIB = 1 << 20
 

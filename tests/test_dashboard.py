@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import actorrt
-from actorrt._dashboard import Sightings
-from actorrt._table import Actor, ClusterTable
+from actorrt.master.dashboard import Sightings
+from actorrt.master.table import Actor, ClusterTable
 from tests.cdp import Chromium, chromium_path
 from tests.conftest import ProcCluster, free_port, wait_until
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import actorrt
-from actorrt._cli import build_parser
+from actorrt.cli.main import build_parser
 from rl.metrics import RL_METRIC_NAMES, RL_METRICS
 from tests.obs_helpers import MetricsCluster, scrape_all
 

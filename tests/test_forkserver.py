@@ -1,4 +1,4 @@
-"""Actor hosts forked from their daemon's fork server (``actorrt._forkserver``).
+"""Actor hosts forked from their daemon's fork server (``actorrt.host.forkserver``).
 
 Each forked host is its own process as a new interpreter's would be (session, folder, random
 seeds, environment); a fork server that dies takes only its hosts along, and the daemon starts
@@ -67,7 +67,7 @@ async def test_forked_hosts_are_each_their_own_process(one_worker: ProcCluster) 
         for f in (fa, fb):
             assert f["ppid"] == server and host_pids()[f["pid"]] == daemon
             assert f["sid"] == f["pid"]  # its own session and process group, as a spawned host's
-            assert f["comm"] == "actorrt-host" and "actorrt._forkserver" in f["cmdline"]
+            assert f["comm"] == "actorrt-host" and "actorrt.host.forkserver" in f["cmdline"]
             assert f"actorrt-worker-{daemon}-" in f["cwd"]
             assert not f["token_in_env"] and f["stdin_is_pipe"]
         assert fa["cwd"] != fb["cwd"]
@@ -107,7 +107,7 @@ async def test_a_killed_fork_server_takes_its_hosts_along_and_another_starts(one
 # Preloads that the fork server cannot live with; each is harmless to a host started on its own.
 CRASHES_THE_SERVER = """
 import os, sys
-if sys.argv[0].endswith("_forkserver.py"):
+if sys.argv[0].endswith("/host/forkserver.py"):
     os._exit(3)
 """
 STARTS_A_THREAD = """
@@ -137,7 +137,7 @@ async def test_hosts_start_as_new_interpreters_where_the_fork_server_cannot_star
         async with cluster.connect(log_to_driver=False):
             facts = [await a.facts() for a in [await Probe.remote(), await Probe.remote()]]
         for f in facts:
-            assert f["ppid"] == worker.pid and "-m actorrt._host" in f["cmdline"] and f["comm"] == "actorrt-host"
+            assert f["ppid"] == worker.pid and "-m actorrt.host.server" in f["cmdline"] and f["comm"] == "actorrt-host"
         assert not _servers_of(worker.pid)
         log_text = (cluster.home / "proc-1.log").read_text()
         said = f"the fork server did not start ({why}); actor hosts start as new processes"
@@ -182,7 +182,7 @@ async def test_the_fork_server_can_be_turned_off(tmp_path: Path) -> None:
         worker = cluster.spawn("connect", "--address", cluster.address, "--cpus", "1", "--token", cluster.token)
         async with cluster.connect(log_to_driver=False):
             f = await (await Probe.remote()).facts()
-        assert f["ppid"] == worker.pid and "-m actorrt._host" in f["cmdline"]
+        assert f["ppid"] == worker.pid and "-m actorrt.host.server" in f["cmdline"]
         assert not _servers_of(worker.pid)
     finally:
         cluster.stop()
@@ -191,10 +191,10 @@ async def test_the_fork_server_can_be_turned_off(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [[], ["not-a-number"], ["0", "1"]])
 def test_a_fork_server_run_by_hand_says_what_it_is(args: list[str]) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "actorrt._forkserver", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "actorrt.host.forkserver", *args], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 2
-    assert "actorrt._forkserver is started by a worker daemon" in out.stderr
+    assert "actorrt.host.forkserver is started by a worker daemon" in out.stderr
 
 
 async def test_a_host_start_cancelled_before_the_answer_leaves_no_host_behind(
@@ -203,7 +203,7 @@ async def test_a_host_start_cancelled_before_the_answer_leaves_no_host_behind(
     """A daemon that closes cancels the starts in progress, and the fork server may have forked
     the host already. The cancelled start closes its ends of the host's pipes, so that host
     reads its stdin's EOF and leaves (it used to live on, unknown to anyone)."""
-    from actorrt import _forked
+    from actorrt.worker import fork_server_link as _forked
 
     answer = _forked.ForkServer._answer
     asked = asyncio.Event()

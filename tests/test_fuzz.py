@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import actorrt
-from actorrt import _rpc
+from actorrt.transport import rpc as _rpc
 from actorrt.v1 import actor_host_pb2, common_pb2, master_pb2, master_pb2_grpc
 from tests.conftest import ProcCluster
 

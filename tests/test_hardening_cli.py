@@ -23,7 +23,7 @@ import grpc
 import pytest
 
 import actorrt
-from actorrt import _rpc
+from actorrt.transport import rpc as _rpc
 from actorrt.v1 import master_pb2, master_pb2_grpc
 from tests.conftest import ProcCluster, actorrt_cli, free_port, wait_until
 from tests.test_security import pki  # noqa: F401 - the fixture: a CA and certificates for 127.0.0.1
@@ -371,7 +371,7 @@ def test_absurd_resource_counts_are_refused_before_anything_starts(fresh_home: P
     with socket.socket() as s:  # nothing listens on the port
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
-    from actorrt._worker import WorkerDaemon
+    from actorrt.worker.daemon import WorkerDaemon
 
     with pytest.raises(ValueError, match=r"gpus 10000000 is out of range|gpus 10000000 is more than"):
         WorkerDaemon("127.0.0.1:1", cpus=1, gpus=10**7)

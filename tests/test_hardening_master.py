@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 import actorrt
-from actorrt._client import Cluster
-from actorrt._master import Master, MasterServicer
-from actorrt._worker import WorkerDaemon
+from actorrt.client.cluster import Cluster
+from actorrt.master.servicer import Master, MasterServicer
 from actorrt.v1 import master_pb2 as pb
+from actorrt.worker.daemon import WorkerDaemon
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -281,7 +281,7 @@ async def test_a_host_started_after_the_daemon_began_closing_is_killed_and_the_c
     """A host keeper that goes on after its cancellation (Python 3.11's wait_for could drop one)
     starts a host the close never signalled. The close used to wait for that host forever; now
     it kills it after 5 s, and nothing is left running."""
-    from actorrt._host_runner import HostRunner
+    from actorrt.worker.host_runner import HostRunner
     from tests.conftest import host_pids
 
     spawn = HostRunner._spawn

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import _rpc, _wire
+from actorrt.transport import rpc as _rpc
+from actorrt.transport import wire as _wire
 from actorrt.v1 import actor_host_pb2 as pb
 from tests.conftest import ProcCluster
 
@@ -338,7 +339,7 @@ def test_probe_owner_and_alive_tell_a_dead_client_from_a_live_one() -> None:
     import subprocess
     import sys
 
-    from actorrt import _shm
+    from actorrt.transport import shm as _shm
 
     probe = _shm.make_probe()
     assert probe is not None

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from actorrt import _logs
+from actorrt.common import logs as _logs
 from tests.conftest import ProcCluster, host_pids, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -423,7 +423,7 @@ async def test_a_killed_daemons_slot_folders_are_removed_by_the_next_daemon(
 
 
 def test_table_a_lost_slot_is_not_placed_on_until_it_is_ready_again() -> None:
-    from actorrt._table import ClusterTable, Request
+    from actorrt.master.table import ClusterTable, Request
 
     t = ClusterTable()
     w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0)
@@ -719,7 +719,7 @@ def test_a_daemon_removes_only_the_folders_of_dead_daemons_of_its_own_pid_namesp
     """A daemon in a pid namespace of its own (a container sharing the temp dir; the PID-1 test
     above in CI) saw the other daemons' pids as dead and removed their hosts' folders: every
     host of theirs then failed to start. Owner files now name their pid namespace."""
-    from actorrt import _host_procs
+    from actorrt.worker import procs as _host_procs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     mine = Path(_host_procs.make_workdirs())

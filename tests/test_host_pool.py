@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorrt._errors import SLOT_NOT_READY
-from actorrt._host_pool import STOP_GRACE_S, HostPool, HostState, PoolStateError, Signal
+from actorrt.common.errors import SLOT_NOT_READY
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
+from actorrt.worker.host_pool import STOP_GRACE_S, HostPool, HostState, PoolStateError, Signal
 
 _pools: list[HostPool] = []
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import actorrt
-from actorrt._rpc import HOST_READY_PREFIX as READY_PREFIX
+from actorrt.transport.rpc import HOST_READY_PREFIX as READY_PREFIX
 from tests.conftest import ProcCluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ async def test_preload_names_more_modules_next_to_numpy() -> None:
 
 
 def _start_host(tmp_path: Path, preload: str) -> tuple[str, str, int]:
-    """Run ``python -m actorrt._host`` where ``import numpy`` fails as if numpy were not
+    """Run ``python -m actorrt.host.server`` where ``import numpy`` fails as if numpy were not
     installed; its first stdout line, its stderr, and its exit status once its stdin closes."""
     shadow = tmp_path / "shadow" / "numpy"
     shadow.mkdir(parents=True)
@@ -54,7 +54,7 @@ def _start_host(tmp_path: Path, preload: str) -> tuple[str, str, int]:
     env = dict(os.environ, ACTORRT_PRELOAD=preload)
     env["PYTHONPATH"] = os.pathsep.join([str(shadow.parent), str(ROOT), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "actorrt._host"],
+        [sys.executable, "-m", "actorrt.host.server"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from actorrt import _logs
+from actorrt.common import logs as _logs
 from actorrt.v1 import master_pb2 as pb
 from tests.conftest import ProcCluster, actorrt_cli, wait_until
 

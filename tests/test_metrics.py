@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 import actorrt
-from actorrt._metrics import (
+from actorrt.common.metrics import (
     LATENCY_BUCKETS,
     METRIC_NAMES,
     CallStats,
@@ -18,7 +18,7 @@ from actorrt._metrics import (
     WorkerMetrics,
     death_category,
 )
-from actorrt._table import ClusterTable, Request
+from actorrt.master.table import ClusterTable, Request
 from tests.conftest import actorrt_cli, free_port, wait_until
 from tests.obs_helpers import MetricsCluster, scrape, scrape_all, total
 

@@ -40,8 +40,8 @@ def test_remote_and_options_are_typed_and_nothing_else_is_added(tmp_path: Path) 
     assert not err, err
     lines = [line.split(": ", 1)[1] for line in out.splitlines() if "snippet.py:" in line]
     assert lines == [
-        'note: Revealed type is "actorrt._future.CallFuture[actorrt._handle.ActorHandle[snippet.Counter]]"',
-        'note: Revealed type is "actorrt._remote._Factory[snippet.Other]"',
-        'note: Revealed type is "actorrt._handle.ActorHandle[snippet.Other]"',
+        'note: Revealed type is "actorrt.client.future.CallFuture[actorrt.client.handle.ActorHandle[snippet.Counter]]"',
+        'note: Revealed type is "actorrt.client.remote._Factory[snippet.Other]"',
+        'note: Revealed type is "actorrt.client.handle.ActorHandle[snippet.Other]"',
         'error: "type[Counter]" has no attribute "missing"  [attr-defined]',
     ], out

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import _codec, _wire
+from actorrt.transport import codec as _codec
+from actorrt.transport import wire as _wire
 from tests.conftest import ProcCluster
 from tests.test_bulk import bulk_up
 

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 import actorrt
-from actorrt import _rpc
+from actorrt.transport import rpc as _rpc
 from actorrt.v1 import actor_host_pb2, actor_host_pb2_grpc, common_pb2, master_pb2, master_pb2_grpc
 from tests.conftest import ProcCluster
 

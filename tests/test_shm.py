@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import _shm
+from actorrt.transport import shm as _shm
 from tests.conftest import ProcCluster, shm_files_left, wait_until
 
 pytestmark = pytest.mark.skipif(not _shm.available(), reason="no writable /dev/shm")

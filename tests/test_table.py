@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorrt._errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
-from actorrt._table import (
+from actorrt.common.errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
+from actorrt.master.table import (
     RESTART_BACKOFF_MAX_S,
     RESTART_BACKOFF_S,
     RESTART_STABLE_S,
@@ -821,7 +821,7 @@ def test_recent_deaths_are_kept_in_the_table_and_bounded() -> None:
 
 
 def test_validate_names_what_is_broken() -> None:
-    from actorrt._table import TableInvariantError
+    from actorrt.master.table import TableInvariantError
 
     t, wid, _ = table_with_worker(cpus=2)
     p = t.request(Request("c1", 1))
@@ -861,8 +861,8 @@ def test_a_validating_master_ends_loudly_on_a_broken_invariant() -> None:
     invariant logs it and exits with status 70: a real process, no test could miss it."""
     script = (
         "import logging; logging.basicConfig()\n"
-        "from actorrt._master import MasterServicer\n"
-        "from actorrt._table import ClusterTable\n"
+        "from actorrt.master.servicer import MasterServicer\n"
+        "from actorrt.master.table import ClusterTable\n"
         "t = ClusterTable()\n"
         "w, _ = t.add_worker(node='n', node_ip='x', cpus=2, gpus=0)\n"
         "servicer = MasterServicer(t)\n"

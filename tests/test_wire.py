@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import _host, _wire
-from actorrt._host import CallStream
-from actorrt._outbox import BATCH_MAX_BYTES, Outbox
+from actorrt.host import server as _host
+from actorrt.host.server import CallStream
+from actorrt.transport import wire as _wire
+from actorrt.transport.outbox import BATCH_MAX_BYTES, Outbox
 from actorrt.v1 import actor_host_pb2 as pb
 from tests.conftest import ProcCluster
 
@@ -241,7 +242,7 @@ async def test_large_buffers_over_the_socket_keep_order_limits_and_writability(
 async def test_a_chunk_without_its_call_is_refused_and_the_actor_lives_on(cluster: ProcCluster) -> None:
     import grpc
 
-    from actorrt import _rpc
+    from actorrt.transport import rpc as _rpc
 
     async with cluster.connect() as c:
         log = await Log.remote()

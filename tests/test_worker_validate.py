@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from actorrt import _host_runner
-from actorrt._host_pool import HostState, PoolStateError
-from actorrt._master import Master
-from actorrt._worker import WorkerDaemon
+from actorrt.master.servicer import Master
+from actorrt.worker import host_runner as _host_runner
+from actorrt.worker.daemon import WorkerDaemon
+from actorrt.worker.host_pool import HostState, PoolStateError
 
 pytestmark = pytest.mark.timeout(60)
 

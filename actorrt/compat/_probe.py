@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from actorrt._host_procs import process_table, process_tree, tree_proportional_bytes
+from actorrt.worker.procs import process_table, process_tree, tree_proportional_bytes
 
 __all__ = ["MemoryProbe", "host_tree_bytes"]
 

@@ -21,11 +21,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from actorrt._client import connect, kill
-from actorrt._future import CallFuture
-from actorrt._handle import ActorHandle
-from actorrt._remote import ActorOptions
-from actorrt._remote_attrs import call_method, get_attr, list_attrs
+from actorrt.client.cluster import connect, kill
+from actorrt.client.future import CallFuture
+from actorrt.client.handle import ActorHandle
+from actorrt.client.remote import ActorOptions
+from actorrt.client.remote_attrs import call_method, get_attr, list_attrs
 
 __all__ = ["Backend", "CallKind", "DirectBackend", "memory_limit_mb"]
 

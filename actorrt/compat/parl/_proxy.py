@@ -36,9 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
-from actorrt._errors import ActorDiedError, ClusterConnectionError, PlacementError, SerializationError
-from actorrt._errors import RemoteError as ActorRemoteError
-from actorrt._handle import member_kinds
+from actorrt.client.handle import member_kinds
+from actorrt.common.errors import ActorDiedError, ClusterConnectionError, PlacementError, SerializationError
+from actorrt.common.errors import RemoteError as ActorRemoteError
 from actorrt.compat.parl._backend import memory_limit_mb
 from actorrt.compat.parl._client import GlobalClient, get_global_client
 from actorrt.compat.parl._future import FutureObject, failed

@@ -32,9 +32,9 @@ from typing import IO, Any
 
 import cloudpickle
 
-from actorrt._errors import ClusterConnectionError, SerializationError
-from actorrt._serialization import ship_local_modules
+from actorrt.common.errors import ClusterConnectionError, SerializationError
 from actorrt.compat.parl._backend import CallKind, DirectBackend
+from actorrt.transport.serialization import ship_local_modules
 
 __all__ = ["RelayBackend", "main"]
 

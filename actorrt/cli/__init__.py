@@ -1,0 +1,1 @@
+"""The actorrt command line."""

@@ -1,0 +1,1 @@
+"""The client: any process that uses a cluster."""

@@ -1,0 +1,1 @@
+"""What every actorrt process shares."""

@@ -1,0 +1,257 @@
+"""The master's web status page: ``actorrt start --dashboard-port N``.
+
+Serves, from the master's own event loop, ``/`` (a page that renders itself from the JSON and
+refreshes every two seconds) and ``/api/status`` (the JSON): nodes with their cpus, load, memory
+and slots used/free; actors with class, node, age, memory and their client; clients; and the
+most recent deaths with their causes. The data is what ``actorrt status`` shows (the master's
+``GetClusterStatus`` answer), plus what only the cluster table knows (each node's memory, the
+deaths it keeps) and what the dashboard measures itself: actor ages and death times, sampled
+from the table once a second, so within a second of the truth.
+
+Calls per second are not known to the master (each worker daemon counts its actors' calls, in
+its own ``/metrics``): the JSON says ``null`` and the page says why, rather than guess.
+
+Same posture as ``/metrics``: off unless a port is given, no token, loopback unless
+``--dashboard-host`` says otherwise (logged). It is read-only, and on loopback it answers only
+requests addressed to a loopback name, so a web page elsewhere cannot read it through DNS
+rebinding. HTTP/1.1, GET and HEAD, one request per connection, request heads of at most 16 KiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, cast
+
+from actorrt.common.lifecycle import Service
+from actorrt.common.status import ClusterStatus
+from actorrt.master.dashboard_page import PAGE_CSS, PAGE_HTML, PAGE_JS
+from actorrt.v1 import master_pb2 as pb
+
+if TYPE_CHECKING:
+    from actorrt.master.servicer import Master
+    from actorrt.master.table import ClusterTable
+
+__all__ = ["DEATHS_SHOWN", "Dashboard", "Sightings"]
+
+log = logging.getLogger("actorrt.dashboard")
+
+DEATHS_SHOWN = 50  # the most recent deaths the JSON lists (the table keeps up to 10,000)
+SAMPLE_PERIOD_S = 1.0
+MAX_HEAD_BYTES = 16 * 1024
+READ_TIMEOUT_S = 10.0
+CALLS_NOTE = (
+    "calls/s: not known to the master; each worker daemon counts its actors' calls "
+    "(actorrt_actor_calls_total by class at its --metrics-port /metrics)"
+)
+AGE_NOTE = "ages and death times are measured by the dashboard, sampling the cluster table every second"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class Sightings:
+    """When the dashboard first saw each live actor, and when it saw each death. Plain state,
+    fed the cluster table by ``sample``; bounded by the table (live actors) and ``deaths_kept``."""
+
+    def __init__(self, deaths_kept: int = 1000) -> None:
+        self.first_seen: dict[str, float] = {}
+        self.died_at: OrderedDict[str, float] = OrderedDict()
+        self.deaths_kept = deaths_kept
+
+    def sample(self, table: ClusterTable, now: float) -> None:
+        live = table.actors
+        for actor_id in live:
+            if actor_id not in self.first_seen:
+                self.first_seen[actor_id] = now
+        for actor_id in [a for a in self.first_seen if a not in live]:
+            del self.first_seen[actor_id]
+        for actor_id in reversed(table.dead):  # newest first; stop at the first one already seen
+            if actor_id in self.died_at:
+                break
+            self.died_at[actor_id] = now
+        while len(self.died_at) > self.deaths_kept:
+            self.died_at.popitem(last=False)
+
+
+class Dashboard(Service):
+    """The HTTP server of the status page, on the master's loop. ``url`` once started."""
+
+    def __init__(self, master: Master, port: int, host: str = "127.0.0.1") -> None:
+        self.master = master
+        self.host = host
+        self.port = port
+        self.sightings = Sightings()
+        self._server: asyncio.base_events.Server | None = None
+        self._sampler: asyncio.Task[None] | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    async def _start(self) -> None:
+        if self.host not in _LOOPBACK:
+            log.warning("dashboard on %s: anyone who can reach it sees the cluster's status (no token)", self.host)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEAD_BYTES)
+        except OSError as e:
+            raise OSError(f"cannot serve the dashboard on {self.host}:{self.port}: {e.strerror or e}") from e
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        self.sightings.sample(self.master.table, time.time())
+        self._sampler = asyncio.create_task(self._sample_forever())
+        log.info("dashboard at %s", self.url)
+
+    async def _close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._handlers):
+                task.cancel()
+            with contextlib.suppress(asyncio.TimeoutError):
+                async with asyncio.timeout(2.0):
+                    await self._server.wait_closed()
+
+    async def _sample_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_PERIOD_S)
+            self.sightings.sample(self.master.table, time.time())
+
+    # ---- the data ---------------------------------------------------------------------------
+
+    async def snapshot(self) -> dict[str, Any]:
+        """What ``/api/status`` returns: ``actorrt status --json``'s data, with node memory,
+        actor ages, recent deaths and notes on what is not measured."""
+        now = time.time()
+        table = self.master.table
+        self.sightings.sample(table, now)
+        request = pb.GetClusterStatusRequest()
+        # The servicer's own answer, as `actorrt status` gets it (its context is not used).
+        answer = await self.master.servicer.GetClusterStatus(request, cast("Any", None))
+        data = ClusterStatus.from_proto(answer).to_dict()
+        rss_by_worker: dict[str, int] = {}
+        for actor in data["actors"]:
+            rss = int(actor["rss_bytes"])
+            rss_by_worker[actor["worker_id"]] = rss_by_worker.get(actor["worker_id"], 0) + rss
+            seen = self.sightings.first_seen.get(actor["actor_id"])
+            actor["age_s"] = round(now - seen, 1) if seen is not None else None
+            actor["calls_per_s"] = None  # not known to the master: see notes
+        for node in data["nodes"]:
+            worker = table.workers.get(node["worker_id"])
+            node["memory_bytes"] = worker.memory_bytes if worker is not None else 0
+            node["actors_rss_bytes"] = rss_by_worker.get(node["worker_id"], 0)
+            node["cpus_free"] = node["cpus"] - node["cpus_used"]
+            node["actors"] = len(worker.actors) if worker is not None else 0
+        deaths = []
+        for actor_id in reversed(table.dead):
+            dead = table.dead[actor_id]
+            seen = self.sightings.died_at.get(actor_id)
+            deaths.append(
+                {
+                    "actor_id": dead.actor_id,
+                    "class_name": dead.class_name,
+                    "node": dead.node,
+                    "cause": dead.cause,
+                    "ago_s": round(now - seen, 1) if seen is not None else None,
+                }
+            )
+            if len(deaths) == DEATHS_SHOWN:
+                break
+        data["deaths"] = deaths
+        data["deaths_kept"] = len(table.dead)
+        data["generated_at"] = now
+        data["refresh_s"] = 2.0
+        data["notes"] = {"calls_per_s": CALLS_NOTE, "age_s": AGE_NOTE}
+        return data
+
+    # ---- HTTP -------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        try:
+            await self._answer(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            pass  # the peer went away or sent something we do not read: nothing to answer
+        finally:
+            if task is not None:
+                self._handlers.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            await _respond(writer, 400, "text/plain", b"bad request\n")
+            return
+        method, target = parts[0], parts[1]
+        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+        if self.host in _LOOPBACK and not _loopback_name(headers.get("host", "")):
+            await _respond(writer, 421, "text/plain", b"this dashboard answers requests to a loopback name only\n")
+            return
+        if method not in ("GET", "HEAD"):
+            await _respond(writer, 405, "text/plain", b"GET or HEAD only\n", extra={"Allow": "GET, HEAD"})
+            return
+        path = target.split("?", 1)[0]
+        body: bytes
+        if path == "/":
+            kind, body = "text/html; charset=utf-8", PAGE_HTML.encode()
+        elif path == "/dashboard.js":
+            kind, body = "text/javascript; charset=utf-8", PAGE_JS.encode()
+        elif path == "/dashboard.css":
+            kind, body = "text/css; charset=utf-8", PAGE_CSS.encode()
+        elif path == "/api/status":
+            kind, body = "application/json", json.dumps(await self.snapshot()).encode()
+        else:
+            await _respond(writer, 404, "text/plain", b"not found: / and /api/status are served here\n")
+            return
+        await _respond(writer, 200, kind, body, head_only=method == "HEAD")
+
+
+def _loopback_name(host_header: str) -> bool:
+    """Whether a Host header names this machine's loopback (any port)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    else:
+        host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return host in _LOOPBACK
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 421: "Misdirected Request"}
+
+
+async def _respond(
+    writer: asyncio.StreamWriter,
+    code: int,
+    kind: str,
+    body: bytes,
+    *,
+    head_only: bool = False,
+    extra: dict[str, str] | None = None,
+) -> None:
+    headers = {
+        "Content-Type": kind,
+        "Content-Length": str(len(body)),
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": (
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        ),
+        "Referrer-Policy": "no-referrer",
+        "Connection": "close",
+        **(extra or {}),
+    }
+    head = f"HTTP/1.1 {code} {_REASONS[code]}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    writer.write(head.encode("latin-1") + (b"" if head_only else body))
+    await writer.drain()

@@ -1,0 +1,1 @@
+"""How bytes travel between actorrt processes."""
