@@ -1,7 +1,7 @@
 """The master at scale, by simulation: thousands of worker daemons and tens of thousands of actors.
 
     python bench/scale.py --nodes 2000 --slots-per-node 32 --actors 20000   # the full run
-    python bench/scale.py --nodes 200 --slots-per-node 16 --actors 2000     # CI size (tests/test_scale.py)
+    python bench/scale.py --nodes 200 --slots-per-node 16 --actors 2000     # CI size (tests/master/test_scale.py)
     python bench/scale.py --curve 100,500,1000,2000 --plot bench/scale.png   # cost against N
 
 A real master runs in its own process (``Master``, as ``actorrt start`` runs it). Simulated worker

@@ -87,8 +87,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 # --no-loadscope-reorder): starting these first keeps one worker from ending on a long file alone.
 LONG_FILES_FIRST = (
     "tests/rl/test_rl_solves.py",
-    "tests/test_topologies.py",
-    "tests/test_soak.py",
+    "tests/client/test_topologies.py",
+    "tests/cluster/test_soak.py",
     "tests/rl/test_rl_examples.py",
     "tests/rl/test_rl_learners.py",
     "tests/rl/test_rl_compile.py",

@@ -8,7 +8,7 @@ the bytes are copied once on each side in Python: the sender joins each chunk's 
 a slice of the buffer's own memory; the receiver's deserializer returns a view of the chunk's
 data inside gRPC's message (no protobuf parse, no copy) and ``Incoming`` copies it into the
 writable ``bytearray`` the value is then unpickled on. Field numbers are those of
-``actor_host.proto``; tests/test_wire.py checks that protobuf parses these bytes into the
+``actor_host.proto``; tests/transport/test_wire.py checks that protobuf parses these bytes into the
 messages it would build. Pure functions, thread-safe; ``Incoming`` belongs to one stream.
 """
 

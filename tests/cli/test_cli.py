@@ -69,7 +69,7 @@ def test_start_status_connect_stop(started, fresh_home: Path) -> None:
 
 def test_a_script_runs_against_a_started_cluster(started, fresh_home: Path) -> None:
     address, _ = started
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     run = subprocess.run(
         [sys.executable, str(root / "examples" / "hello_world.py"), "--address", address],
         capture_output=True,

@@ -17,7 +17,7 @@ import actorrt
 from actorrt.transport.rpc import HOST_READY_PREFIX as READY_PREFIX
 from tests.conftest import ProcCluster
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @actorrt.remote_class

@@ -26,7 +26,7 @@ import actorrt
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import master_pb2, master_pb2_grpc
 from tests.conftest import ProcCluster, actorrt_cli, free_port, wait_until
-from tests.test_security import pki  # noqa: F401 - the fixture: a CA and certificates for 127.0.0.1
+from tests.transport.test_security import pki  # noqa: F401 - the fixture: a CA and certificates for 127.0.0.1
 
 
 def _alive(pid: int) -> bool:

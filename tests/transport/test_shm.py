@@ -216,7 +216,7 @@ async def test_an_actor_dying_with_large_calls_in_flight_leaves_no_file(
 
 _CLIENT = """
 import sys, time, numpy as np, actorrt
-from tests.test_shm import Store
+from tests.transport.test_shm import Store
 
 async def main():
     async with actorrt.connect(sys.argv[1], token=sys.argv[2]):
@@ -237,7 +237,7 @@ def test_a_client_killed_with_segments_out_leaves_no_file(cluster: ProcCluster, 
     proc = subprocess.Popen(
         [sys.executable, "-c", _CLIENT, cluster.address, cluster.token],
         stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"sent"

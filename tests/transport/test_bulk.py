@@ -3,7 +3,7 @@ share /dev/shm (``ACTORRT_SHM=0`` here) travel on a TCP connection beside the Ca
 Strangers on its port are refused and the actor lives on; a payload over the actor's limit is
 read off and refused; a broken connection falls back to chunks on the stream; TLS clusters
 use one TLS connection per direction. Integrity across sizes, dtypes, cancellation and a peer
-killed mid-transfer is tests/test_payload_paths.py's, run on both paths."""
+killed mid-transfer is tests/transport/test_payload_paths.py's, run on both paths."""
 
 from __future__ import annotations
 
@@ -411,7 +411,7 @@ def test_a_failed_accept_leaves_the_bulk_listener_listening() -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert proc.stdin is not None and proc.stdout is not None
     try:
@@ -472,7 +472,7 @@ def test_a_slow_but_moving_send_is_not_cut_off_by_the_stall_timeout() -> None:
 
 
 async def test_the_bulk_connection_keeps_mutual_tls(tmp_path: Path) -> None:
-    from tests.test_security import make_pki, mutual_tls_client, start_mutual_tls
+    from tests.transport.test_security import make_pki, mutual_tls_client, start_mutual_tls
 
     pki = make_pki(tmp_path / "pki")
     c = start_mutual_tls(tmp_path / "home", pki)

@@ -26,7 +26,7 @@ from rl.metrics import LearnerMetrics
 from tests.conftest import free_port, wait_until
 from tests.obs_helpers import MetricsCluster
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")
 
 pytestmark = pytest.mark.skipif(

@@ -65,7 +65,7 @@ def test_large_buffers_go_through_the_pool_and_a_refusal_keeps_no_segment() -> N
 
 
 def test_a_pickle_over_what_one_message_carries_is_refused_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The real limit is 2 GiB - 16 MiB (tests/test_security.py sends that much end to end).
+    # The real limit is 2 GiB - 16 MiB (tests/transport/test_security.py sends that much end to end).
     monkeypatch.setattr(_codec, "MAX_IN_MESSAGE", 4 * MIB)
     assert _codec.encode(b"x" * MIB).in_message > MIB
     for value in (b"x" * 5 * MIB, (b"x" * 5 * MIB, np.zeros(10, np.uint8))):

@@ -21,7 +21,7 @@ import actorrt
 from actorrt.transport import codec as _codec
 from actorrt.transport import wire as _wire
 from tests.conftest import ProcCluster
-from tests.test_bulk import bulk_up
+from tests.transport.test_bulk import bulk_up
 
 CHUNK = _wire.CHUNK_BYTES
 MIN = _codec.STREAM_MIN

@@ -25,7 +25,7 @@ import actorrt.compat.parl as parl
 from actorrt.compat.parl import exceptions
 from tests.conftest import ProcCluster, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @parl.remote_class

@@ -8,7 +8,7 @@ import pytest
 
 api = pytest.importorskip("mypy.api")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SNIPPET = """
 import actorrt

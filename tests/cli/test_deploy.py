@@ -19,7 +19,7 @@ from actorrt.cli.main import build_parser
 from rl.metrics import RL_METRIC_NAMES, RL_METRICS
 from tests.obs_helpers import MetricsCluster, scrape_all
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 
 # PromQL words that are not metric names.

@@ -8,7 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = {"grpcio", "protobuf", "cloudpickle", "uvloop", "numpy", "prometheus-client"}
 NOT_RUNTIME = ("torch", "gymnasium", "matplotlib", "tensorboard", "tqdm", "grpc_tools", "ale_py", "cv2", "rl")
 
