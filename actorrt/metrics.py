@@ -16,6 +16,12 @@ The daemons serve theirs with ``actorrt start|connect --metrics-port P``. Your o
 ``METRIC_NAMES`` lists the families the master and the worker daemons export.
 """
 
-from actorrt.common.metrics import LATENCY_BUCKETS, METRIC_NAMES, MetricsServer, serve
+from actorrt.common.metrics_http import MetricsServer, serve
+from actorrt.master.metrics import MASTER_METRIC_NAMES
+from actorrt.transport.stats_pipe import LATENCY_BUCKETS
+from actorrt.worker.metrics import WORKER_METRIC_NAMES
+
+# Every family the master and the worker daemons export, as Prometheus names them.
+METRIC_NAMES = MASTER_METRIC_NAMES + WORKER_METRIC_NAMES
 
 __all__ = ["LATENCY_BUCKETS", "METRIC_NAMES", "MetricsServer", "serve"]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import grpc
     from prometheus_client import CollectorRegistry
 
-    from actorrt.common.metrics import MetricsServer
+    from actorrt.common.metrics_http import MetricsServer
     from actorrt.common.status import ClusterStatus
     from actorrt.master.dashboard import Dashboard
     from actorrt.master.servicer import Master
@@ -91,7 +91,7 @@ def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default
     """Serve ``registry`` when ``--metrics-port`` is set; raises OpsError if the port is taken."""
     if not args.metrics_port:
         return None
-    from actorrt.common.metrics import serve
+    from actorrt.common.metrics_http import serve
 
     try:
         return serve(registry, args.metrics_port, args.metrics_host or default_host)

@@ -33,8 +33,8 @@ import sys
 import threading
 from typing import Any
 
-from actorrt.common import metrics as _metrics
 from actorrt.host import server as _host
+from actorrt.transport.stats_pipe import METRICS_FD_ENV
 from actorrt.worker.fork_server_link import MAX_REQUEST, PID, READY, REQUEST, SERVER_NAME, read_memfd, set_process_name
 
 __all__ = ["serve"]
@@ -163,7 +163,7 @@ def _become_host(request: dict[str, Any], stdin: int, stdout: int, stderr: int, 
     os.chdir(str(request["cwd"]))
     os.environ.clear()
     os.environ.update(request["env"])
-    os.environ[_metrics.METRICS_FD_ENV] = str(stats)
+    os.environ[METRICS_FD_ENV] = str(stats)
     if "numpy" in sys.modules:  # its global generator was seeded once, in the server
         sys.modules["numpy"].random.seed()
     argv = [str(a) for a in request["argv"]]

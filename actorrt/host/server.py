@@ -34,7 +34,7 @@ import grpc
 from actorrt.client import current as _current
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ClusterConnectionError, SerializationError
-from actorrt.common.metrics import LATENCY_BUCKETS, CallStats, metrics_fd_from_env, report_line
+from actorrt.host.stats import CallStats
 from actorrt.transport import bulk as _bulk
 from actorrt.transport import rpc as _rpc
 from actorrt.transport import shm as _shm
@@ -42,6 +42,7 @@ from actorrt.transport import wire as _wire
 from actorrt.transport.codec import MAX_IN_MESSAGE, PayloadTooLargeError, decode, decode_streamed, describe_size, encode
 from actorrt.transport.outbox import Outbox
 from actorrt.transport.serialization import EMPTY, NO_ARGS, dumps
+from actorrt.transport.stats_pipe import LATENCY_BUCKETS, metrics_fd_from_env, report_line
 from actorrt.v1 import actor_host_pb2 as pb
 from actorrt.v1 import actor_host_pb2_grpc as pb_grpc
 from actorrt.worker.fork_server_link import HOST_NAME, set_process_name
@@ -177,7 +178,7 @@ class _Actor:
         self.instance = instance
         self.max_concurrency = max(1, max_concurrency)
         self.running = ConcurrencyLimit(self.max_concurrency)
-        self.stats = stats or CallStats()  # reported to the daemon; see actorrt.common.metrics
+        self.stats = stats or CallStats()  # reported to the daemon; see actorrt.host.stats
         self.stats.class_name = class_name
         self.report_fd: int | None = None  # the daemon's statistics pipe
         self._methods: dict[str, tuple[Callable[..., Any], bool]] = {}

@@ -20,7 +20,7 @@ from actorrt.common import resources as _resources
 from actorrt.common.errors import ActorNameTakenError, PlacementError
 from actorrt.common.lifecycle import Service
 from actorrt.common.logs import RepeatedFailures, ids
-from actorrt.common.metrics import MasterMetrics
+from actorrt.master.metrics import MasterMetrics
 from actorrt.master.output import ClientOutbox, MasterLogs
 from actorrt.master.table import RESTART_STABLE_S, Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
 from actorrt.transport import rpc as _rpc
@@ -938,7 +938,7 @@ class Master(Service):
         metrics_registry: CollectorRegistry | None = None,
         heartbeats_per_s: float = HEARTBEATS_PER_S,
     ) -> None:
-        """``metrics_registry``: where the master's metrics register (see ``actorrt.common.metrics``).
+        """``metrics_registry``: where the master's metrics register (see ``actorrt.master.metrics``).
         ``heartbeats_per_s``: the heartbeat rate budgeted for all workers together."""
         self.host = host
         self.port = port

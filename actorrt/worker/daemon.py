@@ -23,7 +23,6 @@ import grpc
 from prometheus_client import CollectorRegistry
 
 from actorrt.common import logs as _logs
-from actorrt.common import metrics as _metrics
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ClusterConnectionError
 from actorrt.common.lifecycle import Service, Status
@@ -32,6 +31,7 @@ from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 from actorrt.worker.host_pool import HostPool, describe_exit
 from actorrt.worker.host_runner import HostRunner
+from actorrt.worker.metrics import WorkerMetrics
 from actorrt.worker.procs import (
     make_workdirs,
     memory_bytes,
@@ -115,7 +115,7 @@ class WorkerDaemon(Service):
         self._workdirs = ""  # this daemon's folder of host working directories (make_workdirs)
         self.echo_output = echo_output
         self.output = _logs.OutputRelay(lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir)
-        self.metrics = _metrics.WorkerMetrics(lambda: self.hosts.views(), metrics_registry)
+        self.metrics = WorkerMetrics(lambda: self.hosts.views(), metrics_registry)
         self.hosts: HostRunner = HostRunner(
             self.pool,
             emit=self._emit,

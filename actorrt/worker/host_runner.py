@@ -24,12 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from actorrt.common import logs as _logs
-from actorrt.common import metrics as _metrics
 from actorrt.transport import rpc as _rpc
 from actorrt.transport import shm as _shm
+from actorrt.transport import stats_pipe
 from actorrt.v1 import master_pb2 as pb
 from actorrt.worker import fork_server_link as _forked
 from actorrt.worker.host_pool import Effects, HostPool, HostState, Signal, describe_exit
+from actorrt.worker.metrics import SlotView, WorkerMetrics, read_host_stats
 from actorrt.worker.procs import (
     HostProcess,
     ProcInfo,
@@ -81,7 +82,7 @@ class HostRunner:
         *,
         emit: Callable[[pb.WorkerEvent], None],
         output: _logs.OutputRelay,
-        metrics: _metrics.WorkerMetrics,
+        metrics: WorkerMetrics,
         node_ip: str,
         token: str | None,
         tls: _rpc.TLS | None,
@@ -225,7 +226,7 @@ class HostRunner:
         io = self._io[index]
         workdir = tempfile.mkdtemp(prefix=f"slot{index}-", dir=self._workdirs)
         env = self._host_env()
-        stats_r, stats_w = _metrics.stats_pipe()  # call statistics; never mixed with user output
+        stats_r, stats_w = stats_pipe.stats_pipe()  # call statistics; never mixed with user output
         try:
             proc = await self._start_process(workdir, env, stats_w)
         except BaseException:
@@ -237,7 +238,7 @@ class HostRunner:
         io.proc = proc
         self.pool.spawned(index, proc.pid, workdir)
         assert proc.stdout is not None and proc.stderr is not None
-        io.stats = asyncio.create_task(_metrics.read_host_stats(stats_r, proc, self.metrics))
+        io.stats = asyncio.create_task(read_host_stats(stats_r, proc, self.metrics))
         io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
         port = await self._ready_port(index, proc.stdout)
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
@@ -285,7 +286,7 @@ class HostRunner:
                 if self._forks is not None:  # once, not once per host that waited for it
                     log.warning("%s; actor hosts start as new processes from now on", e)
                     self._forks = None
-        env[_metrics.METRICS_FD_ENV] = str(stats_w)
+        env[stats_pipe.METRICS_FD_ENV] = str(stats_w)
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -365,15 +366,13 @@ class HostRunner:
 
     # ---- for the daemon ---------------------------------------------------------------------
 
-    def views(self) -> list[_metrics.SlotView]:
+    def views(self) -> list[SlotView]:
         """The pool as the metrics collector sees it (called on the metrics HTTP thread)."""
         views = []
         for host in list(self.pool.hosts):
             actor, state = host.actor, host.state
             shown = "busy" if actor is not None else "ready" if state is HostState.READY else "starting"
-            views.append(
-                _metrics.SlotView(shown, host.pid, actor.actor_id if actor else "", actor.class_name if actor else "")
-            )
+            views.append(SlotView(shown, host.pid, actor.actor_id if actor else "", actor.class_name if actor else ""))
         return views
 
     def apply(self, effects: Effects) -> None:

@@ -10,15 +10,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 import actorrt
-from actorrt.common.metrics import (
-    LATENCY_BUCKETS,
-    METRIC_NAMES,
-    CallStats,
-    MasterMetrics,
-    WorkerMetrics,
-    death_category,
-)
+from actorrt.host.stats import CallStats
+from actorrt.master.metrics import MasterMetrics, death_category
 from actorrt.master.table import ClusterTable, Request
+from actorrt.metrics import LATENCY_BUCKETS, METRIC_NAMES
+from actorrt.worker.metrics import WorkerMetrics
 from tests.conftest import actorrt_cli, free_port, wait_until
 from tests.obs_helpers import MetricsCluster, scrape, scrape_all, total
 
