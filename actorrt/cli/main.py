@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from actorrt.cli import ops as _ops
+from actorrt.common import home
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ActorRTError
+from actorrt.transport import addresses
 from actorrt.transport import rpc as _rpc
 
 DEFAULT_PORT = _ops.DEFAULT_PORT
@@ -39,7 +41,7 @@ class CLIError(Exception):
 
 
 def _records_dir() -> Path:
-    return _rpc.state_dir() / "processes"
+    return home.state_dir() / "processes"
 
 
 def _machine() -> str:
@@ -74,7 +76,7 @@ def _start_time(pid: int) -> int | None:
 
 
 def _write_record(**fields: Any) -> Path:
-    _rpc.state_dir("processes", create=True)
+    home.state_dir("processes", create=True)
     path = _record_path(os.getpid())
     tmp = path.with_suffix(".tmp")
     record = {"pid": os.getpid(), "start_time": _start_time(os.getpid()), "machine": _machine(), **fields}
@@ -164,7 +166,7 @@ def _background(args: argparse.Namespace, argv: list[str], kind: str, timeout_s:
         log_path = Path(args.log_file)
     else:
         _prune_daemon_logs()
-        log_path = _rpc.state_dir("logs", create=True) / f"{kind}-{int(time.time() * 1000)}.log"
+        log_path = home.state_dir("logs", create=True) / f"{kind}-{int(time.time() * 1000)}.log"
         child_argv += ["--log-file", str(log_path)]
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
@@ -203,7 +205,7 @@ def _prune_daemon_logs() -> None:
     """Remove the log files (and their rotations) of all but the newest ``DAEMON_LOGS_KEPT``
     daemons this home started in the background; never a running daemon's (any machine's: a
     record names its log)."""
-    folder = _rpc.state_dir("logs")
+    folder = home.state_dir("logs")
     try:
         logs = sorted(
             (p for kind in ("master", "worker") for p in folder.glob(f"{kind}-*.log")), key=lambda p: p.stat().st_mtime
@@ -249,9 +251,9 @@ async def _run_start(args: argparse.Namespace) -> None:
     from actorrt.master.servicer import Master
     from actorrt.worker.daemon import WorkerDaemon
 
-    token = _rpc.load_token(args.token) if args.token or os.environ.get("ACTORRT_TOKEN") else _rpc.new_token()
+    token = home.load_token(args.token) if args.token or os.environ.get("ACTORRT_TOKEN") else home.new_token()
     assert token is not None
-    if args.host not in _rpc.LOOPBACK_HOSTS:
+    if args.host not in addresses.LOOPBACK_HOSTS:
         log.warning("listening on %s: reachable from other machines; only token holders are served", args.host)
     tls = _tls(args)
     from prometheus_client import CollectorRegistry
@@ -300,8 +302,8 @@ async def _run_start(args: argparse.Namespace) -> None:
             await service.close()
         raise CLIError(str(e)) from e
     # Only now that everything runs: a start that failed must not replace a running cluster's token.
-    token_file = _rpc.write_token(token)
-    (_rpc.state_dir(create=True) / "address").write_text(master.address + "\n")
+    token_file = home.write_token(token)
+    (home.state_dir(create=True) / "address").write_text(master.address + "\n")
     record = _write_record(
         kind="master",
         log_file=args.log_file or "",
@@ -326,9 +328,9 @@ def _start_node_ip(args: argparse.Namespace) -> str:
     is not loopback, which other machines reach (loopback only when it has none)."""
     if args.node_ip:
         return str(args.node_ip)
-    if args.host not in _rpc.WILDCARD_HOSTS:
+    if args.host not in addresses.WILDCARD_HOSTS:
         return str(args.host)
-    found = _rpc.interface_addresses()
+    found = addresses.interface_addresses()
     if not found:
         log.warning("no network interface but loopback: actor hosts listen on 127.0.0.1 (--node-ip to choose)")
         return "127.0.0.1"
@@ -346,9 +348,9 @@ def _connect_node_ip(args: argparse.Namespace) -> str:
     if args.node_ip:
         return str(args.node_ip)
     host = args.address.rpartition(":")[0].strip("[]")
-    if host in _rpc.LOOPBACK_HOSTS:
+    if host in addresses.LOOPBACK_HOSTS:
         return "127.0.0.1"
-    found = _rpc.route_source(args.address)
+    found = addresses.route_source(args.address)
     if found is None:
         raise CLIError(f"actorrt connect: no route to {args.address}: pass --node-ip (this machine's address)")
     return found
@@ -357,10 +359,10 @@ def _connect_node_ip(args: argparse.Namespace) -> str:
 async def _run_connect(args: argparse.Namespace) -> None:
     from actorrt.worker.daemon import WorkerDaemon
 
-    token = _rpc.load_token(args.token)
+    token = home.load_token(args.token)
     if not token:
         raise CLIError(
-            f"actorrt connect: no token: pass --token, set ACTORRT_TOKEN, or copy {_rpc.token_path()} from the master"
+            f"actorrt connect: no token: pass --token, set ACTORRT_TOKEN, or copy {home.token_path()} from the master"
         )
     from prometheus_client import CollectorRegistry
 
@@ -426,8 +428,8 @@ def cmd_start(args: argparse.Namespace, argv: list[str]) -> int:
     record = _background(args, argv, "master", timeout_s=60)
     address = record["address"]
     host, _, port = address.rpartition(":")
-    if host.strip("[]") in _rpc.WILDCARD_HOSTS:  # listening everywhere: show the address others reach
-        address = _rpc.host_port(record.get("node_ip") or "127.0.0.1", port)
+    if host.strip("[]") in addresses.WILDCARD_HOSTS:  # listening everywhere: show the address others reach
+        address = addresses.host_port(record.get("node_ip") or "127.0.0.1", port)
     print(f"actorrt cluster started: master at {address} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):
         print(f"metrics at {record['metrics']}")

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from actorrt.common import home
 from actorrt.common import logs as _logs
 from actorrt.transport import rpc as _rpc
 
@@ -152,7 +153,7 @@ def default_address() -> str:
     if os.environ.get("ACTORRT_ADDRESS"):
         return os.environ["ACTORRT_ADDRESS"]
     try:
-        return (_rpc.state_dir() / "address").read_text().strip()
+        return (home.state_dir() / "address").read_text().strip()
     except OSError:
         return f"127.0.0.1:{DEFAULT_PORT}"
 
@@ -177,7 +178,7 @@ class ClusterTarget:
             tls = _rpc.TLS.from_env(args.tls_ca, args.tls_cert, args.tls_key)
         except (ValueError, FileNotFoundError) as e:
             raise OpsError(f"actorrt {args.command}: {e}") from e
-        return cls(args.command, args.address or default_address(), _rpc.load_token(args.token), tls)
+        return cls(args.command, args.address or default_address(), home.load_token(args.token), tls)
 
     def channel(self) -> grpc.aio.Channel:
         return _rpc.open_channel(self.address, self.tls)

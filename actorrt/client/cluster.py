@@ -30,9 +30,11 @@ from actorrt.client import current as _current
 from actorrt.client.files import MAX_FILES_BYTES, collect_files
 from actorrt.client.future import CallFuture, spawn
 from actorrt.client.handle import ActorConnection, ActorHandle, HandleRef, member_kinds
+from actorrt.client.output import OutputPrinter
 from actorrt.client.remote import ActorOptions, options_of
 from actorrt.client.session import MasterSession
 from actorrt.client.state import ClientState
+from actorrt.common import home
 from actorrt.common.errors import (
     SLOT_NOT_READY,
     ActorDiedError,
@@ -43,7 +45,6 @@ from actorrt.common.errors import (
     RemoteError,
     SerializationError,
 )
-from actorrt.common.logs import OutputPrinter
 from actorrt.common.status import ClusterStatus
 from actorrt.transport import rpc as _rpc
 from actorrt.transport.serialization import dumps, name_culprit, ship_local_modules
@@ -92,7 +93,7 @@ class Cluster:
                 hint = " (0 waits forever)" if name == "placement_timeout" else ""
                 raise ValueError(f"connect: {name} must be {least} seconds{hint}, got {value!r}")
         self.max_payload_bytes = max_payload_mb * 2**20
-        self.token = _rpc.load_token(token) if self.address else (token or _rpc.new_token())
+        self.token = home.load_token(token) if self.address else (token or home.new_token())
         self.client_id = uuid.uuid4().hex[:16]
         self.timeout = timeout
         self.placement_timeout = placement_timeout

@@ -35,6 +35,7 @@ from actorrt.client import current as _current
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ClusterConnectionError, SerializationError
 from actorrt.host.stats import CallStats
+from actorrt.transport import addresses
 from actorrt.transport import bulk as _bulk
 from actorrt.transport import rpc as _rpc
 from actorrt.transport import shm as _shm
@@ -756,7 +757,7 @@ async def serve(bind: str, token: str | None, tls: _rpc.TLS | None) -> None:
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("actorrt.v1.ActorHost", handlers),))
     server.add_registered_method_handlers("actorrt.v1.ActorHost", handlers)
-    port = _rpc.listen(server, _rpc.host_port(bind, 0), tls)
+    port = _rpc.listen(server, addresses.host_port(bind, 0), tls)
     metrics_fd = servicer.report_fd = metrics_fd_from_env()
     await server.start()
     print(f"{_rpc.HOST_READY_PREFIX} {port}", flush=True)

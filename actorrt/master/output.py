@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from actorrt.common.logs import DEFAULT_TAIL_BYTES, NOTICE_PREFIX
+from actorrt.common.actor_output import DEFAULT_TAIL_BYTES, NOTICE_PREFIX
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import master_pb2 as pb
 

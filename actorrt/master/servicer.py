@@ -23,6 +23,7 @@ from actorrt.common.logs import RepeatedFailures, ids
 from actorrt.master.metrics import MasterMetrics
 from actorrt.master.output import ClientOutbox, MasterLogs
 from actorrt.master.table import RESTART_STABLE_S, Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
+from actorrt.transport import addresses
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
@@ -958,13 +959,13 @@ class Master(Service):
 
     @property
     def address(self) -> str:
-        return _rpc.host_port(self.host, self.port)
+        return addresses.host_port(self.host, self.port)
 
     async def _start(self) -> None:
         interceptors = [_rpc.TokenInterceptor(self.token)] if self.token else []
         self._server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options(_rpc.MASTER_MAX_RECEIVE))
         pb_grpc.add_MasterServicer_to_server(self.servicer, self._server)
-        self.port = _rpc.listen(self._server, _rpc.host_port(self.host, self.port), self.tls)
+        self.port = _rpc.listen(self._server, addresses.host_port(self.host, self.port), self.tls)
         self.servicer.address = self.address
         await self._server.start()
         self.servicer.started_at = self.table.clock()

@@ -1,4 +1,4 @@
-"""The gRPC boundary: channel and server options, the token check, status-code mapping.
+"""The gRPC boundary: channel and server options, TLS, the token check, status-code mapping.
 
 Everything that turns a ``grpc.RpcError`` into an actorrt error lives here.
 """
@@ -8,8 +8,6 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import secrets
-import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,15 +31,10 @@ __all__ = [
     "auth_metadata",
     "channel_options",
     "listen",
-    "load_token",
-    "new_token",
     "open_channel",
     "server_options",
-    "state_dir",
-    "token_path",
     "translate",
     "version_mismatch",
-    "write_token",
 ]
 
 log = logging.getLogger("actorrt")
@@ -186,122 +179,6 @@ def listen(server: grpc.aio.Server, address: str, tls: TLS | None = None) -> int
 
 
 # ---- tokens ---------------------------------------------------------------------------------
-
-
-def host_port(host: str, port: int | str) -> str:
-    """``HOST:PORT`` as gRPC reads it: an IPv6 address in brackets (``[::1]:8010``)."""
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
-
-
-def interface_addresses() -> list[tuple[str, str]]:
-    """(interface, IPv4 address) of this machine's interfaces that are up and not loopback,
-    asked of the kernel (Linux ioctls; nothing is sent anywhere)."""
-    import fcntl
-    import socket
-    import struct
-
-    found = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        for _, name in socket.if_nameindex():
-            request = struct.pack("256s", name.encode()[:15])
-            try:
-                flags = struct.unpack("H", fcntl.ioctl(probe.fileno(), _SIOCGIFFLAGS, request)[16:18])[0]
-                if not flags & _IFF_UP or flags & _IFF_LOOPBACK:
-                    continue
-                found.append((name, socket.inet_ntoa(fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request)[20:24])))
-            except OSError:  # no IPv4 address on it
-                continue
-    return found
-
-
-_SIOCGIFFLAGS, _SIOCGIFADDR, _IFF_UP, _IFF_LOOPBACK = 0x8913, 0x8915, 0x1, 0x8
-
-
-def route_source(address: str) -> str | None:
-    """The local address this machine reaches ``address`` (HOST:PORT) from: the one a peer on
-    that network reaches it at. A UDP socket is connected to ask the kernel's routing table;
-    nothing is sent. None when ``address`` does not resolve or has no route."""
-    import socket
-
-    host, _, port = address.rpartition(":")
-    try:
-        found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)
-    except (OSError, ValueError):
-        return None
-    found.sort(key=lambda info: info[0] != socket.AF_INET)  # IPv4 first, as gRPC's clients dial
-    for family, kind, proto, _, sockaddr in found:
-        try:
-            with socket.socket(family, kind, proto) as probe:
-                probe.connect(sockaddr)
-                return str(probe.getsockname()[0])
-        except OSError:
-            continue
-    return None
-
-
-def state_dir(*parts: str, create: bool = False) -> Path:
-    """Where the CLI keeps the token, PIDs and logs: ``$ACTORRT_HOME`` or ``~/.actorrt``.
-
-    ``parts`` name a folder under it; ``create=True`` makes it with :func:`private_dir`.
-    """
-    path = Path(os.environ.get("ACTORRT_HOME") or Path.home() / ".actorrt").joinpath(*parts)
-    return private_dir(path) if create else path
-
-
-def private_dir(path: Path) -> Path:
-    """Make ``path`` and each missing folder above it with mode 0700; return ``path``.
-
-    ``Path.mkdir(parents=True, mode=0o700)`` gives that mode to the leaf alone: the state dir
-    above it would get the umask's 0755 and let every local user list it.
-    """
-    missing = [p for p in [path, *path.parents] if not p.exists()]
-    for folder in reversed(missing):
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:  # made by a concurrent start
-            continue
-        os.chmod(folder, stat.S_IRWXU)  # whatever the umask
-    return path
-
-
-def token_path() -> Path:
-    return state_dir() / "token"
-
-
-def new_token() -> str:
-    """A random token that never starts with '-' (a command line would read it as an option)."""
-    while (token := secrets.token_urlsafe(32)).startswith("-"):
-        pass
-    return token
-
-
-def write_token(token: str, path: Path | None = None) -> Path:
-    """Write the token to a file readable by its owner only (0600)."""
-    path = path or token_path()
-    private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
-    return path
-
-
-def load_token(explicit: str | None = None) -> str | None:
-    """The token from the argument, ``ACTORRT_TOKEN``, or the file ``actorrt start`` wrote."""
-    if explicit:
-        return explicit
-    env = os.environ.get("ACTORRT_TOKEN")
-    if env:
-        return env
-    path = token_path()
-    try:
-        return path.read_text().strip() or None
-    except FileNotFoundError:
-        return None
 
 
 def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:

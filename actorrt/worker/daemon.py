@@ -32,6 +32,7 @@ from actorrt.v1 import master_pb2_grpc as pb_grpc
 from actorrt.worker.host_pool import HostPool, describe_exit
 from actorrt.worker.host_runner import HostRunner
 from actorrt.worker.metrics import WorkerMetrics
+from actorrt.worker.output import OutputRelay, answer_log_read
 from actorrt.worker.procs import (
     make_workdirs,
     memory_bytes,
@@ -114,7 +115,7 @@ class WorkerDaemon(Service):
         self._closing = False
         self._workdirs = ""  # this daemon's folder of host working directories (make_workdirs)
         self.echo_output = echo_output
-        self.output = _logs.OutputRelay(lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir)
+        self.output = OutputRelay(lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir)
         self.metrics = WorkerMetrics(lambda: self.hosts.views(), metrics_registry)
         self.hosts: HostRunner = HostRunner(
             self.pool,
@@ -350,7 +351,7 @@ class WorkerDaemon(Service):
                 elif kind == "stop_actor":
                     self._stop_actor(cmd.stop_actor)
                 elif kind == "read_actor_log":
-                    self._emit(pb.WorkerEvent(actor_log=_logs.answer_log_read(self.output, cmd.read_actor_log)))
+                    self._emit(pb.WorkerEvent(actor_log=answer_log_read(self.output, cmd.read_actor_log)))
                 elif kind == "worker_registered":  # mid-session: the master retuned the interval
                     self.heartbeat_interval_s = cmd.worker_registered.heartbeat_interval_s or self.heartbeat_interval_s
         finally:

@@ -23,14 +23,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from actorrt.common import actor_output
 from actorrt.common import logs as _logs
+from actorrt.transport import addresses, stats_pipe
 from actorrt.transport import rpc as _rpc
 from actorrt.transport import shm as _shm
-from actorrt.transport import stats_pipe
 from actorrt.v1 import master_pb2 as pb
 from actorrt.worker import fork_server_link as _forked
 from actorrt.worker.host_pool import Effects, HostPool, HostState, Signal, describe_exit
 from actorrt.worker.metrics import SlotView, WorkerMetrics, read_host_stats
+from actorrt.worker.output import LineSplitter, OutputRelay
 from actorrt.worker.procs import (
     HostProcess,
     ProcInfo,
@@ -81,7 +83,7 @@ class HostRunner:
         pool: HostPool,
         *,
         emit: Callable[[pb.WorkerEvent], None],
-        output: _logs.OutputRelay,
+        output: OutputRelay,
         metrics: WorkerMetrics,
         node_ip: str,
         token: str | None,
@@ -242,7 +244,7 @@ class HostRunner:
         io.stderr = asyncio.create_task(self._pump(index, proc.stderr, sys.stderr))
         port = await self._ready_port(index, proc.stdout)
         io.stdout = asyncio.create_task(self._pump(index, proc.stdout, sys.stdout))
-        self.apply(self.pool.ready(index, _rpc.host_port(self.node_ip, port)))
+        self.apply(self.pool.ready(index, addresses.host_port(self.node_ip, port)))
 
     async def _ready_port(self, index: int, stdout: asyncio.StreamReader) -> int:
         """Daemon loop: the port in host ``index``'s ready line. What a preloaded module or
@@ -331,10 +333,10 @@ class HostRunner:
     async def _pump(self, index: int, stream: asyncio.StreamReader, sink: object) -> None:
         """Drain one of an actor host's output pipes until EOF, whatever comes (huge lines,
         binary, no newline, floods), so the actor never blocks in a write. Lines, each cut to
-        ``_logs.MAX_LINE_BYTES`` kept bytes, go to its log file and owner (``self.output``), and
+        ``MAX_LINE_BYTES`` kept bytes, go to its log file and owner (``self.output``), and
         to ours prefixed with its class, pid and id when echoing. Runs on the daemon's loop; a
         routing error is logged once and draining goes on."""
-        splitter = _logs.LineSplitter()
+        splitter = LineSplitter()
         complained = False
         while True:
             chunk = await stream.read(OUTPUT_CHUNK)
@@ -357,7 +359,7 @@ class HostRunner:
         if actor is not None:
             self.output.lines(actor.actor_id, actor.class_name, pid, texts, stderr=sink is sys.stderr)
         if actor is None or self.echo_output:
-            label = f"(idle pid={pid})" if actor is None else _logs.prefix(actor.class_name, actor.actor_id, pid)
+            label = f"(idle pid={pid})" if actor is None else actor_output.prefix(actor.class_name, actor.actor_id, pid)
             echoed = "\n".join(f"{label} {text}" for text in texts)
             try:
                 print(echoed, file=sink, flush=True)  # type: ignore[call-overload]

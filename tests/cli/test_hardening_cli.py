@@ -23,6 +23,7 @@ import grpc
 import pytest
 
 import actorrt
+from actorrt.common import home
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import master_pb2, master_pb2_grpc
 from tests.conftest import ProcCluster, actorrt_cli, free_port, wait_until
@@ -424,10 +425,10 @@ def test_a_start_that_fails_keeps_the_running_clusters_token(fresh_home: Path, s
     port, metrics_port = free_port(), free_port()
     started = actorrt_cli("start", "--port", str(port), "--cpus", "1", "--metrics-port", str(metrics_port))
     assert started.returncode == 0, started.stderr
-    token = _rpc.token_path().read_text()
+    token = home.token_path().read_text()
     failed = actorrt_cli("start", "--port", str(free_port()), "--cpus", "0", "--metrics-port", str(metrics_port))
     assert failed.returncode == 1 and "metrics" in failed.stderr, failed.stderr
-    assert _rpc.token_path().read_text() == token
+    assert home.token_path().read_text() == token
     status = actorrt_cli("status", "--json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["slots"]["total"] == 1

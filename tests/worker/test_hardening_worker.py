@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from actorrt.common import logs as _logs
+from actorrt.worker import output as worker_output
 from tests.conftest import ProcCluster, host_pids, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -124,7 +124,7 @@ async def test_huge_lines_binary_and_no_newline_never_block_the_actor(
             f"\n1 MiB line: answered in {line_s:.3f}s; 10 MB with no newline: {no_newline_s:.3f}s; "
             f"1 MiB binary on stdout and stderr: {binary_s:.3f}s"
         )
-        cap = _logs.MAX_LINE_BYTES
+        cap = worker_output.MAX_LINE_BYTES
 
         def capped() -> bool:
             text = _actor_log(one_worker, a.actor_id)
@@ -170,7 +170,7 @@ async def test_an_output_flood_never_blocks_calls(one_worker: ProcCluster) -> No
 
 
 def test_line_splitter_caps_lines_and_keeps_memory_bounded() -> None:
-    split = _logs.LineSplitter(max_bytes=8)
+    split = worker_output.LineSplitter(max_bytes=8)
     assert split.feed(b"short\nlonger than eight") == ["short"]
     assert split.feed(b" bytes" * 1000) == []  # counted, not kept
     assert split.feed(b"\n\xff\xfe\n") == ["longer t [... 6009 more bytes]", "\ufffd\ufffd"]
@@ -183,15 +183,15 @@ def test_forwarded_output_messages_stay_small(tmp_path: Path) -> None:
     sent: list[pb.ActorOutput] = []
 
     async def long_lines() -> None:
-        out = _logs.OutputRelay(sent.append, tmp_path)
-        out.lines("a1", "C", 7, ["x" * _logs.MAX_LINE_BYTES] * 400, stderr=False)
-        out.lines("a1", "C", 7, ["\u00e9\u20ac" * _logs.MAX_LINE_BYTES] * 400, stderr=False)  # 2-3 bytes each
+        out = worker_output.OutputRelay(sent.append, tmp_path)
+        out.lines("a1", "C", 7, ["x" * worker_output.MAX_LINE_BYTES] * 400, stderr=False)
+        out.lines("a1", "C", 7, ["\u00e9\u20ac" * worker_output.MAX_LINE_BYTES] * 400, stderr=False)  # 2-3 bytes each
         out.close()
 
     asyncio.run(long_lines())
     sizes = [m.ByteSize() for m in sent]
     assert sum(len(m.lines) for m in sent) == 800
-    assert max(sizes) < _logs.FORWARD_MAX_BYTES + 4 * _logs.FORWARD_MAX_LINE + 1024, sizes
+    assert max(sizes) < worker_output.FORWARD_MAX_BYTES + 4 * worker_output.FORWARD_MAX_LINE + 1024, sizes
 
 
 # ---- 17. a worker that joins a busy cluster stays up ---------------------------------------------
@@ -521,7 +521,7 @@ async def test_a_log_answer_stays_under_the_message_cap(one_worker: ProcCluster)
         )
         assert out.returncode == 0, out.stderr
         answered = len(out.stdout)
-        assert 2**20 < answered <= _logs.MAX_LOG_ANSWER_BYTES
+        assert 2**20 < answered <= worker_output.MAX_LOG_ANSWER_BYTES
         assert out.stdout.endswith(b"L" * 60_000 + b"\n")
         assert await a.echo(1) == 1
         s = await c.status()

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from actorrt.client import output as client_output
 from actorrt.common import logs as _logs
 from actorrt.v1 import master_pb2 as pb
+from actorrt.worker import output as worker_output
 from tests.conftest import ProcCluster, actorrt_cli, wait_until
 
 SCRIPT = textwrap.dedent(
@@ -135,7 +137,7 @@ async def test_logs_of_a_live_actor_and_bad_ids(cluster: ProcCluster) -> None:
 
 def test_log_files_rotate_and_the_tail_spans_rotations(tmp_path: Path) -> None:
     async def write() -> None:
-        out = _logs.OutputRelay(lambda msg: None, tmp_path, max_bytes=1000, backups=2, forward=False)
+        out = worker_output.OutputRelay(lambda msg: None, tmp_path, max_bytes=1000, backups=2, forward=False)
         for i in range(400):
             out.line("a1", "C", 1, f"line {i:04d}", stderr=False)
         out.actor_ended("a1")
@@ -143,13 +145,13 @@ def test_log_files_rotate_and_the_tail_spans_rotations(tmp_path: Path) -> None:
     asyncio.run(write())
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["a1.log", "a1.log.1", "a1.log.2"]
-    found, data, truncated = _logs.read_log_tail(tmp_path, "a1", 100_000)
+    found, data, truncated = worker_output.read_log_tail(tmp_path, "a1", 100_000)
     lines = data.decode().splitlines()
     assert found and not truncated and lines[0] != "line 0000"  # the oldest rotated away; the rest is whole
     assert lines[-1] == "line 0399" and lines == [f"line {i:04d}" for i in range(400 - len(lines), 400)]
-    found, data, truncated = _logs.read_log_tail(tmp_path, "a1", 30)
+    found, data, truncated = worker_output.read_log_tail(tmp_path, "a1", 30)
     assert truncated and data.decode().endswith("line 0399\n") and len(data) == 30
-    assert _logs.read_log_tail(tmp_path, "nope") == (False, b"", False)
+    assert worker_output.read_log_tail(tmp_path, "nope") == (False, b"", False)
 
 
 def test_pruning_never_removes_a_live_actors_log_of_another_daemon(
@@ -161,17 +163,17 @@ def test_pruning_never_removes_a_live_actors_log_of_another_daemon(
     printed nothing) once other daemons' actors had written enough newer ones. A live actor's
     log is held (flock) by its daemon, and no prune removes a held one. (Two relays here, as two
     daemons: flock locks conflict between file descriptions, in one process as in two.)"""
-    monkeypatch.setattr(_logs, "MAX_ACTOR_LOGS", 3)
+    monkeypatch.setattr(worker_output, "MAX_ACTOR_LOGS", 3)
 
     async def run() -> None:
-        quiet_daemon = _logs.OutputRelay(lambda msg: None, tmp_path, forward=False)
-        busy_daemon = _logs.OutputRelay(lambda msg: None, tmp_path, forward=False)
+        quiet_daemon = worker_output.OutputRelay(lambda msg: None, tmp_path, forward=False)
+        busy_daemon = worker_output.OutputRelay(lambda msg: None, tmp_path, forward=False)
         quiet_daemon.line("quiet", "C", 1, "hello", stderr=False)
         os.utime(tmp_path / "quiet.log", (1, 1))  # the oldest file there
         for i in range(6):
             busy_daemon.line(f"busy{i}", "C", 1, "x", stderr=False)
             busy_daemon.actor_ended(f"busy{i}")
-        assert _logs.read_log_tail(tmp_path, "quiet")[1] == b"hello\n"
+        assert worker_output.read_log_tail(tmp_path, "quiet")[1] == b"hello\n"
         assert len(list(tmp_path.glob("busy*.log"))) == 3  # the older ones went, as before
         quiet_daemon.actor_ended("quiet")
         busy_daemon.line("last", "C", 1, "x", stderr=False)  # now it is an old, ended actor's log
@@ -183,14 +185,14 @@ def test_pruning_never_removes_a_live_actors_log_of_another_daemon(
 
 
 def test_forwarding_is_batched_and_rate_limited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_logs, "FORWARD_BURST", 10)
+    monkeypatch.setattr(worker_output, "FORWARD_BURST", 10)
     sent: list[pb.ActorOutput] = []
 
     async def burst() -> None:
-        out = _logs.OutputRelay(sent.append, tmp_path)
+        out = worker_output.OutputRelay(sent.append, tmp_path)
         for i in range(50):
             out.line("a1", "C", 7, f"l{i}", stderr=i % 2 == 1)
-        await asyncio.sleep(_logs.FLUSH_AFTER_S * 3)
+        await asyncio.sleep(worker_output.FLUSH_AFTER_S * 3)
         out.close()
 
     asyncio.run(burst())
@@ -210,13 +212,13 @@ def test_client_prints_forwarded_lines_with_the_prefix() -> None:
         pid=42,
         lines=[pb.OutputLine(text="hi"), pb.OutputLine(text="bad", stderr=True)],
     )
-    _logs.print_actor_output(msg, out, err)
+    client_output.print_actor_output(msg, out, err)
     assert out.getvalue() == "(Counter pid=42 id=01234567) hi\n"
     assert err.getvalue() == "(Counter pid=42 id=01234567) bad\n"
     # Both streams on one terminal: the actor's order between them is kept.
     both, texts = io.StringIO(), ["a", "warn 1", "b", "warn 2", "warn 3", "c"]
     lines = [pb.OutputLine(text=t, stderr=t.startswith("warn")) for t in texts]
-    _logs.print_actor_output(
+    client_output.print_actor_output(
         pb.ActorOutput(actor_id="0123456789abcdef", class_name="C", pid=1, lines=lines), both, both
     )
     assert [line.split(") ")[1] for line in both.getvalue().splitlines()] == texts
@@ -232,7 +234,7 @@ def test_printed_lines_bypass_the_programs_text_wrapper_and_survive_its_encoding
     msg = pb.ActorOutput(
         actor_id="0123456789abcdef", class_name="C", pid=1, lines=[pb.OutputLine(text="d\u00e9j\u00e0 vu")]
     )
-    _logs.print_actor_output(msg, out, io.StringIO())
+    client_output.print_actor_output(msg, out, io.StringIO())
     assert raw.getvalue() == b"(C pid=1 id=01234567) d\\xe9j\\xe0 vu\n"
     out.write(" ends\n")
     out.flush()
