@@ -1,5 +1,8 @@
 """The embedded cluster: ``connect()`` with no address starts a master and one worker daemon in
-this process, on the caller's loop, and stops them when the connection closes."""
+this process, on the caller's loop, and stops them when the connection closes.
+
+- May import: ``common``, ``transport``, ``master``, ``worker``.
+"""
 
 from __future__ import annotations
 

@@ -1,1 +1,10 @@
-"""The master process."""
+"""The master process (``actorrt start``): the cluster's only fixed address, control plane only.
+
+- Process: the master (or a client's process, for an embedded cluster). Everything runs on one
+  event loop; metrics are collected on prometheus-client's HTTP thread from snapshots.
+- State: ``ClusterTable`` (``table``), a plain object with an injected clock and no I/O.
+- Adapter: ``MasterServicer`` (``servicer``) turns protobuf into calls on the table and the
+  table's answers into messages on session streams; ``output`` forwards actor output and log
+  reads; ``dashboard`` serves the web status page.
+- May import: ``common``, ``transport``; never the worker, client or host packages.
+"""

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from actorrt.worker.procs import pid_namespace
+from actorrt.common.procfs import pid_namespace
 
 if TYPE_CHECKING:
     from actorrt.v1.common_pb2 import SharedBuffer

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import asyncio
 
+from actorrt.common.procfs import pid_namespace
+
 __all__ = [
     "HostProcess",
     "ProcInfo",
@@ -27,7 +29,6 @@ __all__ = [
     "kill_pid",
     "make_workdirs",
     "memory_bytes",
-    "pid_namespace",
     "process_table",
     "process_tree",
     "proportional_bytes",
@@ -196,15 +197,6 @@ def make_workdirs() -> str:
     path = tempfile.mkdtemp(prefix=f"{_WORKDIRS_PREFIX}{os.getpid()}-")
     Path(path, _OWNER_FILE).write_text(f"{os.getpid()} {start_time(os.getpid())} {pid_namespace()}\n")
     return path
-
-
-def pid_namespace() -> str:
-    """This process's pid namespace (``pid:[4026531836]``): a pid names the same process only
-    within one. "" where /proc cannot tell."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
 
 
 def remove_dead_workdirs(grace_s: float = 60.0) -> list[str]:
