@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_generated_code_matches_the_protos(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), "--out", str(tmp_path)], check=True)
+    subprocess.run([sys.executable, str(ROOT / "protos" / "generate.py"), "--out", str(tmp_path)], check=True)
     fresh = sorted(p.name for p in (tmp_path / "actorrt" / "v1").glob("*_pb2*"))
     committed = sorted(p.name for p in (ROOT / "actorrt" / "v1").glob("*_pb2*"))
     assert fresh == committed
@@ -22,7 +22,7 @@ def test_generated_code_matches_the_protos(tmp_path: Path) -> None:
         for name in fresh
         if (tmp_path / "actorrt" / "v1" / name).read_bytes() != (ROOT / "actorrt" / "v1" / name).read_bytes()
     ]
-    assert not stale, f"stale generated files {stale}: run python scripts/gen_protos.py"
+    assert not stale, f"stale generated files {stale}: run python protos/generate.py"
 
 
 def test_buf_lint_is_clean() -> None:

@@ -1,6 +1,6 @@
 """Regenerate actorrt/v1/*_pb2.py, *_pb2_grpc.py and *.pyi from protos/actorrt/v1/*.proto.
 
-Run from anywhere: `python scripts/gen_protos.py`. Generated files are committed and never edited
+Run from anywhere: `python protos/generate.py`. Generated files are committed and never edited
 by hand; tests/test_protos.py fails when they are stale. `--out DIR` writes into DIR instead
 (that test compares the two).
 """

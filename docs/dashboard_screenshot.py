@@ -1,6 +1,6 @@
 """Regenerate docs/dashboard.png: the status page of a small live cluster, in headless chromium.
 
-Run from anywhere: `python scripts/dashboard_screenshot.py` (needs Debian's chromium). It starts
+Run from anywhere: `python docs/dashboard_screenshot.py` (needs Debian's chromium). It starts
 a master with `--dashboard-port` and two worker daemons (state in a temporary ACTORRT_HOME),
 creates a few actors, ends three of them in three different ways so the page has deaths with
 causes, takes the screenshot, and stops every process it started by its PID.
