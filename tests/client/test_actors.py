@@ -280,7 +280,7 @@ async def test_async_methods_interleave_up_to_max_concurrency(cluster: ProcClust
 
 
 def test_host_slots_hand_over_in_order_and_survive_cancellation() -> None:
-    from actorrt.host.server import ConcurrencyLimit
+    from actorrt.host.actor import ConcurrencyLimit
 
     async def main() -> None:
         slots = ConcurrencyLimit(1)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt.host import server as _host
-from actorrt.host.server import CallStream
+from actorrt.host import failures
+from actorrt.host.calls import CallStream
+from actorrt.host.failures import failure_of
 from actorrt.transport import wire as _wire
 from actorrt.transport.outbox import BATCH_MAX_BYTES, Outbox
 from actorrt.v1 import actor_host_pb2 as pb
@@ -144,34 +145,34 @@ def test_an_error_reply_cuts_what_one_message_cannot_carry(monkeypatch: pytest.M
     still travel, saying so); texts are cut; a ``__str__`` that raises, or text protobuf cannot
     encode, is reported, not raised. The size comes from adding up, never from protobuf: asked
     the size of a 2 GiB message it encodes it to tell, and fails."""
-    huge, size = _host._failure(CarryingError(np.zeros(2**31 + 1, np.uint8)), skip_frames=0)  # calloc: no pages touched
+    huge, size = failure_of(CarryingError(np.zeros(2**31 + 1, np.uint8)), skip_frames=0)  # calloc: no pages touched
     assert huge.exception.ByteSize() == 0 and huge.type_name.endswith("CarryingError")
     assert "[the exception pickled to 2048.0 MiB, over what one message carries" in huge.message
     assert size < 2**20 and huge.ByteSize() <= size  # a bound on what it encodes to
-    kept, size = _host._failure(CarryingError(np.arange(3 * MIB, dtype=np.uint8)), skip_frames=0)
+    kept, size = failure_of(CarryingError(np.arange(3 * MIB, dtype=np.uint8)), skip_frames=0)
     assert kept.exception.ByteSize() > 3 * MIB and "pickled to" not in kept.message
     assert kept.ByteSize() <= size < kept.ByteSize() + 2**16
     many = CarryingError(np.zeros(1, np.uint8))
     many.parts = [np.full(8, i % 256, np.uint8) for i in range(5000)]  # type: ignore[attr-defined]  # 5000 buffers
-    fits, bound = _host._failure(many, skip_frames=0)
+    fits, bound = failure_of(many, skip_frames=0)
     assert fits.exception.ByteSize() > 40_000 and fits.ByteSize() <= bound  # each buffer's framing counted
-    monkeypatch.setattr(_host, "MAX_IN_MESSAGE", bound - 1)  # its bytes fit, with their framing not
-    framed, _ = _host._failure(many, skip_frames=0)
+    monkeypatch.setattr(failures, "MAX_IN_MESSAGE", bound - 1)  # its bytes fit, with their framing not
+    framed, _ = failure_of(many, skip_frames=0)
     assert framed.exception.ByteSize() == 0 and "over what one message carries" in framed.message
-    monkeypatch.setattr(_host, "MAX_IN_MESSAGE", 2 * MIB)
-    dropped, _ = _host._failure(CarryingError(np.zeros(3 * MIB, np.uint8)), skip_frames=0)
+    monkeypatch.setattr(failures, "MAX_IN_MESSAGE", 2 * MIB)
+    dropped, _ = failure_of(CarryingError(np.zeros(3 * MIB, np.uint8)), skip_frames=0)
     assert dropped.exception.ByteSize() == 0 and "pickled to 3.0 MiB" in dropped.message
-    long, _ = _host._failure(ValueError("x" * (3 * _host.FAILURE_TEXT_MAX)), skip_frames=0)
-    assert len(long.message) < _host.FAILURE_TEXT_MAX + 300 and "characters cut" in long.message
+    long, _ = failure_of(ValueError("x" * (3 * failures.FAILURE_TEXT_MAX)), skip_frames=0)
+    assert len(long.message) < failures.FAILURE_TEXT_MAX + 300 and "characters cut" in long.message
 
     class UnprintableError(Exception):
         def __str__(self) -> str:
             raise RuntimeError("no text")
 
-    odd, _ = _host._failure(UnprintableError(), skip_frames=0)
+    odd, _ = failure_of(UnprintableError(), skip_frames=0)
     assert "could not be made: RuntimeError: no text" in odd.message
     name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")  # a file name as os.listdir gives it
-    lone, _ = _host._failure(FileNotFoundError(2, "No such file", name), skip_frames=0)
+    lone, _ = failure_of(FileNotFoundError(2, "No such file", name), skip_frames=0)
     assert "caf\\udce9.txt" in lone.message and lone.SerializeToString()
 
 
