@@ -1,5 +1,6 @@
 """Operations commands and flags of the CLI: metrics endpoints, ``status`` (table, ``--json``,
-``--watch``) and ``logs``. ``_cli.py`` wires these into its parser; they run on the CLI's thread.
+``--watch``) and ``logs``, and what every command shares (``CLIError``, ``run``). ``main`` wires
+these into its parser; they run on the CLI's thread.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from actorrt.common import home
 from actorrt.common import logs as _logs
@@ -41,10 +42,21 @@ __all__ = [
 ]
 
 P = TypeVar("P", bound=argparse.ArgumentParser)  # the CLI's own parser class
+T = TypeVar("T")
 
 
-class OpsError(Exception):
-    """One line for the user; the CLI prints it and exits 1."""
+class CLIError(Exception):
+    """One line for the user; the CLI prints it and exits 1, without a traceback."""
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine on a fresh event loop (uvloop where installed)."""
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
 
 
 # ---- start / connect: metrics and log flags ---------------------------------------------------
@@ -89,7 +101,7 @@ def add_daemon_args(parser: argparse.ArgumentParser) -> None:
 
 
 def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default_host: str) -> MetricsServer | None:
-    """Serve ``registry`` when ``--metrics-port`` is set; raises OpsError if the port is taken."""
+    """Serve ``registry`` when ``--metrics-port`` is set; raises CLIError if the port is taken."""
     if not args.metrics_port:
         return None
     from actorrt.common.metrics_http import serve
@@ -97,7 +109,7 @@ def start_metrics(args: argparse.Namespace, registry: CollectorRegistry, default
     try:
         return serve(registry, args.metrics_port, args.metrics_host or default_host)
     except OSError as e:
-        raise OpsError(f"actorrt {args.command}: {e}") from e
+        raise CLIError(f"actorrt {args.command}: {e}") from e
 
 
 def add_dashboard_args(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +131,7 @@ def add_dashboard_args(parser: argparse.ArgumentParser) -> None:
 
 
 async def start_dashboard(args: argparse.Namespace, master: Master) -> Dashboard | None:
-    """Serve the status page when ``--dashboard-port`` is set; raises OpsError if the port is taken."""
+    """Serve the status page when ``--dashboard-port`` is set; raises CLIError if the port is taken."""
     if not args.dashboard_port:
         return None
     from actorrt.master.dashboard import Dashboard
@@ -128,7 +140,7 @@ async def start_dashboard(args: argparse.Namespace, master: Master) -> Dashboard
     try:
         await dashboard.start()
     except OSError as e:
-        raise OpsError(f"actorrt {args.command}: {e}") from e
+        raise CLIError(f"actorrt {args.command}: {e}") from e
     return dashboard
 
 
@@ -177,7 +189,7 @@ class ClusterTarget:
         try:
             tls = _rpc.TLS.from_env(args.tls_ca, args.tls_cert, args.tls_key)
         except (ValueError, FileNotFoundError) as e:
-            raise OpsError(f"actorrt {args.command}: {e}") from e
+            raise CLIError(f"actorrt {args.command}: {e}") from e
         return cls(args.command, args.address or default_address(), home.load_token(args.token), tls)
 
     def channel(self) -> grpc.aio.Channel:
@@ -186,14 +198,14 @@ class ClusterTarget:
     def metadata(self) -> tuple[tuple[str, str], ...]:
         return _rpc.auth_metadata(self.token)
 
-    def error(self, e: grpc.RpcError) -> OpsError:
+    def error(self, e: grpc.RpcError) -> CLIError:
         """One line for a failed call; says how to turn TLS on when plaintext found no master."""
         import grpc
 
         text = f"actorrt {self.command}: {_rpc.translate(e, self.command, self.address)}"
         if self.tls is None and e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             text += "; if the cluster uses TLS, pass --tls-ca or set ACTORRT_TLS_CA"
-        return OpsError(text)
+        return CLIError(text)
 
 
 # ---- status ------------------------------------------------------------------------------------
@@ -263,9 +275,9 @@ def run_logs(args: argparse.Namespace) -> int:
                 return response
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
-                    raise OpsError(f"actorrt logs: {e.details()}") from e
+                    raise CLIError(f"actorrt logs: {e.details()}") from e
                 if e.code() == grpc.StatusCode.UNAVAILABLE and "no longer in the cluster" in (e.details() or ""):
-                    raise OpsError(f"actorrt logs: {e.details()}") from e
+                    raise CLIError(f"actorrt logs: {e.details()}") from e
                 raise target.error(e) from e
 
     try:
