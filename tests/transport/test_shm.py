@@ -307,3 +307,82 @@ def test_exchange_releases_on_the_loop_and_leaves_nothing_when_closed() -> None:
         peer.close()
 
     asyncio.run(main())
+
+
+_QUEUEING_CLIENT = """
+import sys, time, numpy as np, actorrt
+@actorrt.remote_class
+class Slow:
+    def nap(self, s):
+        time.sleep(s)
+    def take(self, x):
+        return x.nbytes
+with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+    s = Slow.remote().result()
+    s.nap(3)  # the host reads nothing more while this runs
+    pending = [s.take(np.ones(4 << 20, dtype=np.uint8)) for _ in range(48)]
+    time.sleep(0.5)
+    print("queued", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_client_killed_with_large_calls_queued_leaves_no_shared_memory(cluster: ProcCluster, tmp_path: Path) -> None:
+    """48 calls of 4 MiB each are written into the client's /dev/shm segments, most never read by
+    the busy host; the client is SIGKILLed. Its segments are gone within seconds of the host
+    seeing its stream end (they stayed forever before)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import wait_until
+
+    script = tmp_path / "client.py"
+    script.write_text(_QUEUEING_CLIENT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), cluster.address, cluster.token], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "queued"
+
+        def files() -> list[Path]:
+            return list(Path("/dev/shm").glob(f"actorrt-{proc.pid}-*"))
+
+        assert len(files()) >= 40, "the client should have its calls' segments written"
+        killed = time.monotonic()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert wait_until(lambda: not files(), 20), f"{len(files())} segments of the dead client left"
+        print(f"segments gone {time.monotonic() - killed:.1f}s after the kill")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_probe_owner_and_alive_tell_a_dead_client_from_a_live_one() -> None:
+    import subprocess
+    import sys
+
+    from actorrt.transport import shm as _shm
+
+    probe = _shm.make_probe()
+    assert probe is not None
+    try:
+        assert _shm.probe_owner(probe) == os.getpid()
+    finally:
+        _shm.unlink([probe])
+    other = _shm.write(memoryview(b"actorrt shared memory probe pid:[1]"))  # another pid namespace
+    try:
+        assert _shm.check_probe(other) and _shm.probe_owner(other) is None
+    finally:
+        _shm.unlink([other])
+    assert _shm.alive(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    from tests.conftest import wait_until
+
+    assert wait_until(lambda: not _shm.alive(child.pid), 10)  # a zombie is gone already
+    child.wait()
+    assert not _shm.alive(child.pid)
