@@ -2,7 +2,7 @@
 
 - ``cluster``: a master and two worker daemons (one slot each) as real processes, started with
   the real CLI, shared by a module; each test checks afterwards that it left no actor and no
-  used slot behind.
+  used slot behind. ``one_worker``: a master and one worker of two slots, for one test.
 - ``fresh_home``: an ``ACTORRT_HOME`` of the test's own, so CLI state never touches ``~``.
 - Every test checks that it left no actor host process, and no thread, behind.
 - ``async def`` tests run on uvloop via ``actorrt.run``.
@@ -317,6 +317,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture
+def one_worker(tmp_path: Path) -> Iterator[ProcCluster]:
+    """A master and one worker daemon of two slots, real processes, for one test."""
+    c = ProcCluster(tmp_path / "home").start(workers=1, cpus_per_worker=2)
+    yield c
+    c.stop()
 
 
 @pytest.fixture(autouse=True)
