@@ -16,7 +16,6 @@ import os as _os
 # nothing to do there and only print noise. Must be set before grpc is imported.
 _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-import asyncio
 import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -27,6 +26,7 @@ from actorrt.client.future import CallFuture, Completions, as_completed, get, wa
 from actorrt.client.handle import ActorHandle
 from actorrt.client.remote import ActorOptions, RemoteClass, remote_class
 from actorrt.client.remote_attrs import call_method, get_attr, list_attrs
+from actorrt.common import loop as _loop
 from actorrt.common.errors import (
     ActorDiedError,
     ActorNameTakenError,
@@ -84,8 +84,4 @@ logging.getLogger("actorrt").addHandler(logging.NullHandler())
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)``, on uvloop when it is installed."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
+    return _loop.run(main)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from actorrt.common import home
+from actorrt.common import home, loop
 from actorrt.common import logs as _logs
 from actorrt.transport import rpc as _rpc
 
@@ -51,12 +51,7 @@ class CLIError(Exception):
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine on a fresh event loop (uvloop where installed)."""
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
+    return loop.run(coro)
 
 
 # ---- start / connect: metrics and log flags ---------------------------------------------------
@@ -280,12 +275,7 @@ def run_logs(args: argparse.Namespace) -> int:
                     raise CLIError(f"actorrt logs: {e.details()}") from e
                 raise target.error(e) from e
 
-    try:
-        import uvloop
-
-        msg = uvloop.run(fetch())
-    except ImportError:
-        msg = asyncio.run(fetch())
+    msg = loop.run(fetch())
     state = "alive" if msg.alive else f"dead: {msg.cause}" if msg.cause else "dead"
     note = " (showing the tail; --tail for more)" if msg.truncated else ""
     empty = "; it printed nothing" if not msg.data else ""

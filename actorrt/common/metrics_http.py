@@ -7,9 +7,10 @@ Names follow Prometheus conventions: ``actorrt_`` prefix, base units, ``_total``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics, start_http_server
 
 __all__ = ["MetricsServer", "serve"]
 
@@ -20,8 +21,6 @@ class MetricsServer:
     """``/metrics`` for one registry on ``host:port``; ``close()`` stops it and joins its thread."""
 
     def __init__(self, registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> None:
-        from prometheus_client import start_http_server
-
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=registry)
         except OSError as e:
@@ -41,15 +40,11 @@ class MetricsServer:
 
     async def close(self) -> None:
         """``stop()`` without blocking the caller's event loop (the shutdown polls for ~0.5 s)."""
-        import asyncio
-
         await asyncio.to_thread(self.stop)
 
 
 def serve(registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> MetricsServer:
     """Serve ``registry`` at ``http://host:port/metrics`` (port 0: any free port)."""
-    from prometheus_client import disable_created_metrics
-
     disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated; the *_created series only double what scrapes already show
     server = MetricsServer(registry, port, host)
     log.info("serving metrics at %s", server.url)

@@ -31,6 +31,7 @@ import signal
 import socket
 import sys
 import threading
+import traceback
 from typing import Any
 
 from actorrt.host import server as _host
@@ -47,10 +48,6 @@ def serve(ctl_fd: int) -> None:
     pid and exit status; after the request socket's EOF, exit once no host is left."""
     ctl = socket.socket(fileno=ctl_fd)
     _host.preload(os.environ.get("ACTORRT_PRELOAD", ""), report=False)  # each host reports its own
-    try:
-        import uvloop  # noqa: F401 - what every host runs on
-    except ImportError:
-        pass
     set_process_name(SERVER_NAME)
     answer = READY
     if threading.active_count() > 1:  # a preload started threads: a fork would copy their locks, not them
@@ -130,8 +127,6 @@ def _fork(data: bytes, fds: list[int], hosts: dict[int, socket.socket], close_in
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
         except BaseException:  # noqa: BLE001 - said on the host's stderr, which the daemon reads
-            import traceback
-
             traceback.print_exc()
         finally:
             os._exit(code)

@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from actorrt.client import current as _current
+from actorrt.common import loop
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ClusterConnectionError
 from actorrt.host.actor import HostedActor
@@ -240,8 +242,6 @@ def _write_shipped(files: Sequence[pb.ShippedFile]) -> None:
     """Write ``connect(files=...)`` into the working folder: files, and folders (``mode`` with
     ``S_IFDIR``; their permissions are set last, so a read-only folder still gets its files).
     Every entry must stay inside the folder, also through a symlink already there."""
-    import stat
-
     root = Path.cwd().resolve()
     folders: list[tuple[Path, int]] = []
     for f in files:
@@ -365,12 +365,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     preload(os.environ.get("ACTORRT_PRELOAD", ""))
     token = os.environ.pop("ACTORRT_TOKEN", None)
     tls = _rpc.TLS.from_env()
-    try:
-        import uvloop
-
-        uvloop.run(serve(args.bind, token, tls))
-    except ImportError:
-        asyncio.run(serve(args.bind, token, tls))
+    loop.run(serve(args.bind, token, tls))
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: user code may have left non-daemon threads behind.

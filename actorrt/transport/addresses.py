@@ -6,6 +6,10 @@ Used by the CLI (what address to advertise), the master and the daemons (endpoin
 
 from __future__ import annotations
 
+import fcntl
+import socket
+import struct
+
 __all__ = ["LOOPBACK_HOSTS", "WILDCARD_HOSTS", "host_port", "interface_addresses", "route_source"]
 
 
@@ -21,10 +25,6 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 def interface_addresses() -> list[tuple[str, str]]:
     """(interface, IPv4 address) of this machine's interfaces that are up and not loopback,
     asked of the kernel (Linux ioctls; nothing is sent anywhere)."""
-    import fcntl
-    import socket
-    import struct
-
     found = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         for _, name in socket.if_nameindex():
@@ -46,8 +46,6 @@ def route_source(address: str) -> str | None:
     """The local address this machine reaches ``address`` (HOST:PORT) from: the one a peer on
     that network reaches it at. A UDP socket is connected to ask the kernel's routing table;
     nothing is sent. None when ``address`` does not resolve or has no route."""
-    import socket
-
     host, _, port = address.rpartition(":")
     try:
         found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)

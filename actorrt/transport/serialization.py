@@ -10,6 +10,7 @@ actorrt. All functions here are synchronous and thread-safe.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import pickle
 import site
@@ -93,8 +94,6 @@ def _installed_roots() -> tuple[str, ...]:
 @functools.cache
 def _distributed_names() -> frozenset[str]:
     """Top-level modules that installed distributions provide (editable installs included)."""
-    import importlib.metadata
-
     return frozenset(importlib.metadata.packages_distributions())
 
 

@@ -10,6 +10,7 @@ of live actors, never on histograms.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -203,8 +204,6 @@ async def read_host_stats(fd: int, proc: Any, metrics: WorkerMetrics) -> None:
     Ends at EOF, or at most a second after the host process exited (so a write end that
     leaked somewhere can never hold up the daemon reporting the exit).
     """
-    import asyncio
-
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0))

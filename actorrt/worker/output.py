@@ -13,6 +13,7 @@ Everything runs on the daemon's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import logging.handlers
@@ -152,8 +153,6 @@ class OutputRelay:
             if len(s.pending) >= 500 or s.pending_bytes >= FORWARD_MAX_BYTES:
                 self._flush_one(s)
         if (s.pending or s.dropped) and self._flush_handle is None:
-            import asyncio
-
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_AFTER_S, self.flush)
 
     def flush(self) -> None:
