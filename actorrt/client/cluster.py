@@ -27,9 +27,10 @@ from typing import Any
 import grpc
 
 from actorrt.client import current as _current
+from actorrt.client.connection import ActorConnection
 from actorrt.client.files import MAX_FILES_BYTES, collect_files
 from actorrt.client.future import CallFuture, spawn
-from actorrt.client.handle import ActorConnection, ActorHandle, HandleRef, member_kinds
+from actorrt.client.handle import ActorHandle, HandleRef, member_kinds
 from actorrt.client.output import OutputPrinter
 from actorrt.client.remote import ActorOptions, options_of
 from actorrt.client.session import MasterSession

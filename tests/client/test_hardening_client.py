@@ -304,7 +304,7 @@ async def test_calls_in_flight_fail_naming_the_cause_when_reading_replies_raises
 ) -> None:
     """If the client's reader of an actor's replies raises (a bug of ours), what is in flight
     fails with ActorDiedError saying why, instead of waiting for replies nobody reads."""
-    from actorrt.client.handle import ActorConnection
+    from actorrt.client.connection import ActorConnection
 
     async with cluster.connect():
         talker = await Talker.remote()

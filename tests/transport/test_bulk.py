@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt.client import handle as _handle
+from actorrt.client import connection as _connection
 from actorrt.transport import bulk as _bulk
 from tests.conftest import ProcCluster
 
@@ -116,7 +116,7 @@ async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_
     in the actor's process, which a memory limit would kill. Past ``BULK_UNANSWERED_MAX``
     unanswered on the bulk connection, arguments stream on the Calls stream instead, whose flow
     control keeps them in the caller until the host reads them."""
-    monkeypatch.setattr(_handle, "BULK_UNANSWERED_MAX", 256 * MIB)
+    monkeypatch.setattr(_connection, "BULK_UNANSWERED_MAX", 256 * MIB)
     async with cluster.connect(max_payload_mb=128) as c:
         s = await Store.remote()
         link = await bulk_up(s)

@@ -1,0 +1,661 @@
+"""``ActorConnection``: one actor's data-plane connection, straight to its actor host.
+
+It owns one ``ActorHost.Calls`` stream. A call is serialised on the caller's thread (so
+``SerializationError`` comes at the call site) and added to the stream's ``Outbox``: a lone call
+leaves at once, and calls made while a write is in flight go together in the next message.
+Replies come back batched and resolve futures by seq. Connection state is touched on the
+cluster's event loop only.
+
+A connection is opened by the actor's creator (the stream's first batch constructs it) or by
+any other process that got a handle (it attaches). Calls made before the stream is up, or while
+a restartable actor is being constructed again, wait in ``_queued`` and leave once it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from actorrt.client import current as _current
+from actorrt.client.current import copies_made
+from actorrt.client.future import CallFuture
+from actorrt.common.errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
+from actorrt.transport import bulk as _bulk
+from actorrt.transport import rpc as _rpc
+from actorrt.transport import shm as _shm
+from actorrt.transport import wire as _wire
+from actorrt.transport.codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
+from actorrt.transport.outbox import Outbox
+from actorrt.transport.serialization import name_culprit, ship_local_modules
+from actorrt.v1 import actor_host_pb2 as pb
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
+    from actorrt.client.cluster import Cluster
+
+__all__ = ["ActorConnection"]
+
+log = logging.getLogger("actorrt.client")
+# A call's arguments as sent: encoded whole, or (seq, messages, bulk link) when streamed.
+Packed = Encoded | tuple[int, list[bytes], "_bulk.Link | None"]
+_CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
+# How long a restartable actor's connection, cut off, waits for the master to say whether the
+# actor restarts or died (a lost node is noticed within the worker timeout, 10 s by default).
+RESTART_VERDICT_S = 60.0
+# How long a broken stream waits for the master to say why before failing the calls in flight.
+DEATH_WORD_S = 0.5
+# Bytes of arguments a connection keeps on its bulk connection unanswered (checked before each
+# send: one call, or one per thread sending at that moment, may take it past). The host reads that
+# connection as fast as it comes (so that neither side's sends wait on the other's loop) and
+# keeps what its actor has not run yet; past this, arguments stream in chunks on the Calls
+# stream instead, whose flow control keeps them here until the host reads them: a client that
+# pipelines large calls to a slow actor fills its own memory, not the actor's.
+BULK_UNANSWERED_MAX = 1 << 30
+
+
+def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
+    cause: BaseException | None = None
+    if failure.exception.pickle:
+        try:
+            cause = decode(failure.exception)
+        except Exception:  # noqa: BLE001 - the type does not exist here: keep name and text
+            cause = None
+    return rebuild_remote_error(what, failure.type_name, failure.message, failure.traceback, cause)
+
+
+class ActorConnection:
+    """One actor's Calls stream, pending futures and outgoing batch."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        actor_id: str,
+        endpoint: str,
+        kinds: dict[str, bool],
+        class_name: str,
+        max_restarts: int = 0,
+    ) -> None:
+        self.cluster = cluster
+        self.loop = cluster.loop
+        self.actor_id = actor_id
+        self.endpoint = endpoint
+        self.kinds = kinds
+        self.class_name = class_name
+        self.max_restarts = max_restarts
+        # Live ActorHandle objects of this process on this connection (the cluster's lock guards
+        # it), and whether this process has told the master it no longer holds the actor.
+        self.handles = 0
+        self.released = False
+        self.release_when_idle = False
+        # Calls made while the stream is not up (opening, or the actor restarting): they leave
+        # once it is. ``waiting`` says they may wait; else such a call fails at once.
+        self.waiting = False
+        self._queued: list[tuple[int, str, Packed | None, CallFuture[Any]]] = []
+        # Set while a cut-off restartable connection waits for the master's word.
+        self._verdict: asyncio.Future[str] | None = None
+        self.restarts = 0
+        self.dead: ActorDiedError | None = None
+        self.set_attr_error: RemoteError | None = None
+        self._seq = itertools.count(1)
+        # seq -> (future, method name, call kind) of every call sent and not answered yet
+        self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
+        # Large buffers go through /dev/shm once the host proved it shares it with us.
+        self.exchange: _shm.Exchange | None = None
+        # Else large buffers go on the stream's bulk connection (``_bulk``) once it is open.
+        # The host numbers its offers from 1 (a new one after a connection broke); replies
+        # name the connection their buffers came on, and those that name one still opening
+        # (the host saw it open first) wait in its backlog.
+        self.bulk: _bulk.Link | None = None  # the latest (open, or broken)
+        self.bulk_port = 0  # the host's bulk listener, when it offered one
+        self._links: dict[int, _bulk.Link] = {}
+        self._bulk_offers = 0
+        self._bulk_reopens = 0
+        self._bulk_backlog: dict[int, list[tuple[int, _bulk.Consumer]]] = {}
+        # seq -> bytes of the calls whose buffers went on a bulk connection, until answered;
+        # their total (``BULK_UNANSWERED_MAX``). Written by callers' threads, under the lock.
+        self._bulk_sent: dict[int, int] = {}
+        self.bulk_unanswered = 0
+        self._bulk_lock = threading.Lock()
+        # Calls go straight into the outbox's next batch (cheaper than building a Call and
+        # copying it into a CallBatch); set once the stream is open.
+        self._outbox: Outbox[pb.CallBatch] | None = None
+        self._channel: grpc.aio.Channel | None = None
+        # Writes CallBatch messages, or pre-encoded bytes (_wire.passthrough); reads batches or chunks' data.
+        self._call: grpc.aio.StreamStreamCall[Message | bytes, pb.ReplyBatch | memoryview] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        # The reply whose streamed value is arriving in chunks: its buffers, and its future
+        # with the pickle (None when nobody waits for it any more).
+        self._incoming: tuple[_wire.Incoming, CallFuture[Any] | None, bytes] | None = None
+        self._loop_thread = cluster.loop_thread
+
+    async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
+        """Construct the actor; raises RemoteError if its __init__ raised, ActorDiedError if gone."""
+        await self._open(construct, timeout_s, f"construct {self.class_name}")
+
+    async def attach(self, timeout_s: float) -> None:
+        """Open a stream to an actor another process constructed (the host waits for that)."""
+        attach = pb.AttachActor(version=_rpc.PROTOCOL_VERSION, actor_id=self.actor_id)
+        await self._open(attach, timeout_s, f"reach {self.class_name}")
+
+    async def _open(self, step: pb.ConstructActor | pb.AttachActor, timeout_s: float, what: str) -> None:
+        self._channel = _rpc.open_channel(self.endpoint, self.cluster.tls)
+        # The stub's own serializer, except that pre-encoded batches (bytes) pass through.
+        self._call = self._channel.stream_stream(
+            _CALLS_METHOD, request_serializer=_wire.passthrough, response_deserializer=_parse_reply
+        )(metadata=_rpc.auth_metadata(self.cluster.token))
+        probe = _shm.make_probe()
+        if probe is not None:
+            step.shm_probe = probe
+        first = pb.CallBatch(construct=step) if isinstance(step, pb.ConstructActor) else pb.CallBatch(attach=step)
+        try:
+            for message in _wire.bounded(first.SerializeToString()):
+                await self._call.write(message)
+            async with asyncio.timeout(timeout_s if timeout_s > 0 else None):
+                reply = await self._call.read()
+        except (TimeoutError, grpc.RpcError) as e:
+            await self._teardown()
+            detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
+            raise ActorDiedError(self.actor_id, f"could not {what}: {detail}") from e
+        finally:
+            if probe is not None:
+                _shm.unlink([probe])
+                step.shm_probe = ""
+        if not isinstance(reply, pb.ReplyBatch) or not reply.replies:  # EOF, or not an answer
+            await self._teardown()
+            raise ActorDiedError(self.actor_id, f"the actor host closed the stream (could not {what})")
+        answer = reply.replies[0]
+        if answer.HasField("error"):
+            await self._teardown()
+            raise _remote_error(f"{self.class_name}.__init__", answer.error)
+        if reply.shared_memory:
+            self.exchange = _shm.Exchange(self.loop, self._send_release)
+        if reply.bulk_port:
+            self._take_offer(reply.bulk_port, reply.bulk_key)
+        call = self._call
+        assert call is not None
+        self._outbox = Outbox(
+            call.write,
+            pb.CallBatch,
+            "calls",
+            split_above=_wire.CHUNK_BYTES,
+            on_error=lambda error: self._write_failed(call, error),
+        )
+        self._reader = asyncio.create_task(self._read())
+        self.waiting = False
+        queued, self._queued = self._queued, []
+        for kind, name, packed, fut in queued:
+            self._enqueue(kind, name, packed, fut)
+
+    def _take_offer(self, port: int, key: bytes) -> None:
+        """The host offers a bulk connection (number ``_bulk_offers``): open it in the
+        background; until it is open (or if it cannot be), large payloads stream in chunks."""
+        self.bulk_port = port
+        self._bulk_offers += 1
+        if _bulk.enabled():
+            self._bulk_backlog[self._bulk_offers] = []
+            self.cluster.background(self._open_bulk(self._bulk_offers, port, key))
+
+    async def _open_bulk(self, epoch: int, port: int, key: bytes) -> None:
+        call = self._call
+        try:
+            send_sock, recv_sock = await self.loop.run_in_executor(
+                None, _bulk.connect, self.endpoint, port, key, self.cluster.tls
+            )
+        except OSError as e:
+            _warn_no_bulk(self.endpoint, port, e)
+            self._end_bulk_backlog(epoch, _bulk.BulkError(f"the bulk connection could not be opened: {e}"))
+            return
+        if self._call is not call or epoch not in self._bulk_backlog:  # the stream ended meanwhile
+            for sock in {send_sock, recv_sock}:
+                sock.close()
+            return
+        link = _bulk.Link(send_sock, recv_sock, self.loop, 0, self.actor_id, epoch, self._bulk_ended)
+        self._links[epoch] = self.bulk = link
+        self._end_bulk_backlog(epoch, None)
+
+    def _end_bulk_backlog(self, epoch: int, error: _bulk.BulkError | None) -> None:
+        link = self._links.get(epoch)
+        for key, consumer in self._bulk_backlog.pop(epoch, []):
+            if error is not None or link is None:
+                consumer(error or _bulk.BulkError("no bulk connection"))
+            else:
+                link.expect(key, consumer)
+
+    def _bulk_ended(self, link: _bulk.Link) -> None:
+        """A bulk connection broke (loop thread). If it was the stream's latest and the stream
+        lives, ask the host for another, after 0.5 s, doubling for each one asked before (up to
+        30 s); meanwhile large payloads stream in chunks."""
+        if link is not self.bulk or self.dead is not None or self._outbox is None:
+            return
+        if self._bulk_reopens >= _bulk.StreamLinks.MAX_OFFERS:
+            return
+        delay = min(30.0, 0.5 * 2**self._bulk_reopens)
+        self._bulk_reopens += 1
+        self.loop.call_later(delay, self._ask_reopen, link)
+
+    def _ask_reopen(self, link: _bulk.Link) -> None:
+        if link is self.bulk and self.dead is None and self._outbox is not None:
+            self._outbox.push_encoded([pb.CallBatch(bulk_reopen=True).SerializeToString()])
+
+    # ---- calls (any thread) -----------------------------------------------------------------
+
+    def submit(self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallFuture[Any]:
+        """Serialise the arguments here (errors come at the call site), send on the loop.
+
+        Any thread. Raises ``SerializationError`` when an argument cannot be pickled or the
+        arguments are over the size limit; nothing is sent then.
+        """
+        copies: list[tuple[str, str]] = []
+        packed = self._pack(kind, name, args, kwargs, copies) if args or kwargs else None
+        fut: CallFuture[Any] = CallFuture(loop=self.loop)
+        if copies:  # handles travel in it: if the receiver dies first, they are nobody's (_settle_copies)
+            fut.copies = copies
+        if threading.get_ident() == self._loop_thread:
+            self._enqueue(kind, name, packed, fut)
+        else:
+            self.loop.call_soon_threadsafe(self._enqueue, kind, name, packed, fut)
+        return fut
+
+    def _pack(
+        self, kind: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], copies: list[tuple[str, str]]
+    ) -> Packed:
+        """The arguments encoded (``_codec``), or, when their buffers are streamed, ``(seq,
+        messages, link)``: a one-call header batch, and either the bulk connection ``link`` the
+        buffers were just written to (``_bulk``) or, after the header, the chunks (``_wire``)
+        with the buffers, copied now. Either way the caller may change them once this returns.
+        ``copies`` gets the (actor id, token) of each handle copy pickled into them."""
+        what = f"{self.class_name}.{name}"
+        if not _current.in_actor_host:  # an actor's own modules stay by reference (its replies too)
+            ship_local_modules()
+        recording = copies_made.set(copies)
+        try:
+            encoded = encode(
+                (args, kwargs),
+                pool=exchange.pool if (exchange := self.exchange) is not None and not exchange.closed else None,
+                limit=self.cluster.max_payload_bytes,
+            )
+        except PayloadTooLargeError as e:
+            self.cluster.take_back(copies)  # the handles in them were never sent
+            raise SerializationError(f"arguments of {what} are {e}; nothing was sent") from None
+        except Exception as e:  # noqa: BLE001 - name the argument that failed
+            try:
+                name_culprit(what, args, kwargs, e)  # pickles them again: more copies
+            finally:
+                self.cluster.take_back(copies)
+        finally:
+            copies_made.reset(recording)
+        if not encoded.streamed:
+            return encoded
+        seq = next(self._seq)
+        header = pb.CallBatch()
+        call = header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
+        link = self.bulk
+        if link is not None and self.bulk_unanswered < BULK_UNANSWERED_MAX and link.send(seq, encoded.streamed):
+            call.args.bulk = link.epoch
+            with self._bulk_lock:
+                nbytes = self._bulk_sent[seq] = sum(b.nbytes for b in encoded.streamed)
+                self.bulk_unanswered += nbytes
+            return seq, _wire.bounded(header.SerializeToString()), link
+        chunks = _wire.chunks(_wire.CALL_CHUNK, encoded.streamed)
+        return seq, [*_wire.bounded(header.SerializeToString()), *chunks], None
+
+    def _enqueue(self, kind: int, name: str, packed: Packed | None, fut: CallFuture[Any]) -> None:
+        """Add the call to the outgoing batch and send it if the stream is idle. Loop thread."""
+        failure: BaseException | None = self.dead and self.dead.copy()
+        if failure is None and self.set_attr_error is not None and kind != pb.CALL_KIND_SET_ATTR:
+            failure, self.set_attr_error = self.set_attr_error, None
+        if failure is None and self._outbox is None and self.waiting:
+            self._queued.append((kind, name, packed, fut))
+            return
+        if failure is not None or self._outbox is None:
+            if isinstance(packed, Encoded) and self.exchange is not None:
+                self.exchange.pool.release(packed.segments())
+            elif isinstance(packed, tuple) and (link := packed[2]) is not None:
+                self._bulk_answered([packed[0]])
+                if self._outbox is not None and self._links.get(link.epoch) is link:  # the host holds its frame
+                    self._outbox.push_encoded(
+                        [pb.CallBatch(dropped_frames={packed[0]: link.epoch}).SerializeToString()]
+                    )
+            self._settle_copies(fut, sent=False)
+            fut.set_exception(failure or ActorDiedError(self.actor_id, "the actor is not connected"))
+            return
+        if isinstance(packed, tuple):
+            seq, messages, link = packed
+            if link is not None and self._links.get(link.epoch) is not link:  # sent to a stream now gone
+                self._bulk_answered([seq])
+                self._settle_copies(fut, sent=False)
+                fut.set_exception(ActorDiedError(self.actor_id, "the connection to the actor was lost during the call"))
+                return
+            self._pending[seq] = (fut, name, kind)
+            self._outbox.push_encoded(messages)
+            return
+        seq = next(self._seq)
+        self._pending[seq] = (fut, name, kind)
+        if packed is not None and packed.in_message > _wire.CHUNK_BYTES:
+            # A large payload leaves in a batch of its own: two in one could pass what protobuf encodes.
+            alone = pb.CallBatch()
+            alone.calls.add(seq=seq, method=name, kind=kind, args=packed.payload)
+            self._outbox.push_encoded(_wire.bounded(alone.SerializeToString()))
+            return
+        call = self._outbox.batch.calls.add(seq=seq, method=name, kind=kind)
+        if packed is not None:
+            call.args.CopyFrom(packed.payload)
+            self._outbox.added(packed.in_message)
+        self._outbox.flush()
+
+    # ---- loop tasks -------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        assert self._call is not None
+        detail = "the actor host closed the stream"
+        try:
+            while True:
+                batch = await self._call.read()
+                if isinstance(batch, memoryview):
+                    self._take_chunk(batch)
+                    continue
+                if not isinstance(batch, pb.ReplyBatch):  # grpc.aio.EOF
+                    break
+                if batch.released and self.exchange is not None:
+                    self.exchange.peer_released(batch.released)
+                if batch.bulk_port:  # a new bulk connection, after ours broke
+                    self._take_offer(batch.bulk_port, batch.bulk_key)
+                self._settle(batch.replies)
+                if self.release_when_idle and not self._pending:  # its last handle went meanwhile
+                    self.cluster.release(self)
+                # The callers just answered run before the next read is armed (a start_batch
+                # into gRPC core and several coroutine frames): a lone call's round trip ends
+                # once its reply is parsed, and its next call is written before the read is
+                # armed, as in a bare ping-pong (bench/README.md: ~3 % of a round trip).
+                await asyncio.sleep(0)
+        except grpc.RpcError as e:
+            detail = f"connection to its host lost ({e.code().name}: {e.details()})"
+        except ValueError as e:  # a malformed chunk stream
+            detail = f"the actor host broke the protocol: {e}"
+            if self._call is not None:
+                self._call.cancel()
+        except asyncio.CancelledError:
+            return
+        except Exception as e:  # noqa: BLE001 - a bug of ours: fail what is in flight, not leave it waiting
+            self._failed_on_our_side("the client could not read its host's replies", e)
+            return
+        if self.dead is not None:
+            return
+        if self.max_restarts == 0:
+            cause = await self.cluster.death_cause(self.actor_id, wait_s=DEATH_WORD_S) or detail
+            self.mark_dead(cause)
+            return
+        # It may restart: later calls wait for the master's word (ActorRestarting, then
+        # ActorMoved; or ActorDied), which also fails what was in flight (at most once) saying
+        # why; if that word is slow, what was in flight fails now.
+        self.waiting = True
+        self._verdict = self.loop.create_future()
+        try:
+            async with asyncio.timeout(DEATH_WORD_S):
+                await asyncio.shield(self._verdict)
+        except TimeoutError:
+            self._cut_off(ActorDiedError(self.actor_id, detail))
+            try:
+                async with asyncio.timeout(RESTART_VERDICT_S):
+                    await self._verdict
+            except TimeoutError:
+                self.mark_dead(f"{detail}; the master said nothing of it within {RESTART_VERDICT_S:g}s")
+        finally:
+            self._verdict = None
+
+    def _cut_off(self, error: ActorDiedError) -> None:
+        """The stream is gone but the actor may come back: fail what was sent, queue what is not."""
+        self.waiting = True
+        self._fail_pending(error)
+        if self.exchange is not None:
+            self.exchange.close()
+            self.exchange = None
+        if self._outbox is not None:
+            self._outbox.clear()
+            self._outbox = None
+        if self.release_when_idle and not self._queued:  # its last handle went while calls were in flight
+            self.cluster.release(self)
+
+    def restarting(self, cause: str, restarts: int) -> None:
+        """The master says the actor's process died and it is being placed again. Loop thread."""
+        if self.dead is not None:
+            return
+        self.restarts = restarts
+        limit = "unlimited" if self.max_restarts < 0 else f"of {self.max_restarts}"
+        self._cut_off(ActorDiedError(self.actor_id, f"{cause} (restarting it: restart {restarts} {limit})"))
+        if self._verdict is not None and not self._verdict.done():
+            self._verdict.set_result("restarting")
+        self.cluster.background(self._teardown())
+
+    async def moved(self, endpoint: str, construct: pb.ConstructActor | None, timeout_s: float) -> None:
+        """The restarted actor has a new host: construct it there (``construct``: its creator's
+        step) or attach."""
+        if self.dead is not None:
+            return
+        if not self.waiting or self._pending:  # moved with no ActorRestarting heard (it was lost)
+            self._cut_off(ActorDiedError(self.actor_id, "it was restarted elsewhere while its notice was lost"))
+        await self._teardown()
+        self.endpoint = endpoint
+        self.waiting = True
+        if construct is not None:
+            await self.open(construct, timeout_s)
+        else:
+            await self.attach(timeout_s)
+
+    def _settle(self, replies: Any) -> None:
+        """Resolve the futures of a batch's replies. Loop thread."""
+        if self._bulk_sent:
+            self._bulk_answered([reply.seq for reply in replies])
+        for reply in replies:
+            entry = self._pending.pop(reply.seq, None)
+            if reply.HasField("error"):
+                if entry is not None and not entry[0].done():
+                    self._fail(entry, reply.error)
+                continue
+            value = reply.value
+            if not value.pickle:  # a reply with no outcome reads as None
+                if entry is not None and not entry[0].done():
+                    entry[0].set_result(None)
+                continue
+            if value.streamed:  # its chunks come next, whether or not anyone waits
+                live = entry[0] if entry is not None and not entry[0].done() else None
+                if value.bulk:  # or its buffers come on a bulk connection
+                    self._expect_bulk(reply.seq, live, value.pickle, value.bulk)
+                    continue
+                self._incoming = (_wire.Incoming(value.streamed, keep=live is not None), live, value.pickle)
+                continue
+            if entry is None or entry[0].done():  # cancelled, or timed out: nobody maps its segments
+                if value.shared and self.exchange is not None:
+                    self.exchange.unused(value.shared)
+                continue
+            if value.shared and self.exchange is not None:
+                self.exchange.saw(value.shared)
+            try:
+                entry[0].set_result(decode(value, self.exchange.on_release if self.exchange else _no_release))
+            except Exception as e:  # noqa: BLE001 - e.g. a class missing here
+                entry[0].set_exception(e)
+
+    def _expect_bulk(self, seq: int, fut: CallFuture[Any] | None, pickled: bytes, epoch: int) -> None:
+        """Reply ``seq``'s buffers come on bulk connection ``epoch``: unpickle them into
+        ``fut``'s value once there (or drop them when nobody waits)."""
+
+        def consume(got: _bulk.Arrival) -> None:
+            if fut is None or fut.done():
+                return
+            if isinstance(got, BaseException) or got is None:
+                fut.set_exception(ActorDiedError(self.actor_id, f"the reply's value was lost: {got}"))
+                return
+            try:
+                fut.set_result(decode_streamed(pickled, got))
+            except Exception as e:  # noqa: BLE001 - e.g. a class missing here
+                fut.set_exception(e)
+
+        if (link := self._links.get(epoch)) is not None:
+            if fut is None:
+                link.drop(seq)
+            else:
+                link.expect(seq, consume)
+        elif epoch in self._bulk_backlog:  # the host saw the connection open before we did
+            self._bulk_backlog[epoch].append((seq, consume))
+        else:
+            consume(_bulk.BulkError("the reply came on a bulk connection this stream does not have"))
+
+    def _fail(self, entry: tuple[CallFuture[Any], str, int], failure: pb.RemoteFailure) -> None:
+        fut, name, kind = entry
+        err = _remote_error(f"{self.class_name}.{name}", failure)
+        fut.set_exception(err)
+        if kind == pb.CALL_KIND_SET_ATTR:  # nobody holds this future: keep it for the next call
+            fut.exception()
+            self.set_attr_error = err
+
+    def _take_chunk(self, data: memoryview) -> None:
+        if self._incoming is None:
+            raise ValueError("a chunk came with no streamed reply before it")
+        incoming, fut, pickled = self._incoming
+        if not incoming.add(data):
+            return
+        self._incoming = None
+        if fut is None or fut.done():
+            return
+        try:
+            fut.set_result(decode_streamed(pickled, incoming.buffers))
+        except Exception as e:  # noqa: BLE001 - e.g. a class missing here
+            fut.set_exception(e)
+
+    @property
+    def shm(self) -> bool:
+        """Whether large buffers go through /dev/shm on this stream (until it closes)."""
+        return self.exchange is not None and not self.exchange.closed
+
+    def _send_release(self, name: str) -> None:
+        """Name a host segment we no longer use in our next batch. Loop thread."""
+        if self.dead is None and self._outbox is not None:
+            self._outbox.release(name)
+
+    def _write_failed(self, call: grpc.aio.StreamStreamCall[Any, Any], error: BaseException) -> None:
+        """``call``'s outbox stopped. A broken stream the reader sees and settles, and a stream
+        already replaced (the actor moved) or ending is not ours to judge; anything else is a
+        failure on our side of a stream still open: end it, and fail the calls with why."""
+        if isinstance(error, grpc.RpcError | asyncio.CancelledError) or call is not self._call or call.done():
+            return  # the reader, or whoever replaced or ended the stream, settles what is pending
+        self._failed_on_our_side("writing its calls failed", error)
+
+    def _failed_on_our_side(self, what: str, error: BaseException) -> None:
+        """A failure of ours on a stream still open: end the stream and fail every call saying
+        why (the actor lives on, so no death or restart word would ever come)."""
+        log.error("actor %s: %s", self.actor_id, what, exc_info=error)
+        if self._call is not None:
+            self._call.cancel()
+        if self.dead is None:
+            self.mark_dead(f"{what} ({type(error).__name__}: {error})")
+
+    def mark_dead(self, cause: str) -> None:
+        """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""
+        if self.dead is None:
+            self.dead = ActorDiedError(self.actor_id, cause)
+        self.waiting = False
+        self._fail_pending(self.dead)
+        if self._verdict is not None and not self._verdict.done():
+            self._verdict.set_result("died")
+        if self.exchange is not None:
+            self.exchange.close()
+        if self._outbox is not None:
+            self._outbox.clear()
+
+    def _bulk_answered(self, seqs: list[int]) -> None:
+        with self._bulk_lock:
+            for seq in seqs:
+                self.bulk_unanswered -= self._bulk_sent.pop(seq, 0)
+
+    def _fail_pending(self, error: ActorDiedError) -> None:
+        """Fail the calls sent and not answered, and (once dead) those still queued."""
+        if self._bulk_sent:
+            with self._bulk_lock:
+                self._bulk_sent.clear()
+                self.bulk_unanswered = 0
+        pending, self._pending = self._pending, {}
+        futures = [fut for fut, _, _ in pending.values()]
+        for fut in futures:
+            self._settle_copies(fut, sent=True)
+        if self._incoming is not None:
+            _, streamed, _ = self._incoming  # it ran: the receiver claimed what it carried
+            self._incoming = None
+            if streamed is not None:
+                futures.append(streamed)
+        if not self.waiting:
+            for *_, fut in self._queued:
+                self._settle_copies(fut, sent=False)
+                futures.append(fut)
+            self._queued = []
+        for fut in futures:
+            if not fut.done():
+                fut.set_exception(error.copy())
+                fut.exception()  # whoever awaits it still gets the error; nobody else is nagged
+
+    def _settle_copies(self, fut: CallFuture[Any], sent: bool) -> None:
+        """A call that carried handle copies fails without an answer: never ``sent``, this
+        client claims them itself; sent, the receiver may have died before it claimed them,
+        and the master voids those it did not once that receiver's process is gone."""
+        copies = fut.copies
+        if copies is None:
+            return
+        fut.copies = None
+        if sent:
+            self.cluster.void_copies(copies, self.actor_id)
+        else:
+            self.cluster.take_back(copies)
+
+    async def close(self, cause: str) -> None:
+        self.mark_dead(cause)
+        await self._teardown()
+
+    async def _teardown(self) -> None:
+        reader = self._reader
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()
+        if self._call is not None:
+            self._call.cancel()
+        links, self._links, self.bulk = self._links, {}, None
+        for link in links.values():
+            link.close()
+        for epoch in list(self._bulk_backlog):
+            self._end_bulk_backlog(epoch, _bulk.BulkError("the stream ended"))
+        self._bulk_offers = self._bulk_reopens = 0
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+        if self._reader is reader:  # not a new stream's, opened meanwhile (a restart's move)
+            self._reader = None
+
+
+_warned_no_bulk: set[str] = set()
+
+
+def _warn_no_bulk(endpoint: str, port: int, error: OSError) -> None:
+    """Say once per host address that its bulk port cannot be reached (a firewall that lets
+    only the gRPC port through, say): large payloads still travel, on gRPC, slower."""
+    host = endpoint.rsplit(":", 1)[0]
+    if host in _warned_no_bulk:
+        return
+    _warned_no_bulk.add(host)
+    print(
+        f"actorrt: cannot open the bulk connection to {host}:{port} ({error}); large payloads to and "
+        "from actors there go on gRPC instead (open that port range, or set ACTORRT_BULK=0 to silence this)",
+        file=sys.stderr,
+    )
+
+
+def _no_release(name: str) -> None:
+    """Where a payload maps no segment: nothing to release."""
+
+
+def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:
+    """The response deserializer: a chunk's data as a view (``_wire``), else the ReplyBatch."""
+    chunk = _wire.chunk_data(data, _wire.REPLY_CHUNK)
+    return chunk if chunk is not None else pb.ReplyBatch.FromString(data)
