@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from actorrt.client import current as _current
+from actorrt.client.bulk_links import BulkLinks
 from actorrt.client.current import copies_made
 from actorrt.client.future import CallFuture
 from actorrt.common.errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
@@ -51,13 +52,6 @@ _CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 RESTART_VERDICT_S = 60.0
 # How long a broken stream waits for the master to say why before failing the calls in flight.
 DEATH_WORD_S = 0.5
-# Bytes of arguments a connection keeps on its bulk connection unanswered (checked before each
-# send: one call, or one per thread sending at that moment, may take it past). The host reads that
-# connection as fast as it comes (so that neither side's sends wait on the other's loop) and
-# keeps what its actor has not run yet; past this, arguments stream in chunks on the Calls
-# stream instead, whose flow control keeps them here until the host reads them: a client that
-# pipelines large calls to a slow actor fills its own memory, not the actor's.
-BULK_UNANSWERED_MAX = 1 << 30
 
 
 def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
@@ -108,21 +102,12 @@ class ActorConnection:
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
         # Large buffers go through /dev/shm once the host proved it shares it with us.
         self.exchange: _shm.Exchange | None = None
-        # Else large buffers go on the stream's bulk connection (``_bulk``) once it is open.
-        # The host numbers its offers from 1 (a new one after a connection broke); replies
-        # name the connection their buffers came on, and those that name one still opening
-        # (the host saw it open first) wait in its backlog.
-        self.bulk: _bulk.Link | None = None  # the latest (open, or broken)
-        self.bulk_port = 0  # the host's bulk listener, when it offered one
-        self._links: dict[int, _bulk.Link] = {}
-        self._bulk_offers = 0
-        self._bulk_reopens = 0
-        self._bulk_backlog: dict[int, list[tuple[int, _bulk.Consumer]]] = {}
-        # seq -> bytes of the calls whose buffers went on a bulk connection, until answered;
-        # their total (``BULK_UNANSWERED_MAX``). Written by callers' threads, under the lock.
-        self._bulk_sent: dict[int, int] = {}
-        self.bulk_unanswered = 0
-        self._bulk_lock = threading.Lock()
+        # Else large buffers go on the stream's bulk connections (``_bulk``) once one is open:
+        # which one a payload takes, and how replies find theirs, is ``bulk_links``'s to say.
+        self.bulk_links: BulkLinks[_bulk.Link] = BulkLinks()
+        # The calls whose buffers went on a bulk connection, until answered: the links' own dict,
+        # read here per reply batch (empty unless large payloads took a link).
+        self._bulk_waiting = self.bulk_links.waiting
         # Calls go straight into the outbox's next batch (cheaper than building a Call and
         # copying it into a CallBatch); set once the stream is open.
         self._outbox: Outbox[pb.CallBatch] | None = None
@@ -194,13 +179,11 @@ class ActorConnection:
             self._enqueue(kind, name, packed, fut)
 
     def _take_offer(self, port: int, key: bytes) -> None:
-        """The host offers a bulk connection (number ``_bulk_offers``): open it in the
-        background; until it is open (or if it cannot be), large payloads stream in chunks."""
-        self.bulk_port = port
-        self._bulk_offers += 1
-        if _bulk.enabled():
-            self._bulk_backlog[self._bulk_offers] = []
-            self.cluster.background(self._open_bulk(self._bulk_offers, port, key))
+        """The host offers a bulk connection: open it in the background; until it is open (or
+        if it cannot be), large payloads stream in chunks."""
+        epoch = self.bulk_links.offered(port, _bulk.enabled())
+        if epoch is not None:
+            self.cluster.background(self._open_bulk(epoch, port, key))
 
     async def _open_bulk(self, epoch: int, port: int, key: bytes) -> None:
         call = self._call
@@ -210,38 +193,28 @@ class ActorConnection:
             )
         except OSError as e:
             _warn_no_bulk(self.endpoint, port, e)
-            self._end_bulk_backlog(epoch, _bulk.BulkError(f"the bulk connection could not be opened: {e}"))
+            error = _bulk.BulkError(f"the bulk connection could not be opened: {e}")
+            for consumer in self.bulk_links.failed(epoch):
+                consumer(error)
             return
-        if self._call is not call or epoch not in self._bulk_backlog:  # the stream ended meanwhile
+        if self._call is not call or not self.bulk_links.opening(epoch):  # the stream ended meanwhile
             for sock in {send_sock, recv_sock}:
                 sock.close()
             return
         link = _bulk.Link(send_sock, recv_sock, self.loop, 0, self.actor_id, epoch, self._bulk_ended)
-        self._links[epoch] = self.bulk = link
-        self._end_bulk_backlog(epoch, None)
-
-    def _end_bulk_backlog(self, epoch: int, error: _bulk.BulkError | None) -> None:
-        link = self._links.get(epoch)
-        for key, consumer in self._bulk_backlog.pop(epoch, []):
-            if error is not None or link is None:
-                consumer(error or _bulk.BulkError("no bulk connection"))
-            else:
-                link.expect(key, consumer)
+        for seq, consumer in self.bulk_links.opened(epoch, link):
+            link.expect(seq, consumer)
 
     def _bulk_ended(self, link: _bulk.Link) -> None:
         """A bulk connection broke (loop thread). If it was the stream's latest and the stream
-        lives, ask the host for another, after 0.5 s, doubling for each one asked before (up to
-        30 s); meanwhile large payloads stream in chunks."""
-        if link is not self.bulk or self.dead is not None or self._outbox is None:
-            return
-        if self._bulk_reopens >= _bulk.StreamLinks.MAX_OFFERS:
-            return
-        delay = min(30.0, 0.5 * 2**self._bulk_reopens)
-        self._bulk_reopens += 1
-        self.loop.call_later(delay, self._ask_reopen, link)
+        lives, ask the host for another (``BulkLinks.reopen_in``); meanwhile large payloads
+        stream in chunks."""
+        delay = self.bulk_links.reopen_in(link, self.dead is None and self._outbox is not None)
+        if delay is not None:
+            self.loop.call_later(delay, self._ask_reopen, link)
 
     def _ask_reopen(self, link: _bulk.Link) -> None:
-        if link is self.bulk and self.dead is None and self._outbox is not None:
+        if link is self.bulk_links.latest and self.dead is None and self._outbox is not None:
             self._outbox.push_encoded([pb.CallBatch(bulk_reopen=True).SerializeToString()])
 
     # ---- calls (any thread) -----------------------------------------------------------------
@@ -296,12 +269,10 @@ class ActorConnection:
         seq = next(self._seq)
         header = pb.CallBatch()
         call = header.calls.add(seq=seq, method=name, kind=kind, args=encoded.payload)
-        link = self.bulk
-        if link is not None and self.bulk_unanswered < BULK_UNANSWERED_MAX and link.send(seq, encoded.streamed):
+        link = self.bulk_links.route()
+        if link is not None and link.send(seq, encoded.streamed):
             call.args.bulk = link.epoch
-            with self._bulk_lock:
-                nbytes = self._bulk_sent[seq] = sum(b.nbytes for b in encoded.streamed)
-                self.bulk_unanswered += nbytes
+            self.bulk_links.sent(seq, sum(b.nbytes for b in encoded.streamed))
             return seq, _wire.bounded(header.SerializeToString()), link
         chunks = _wire.chunks(_wire.CALL_CHUNK, encoded.streamed)
         return seq, [*_wire.bounded(header.SerializeToString()), *chunks], None
@@ -318,8 +289,8 @@ class ActorConnection:
             if isinstance(packed, Encoded) and self.exchange is not None:
                 self.exchange.pool.release(packed.segments())
             elif isinstance(packed, tuple) and (link := packed[2]) is not None:
-                self._bulk_answered([packed[0]])
-                if self._outbox is not None and self._links.get(link.epoch) is link:  # the host holds its frame
+                self.bulk_links.answered([packed[0]])
+                if self._outbox is not None and self.bulk_links.is_current(link):  # the host holds its frame
                     self._outbox.push_encoded(
                         [pb.CallBatch(dropped_frames={packed[0]: link.epoch}).SerializeToString()]
                     )
@@ -328,8 +299,8 @@ class ActorConnection:
             return
         if isinstance(packed, tuple):
             seq, messages, link = packed
-            if link is not None and self._links.get(link.epoch) is not link:  # sent to a stream now gone
-                self._bulk_answered([seq])
+            if link is not None and not self.bulk_links.is_current(link):  # sent to a stream now gone
+                self.bulk_links.answered([seq])
                 self._settle_copies(fut, sent=False)
                 fut.set_exception(ActorDiedError(self.actor_id, "the connection to the actor was lost during the call"))
                 return
@@ -451,8 +422,8 @@ class ActorConnection:
 
     def _settle(self, replies: Any) -> None:
         """Resolve the futures of a batch's replies. Loop thread."""
-        if self._bulk_sent:
-            self._bulk_answered([reply.seq for reply in replies])
+        if self._bulk_waiting:
+            self.bulk_links.answered([reply.seq for reply in replies])
         for reply in replies:
             entry = self._pending.pop(reply.seq, None)
             if reply.HasField("error"):
@@ -497,14 +468,12 @@ class ActorConnection:
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 fut.set_exception(e)
 
-        if (link := self._links.get(epoch)) is not None:
+        if (link := self.bulk_links.link(epoch)) is not None:
             if fut is None:
                 link.drop(seq)
             else:
                 link.expect(seq, consume)
-        elif epoch in self._bulk_backlog:  # the host saw the connection open before we did
-            self._bulk_backlog[epoch].append((seq, consume))
-        else:
+        elif not self.bulk_links.wait_open(epoch, seq, consume):
             consume(_bulk.BulkError("the reply came on a bulk connection this stream does not have"))
 
     def _fail(self, entry: tuple[CallFuture[Any], str, int], failure: pb.RemoteFailure) -> None:
@@ -569,17 +538,10 @@ class ActorConnection:
         if self._outbox is not None:
             self._outbox.clear()
 
-    def _bulk_answered(self, seqs: list[int]) -> None:
-        with self._bulk_lock:
-            for seq in seqs:
-                self.bulk_unanswered -= self._bulk_sent.pop(seq, 0)
-
     def _fail_pending(self, error: ActorDiedError) -> None:
         """Fail the calls sent and not answered, and (once dead) those still queued."""
-        if self._bulk_sent:
-            with self._bulk_lock:
-                self._bulk_sent.clear()
-                self.bulk_unanswered = 0
+        if self._bulk_waiting:
+            self.bulk_links.forget_sent()
         pending, self._pending = self._pending, {}
         futures = [fut for fut, _, _ in pending.values()]
         for fut in futures:
@@ -622,12 +584,11 @@ class ActorConnection:
             reader.cancel()
         if self._call is not None:
             self._call.cancel()
-        links, self._links, self.bulk = self._links, {}, None
-        for link in links.values():
+        links, waiting = self.bulk_links.ended()
+        for link in links:
             link.close()
-        for epoch in list(self._bulk_backlog):
-            self._end_bulk_backlog(epoch, _bulk.BulkError("the stream ended"))
-        self._bulk_offers = self._bulk_reopens = 0
+        for consumer in waiting:
+            consumer(_bulk.BulkError("the stream ended"))
         if self._channel is not None:
             await self._channel.close(grace=None)
         if self._reader is reader:  # not a new stream's, opened meanwhile (a restart's move)
