@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import itertools
 import logging
 import math
 import os
@@ -31,6 +30,7 @@ from actorrt.client.connection import ActorConnection
 from actorrt.client.files import MAX_FILES_BYTES, collect_files
 from actorrt.client.future import CallFuture, spawn
 from actorrt.client.handle import ActorHandle, HandleRef, member_kinds
+from actorrt.client.holders import Effects, Holders
 from actorrt.client.output import OutputPrinter
 from actorrt.client.remote import ActorOptions, options_of
 from actorrt.client.session import MasterSession
@@ -101,7 +101,10 @@ class Cluster:
         self.closed = False
         self.log_to_driver = log_to_driver
         self.loop: asyncio.AbstractEventLoop  # the cluster's loop: set by _start
-        self.state: ClientState[asyncio.Future[Any], ActorConnection] = ClientState()
+        # Who holds what: this client's holds on its actors (any thread), inside what it knows of
+        # its placements, restarts and deaths (the loop).
+        self.holders: Holders[ActorConnection] = Holders(self.client_id)
+        self.state: ClientState[asyncio.Future[Any], ActorConnection] = ClientState(self.holders)
         self._files_patterns = tuple(files)
         self._files: list[actor_host_pb2.ShippedFile] = []
         self._embedded_cpus = embedded_cpus
@@ -109,11 +112,6 @@ class Cluster:
         self._session: MasterSession | None = None
         self._thread: threading.Thread | None = None
         self._closing: set[asyncio.Future[None]] = set()  # connections closing: the loop keeps only weak refs
-        # Guards every ActorConnection.handles count and which connection ``state.actors`` maps
-        # an actor to: handles are made and dropped on any thread. Reentrant: a garbage
-        # collection can run a handle's __del__ (``drop``) on a thread that holds it already.
-        self._refs_lock = threading.RLock()
-        self._copies = itertools.count(1)
         self._printer = OutputPrinter()  # actors' output, printed off the loop
 
     @property
@@ -122,8 +120,7 @@ class Cluster:
 
     def _checked(self) -> None:
         if _VALIDATE:
-            with self._refs_lock:  # handles arriving on other threads add to state.actors
-                self.state.validate()
+            self.state.validate()
 
     # ---- lifecycle (cluster loop) -------------------------------------------------------------
 
@@ -176,12 +173,12 @@ class Cluster:
         elif kind == "actor_restarting":
             restarting = notice.actor_restarting
             self.state.restarting(restarting.actor_id)
-            conn = self.state.actors.get(restarting.actor_id)
+            conn = self.holders.connection(restarting.actor_id)
             if conn is not None:
                 conn.restarting(restarting.cause, restarting.restarts)
         elif kind == "actor_moved":
             moved = notice.actor_moved
-            conn = self.state.actors.get(moved.actor_id)
+            conn = self.holders.connection(moved.actor_id)
             there = conn is not None and conn.dead is None and not conn.waiting and conn.endpoint == moved.endpoint
             # A notice sent again after a reconnect for a move this client followed is not news.
             if self.state.follows(moved.actor_id, moved.restarts, moved.endpoint) and not there:
@@ -208,23 +205,9 @@ class Cluster:
         task.add_done_callback(self._closing.discard)
 
     def _unanswered(self) -> list[pb.ClientEvent]:
-        """What a new master must hear again: placements it never answered, actors held, and
-        which actors this client still counts on (held, or kept to construct again, with how
-        to place those again): those that died while the master was down are placed again if
-        they may restart, else reported dead."""
-        with self._refs_lock:
-            live = [a for a, conn in self.state.actors.items() if conn.dead is None]
-            held = [pb.ClientEvent(add_ref=pb.AddRef(actor_id=a)) for a in live]
-            kept = self.state.kept_actors(lambda conn: conn.dead is None)
-            counted_on = sorted({*live, *(k.actor_id for k in kept)})
-            # those it gave up on, or asked to stop: answered, holding nothing
-            given_up = sorted({*self.state.actors, *self.state.specs} - set(counted_on))
-        confirm = (
-            [pb.ClientEvent(confirm_actors=pb.ConfirmActors(actor_ids=counted_on, kept=kept, given_up=given_up))]
-            if counted_on or given_up
-            else []
-        )
-        return self.state.unanswered() + held + confirm
+        """What a new master must hear again (``ClientState.reopened``); a connection that gave
+        up on its actor counts as holding it no more."""
+        return self.state.reopened(lambda conn: conn.dead is None)
 
     async def _follow(
         self, conn: ActorConnection | None, moved: pb.ActorMoved, spec: actor_host_pb2.ConstructActor | None
@@ -296,29 +279,28 @@ class Cluster:
     def _drop_unclaimed(self) -> None:
         """Let go of the actors the master counts this client a holder of only for lookups whose
         askers made no handle from the answer (cancelled or timed out before it came)."""
-        for actor_id in self.state.take_unclaimed():
-            if self._session is not None and not self.closed and self.state.cause(actor_id) is None:
-                self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=actor_id)))
+        self._send_all(self.state.take_unclaimed())
+
+    def _send_all(self, events: list[pb.ClientEvent]) -> None:
+        """Send session steps (loop thread); none once there is no session to send them on."""
+        if self._session is not None and not self.closed:
+            for event in events:
+                self._session.send(event)
 
     # ---- handles and references (any thread) ------------------------------------------------
 
     def make_handle(self, conn: ActorConnection) -> ActorHandle[Any]:
         """A new handle on ``conn``, counted (each handle's ``__del__`` calls ``drop``)."""
-        self.hold(conn)
+        self.holders.hold(conn)
         return ActorHandle(conn)
 
     def hold(self, conn: ActorConnection) -> None:
         """One more live handle (or bound method) on ``conn``; any thread."""
-        with self._refs_lock:
-            conn.handles += 1
+        self.holders.hold(conn)
 
     def drop(self, conn: ActorConnection) -> None:
         """A handle was garbage-collected (any thread, even inside the loop's own code)."""
-        with self._refs_lock:
-            conn.handles -= 1
-            if conn.handles > 0 or conn.released:
-                return
-        if self.closed:
+        if not self.holders.drop(conn) or self.closed:
             return
         try:
             self.loop.call_soon_threadsafe(self._last_handle_gone, conn)
@@ -326,28 +308,18 @@ class Cluster:
             pass
 
     def _last_handle_gone(self, conn: ActorConnection) -> None:
-        if conn._pending or conn._queued:
-            conn.release_when_idle = True
-            return
-        self.release(conn)
+        self._let_go(self.state.last_gone(conn, conn.busy))
 
-    def release(self, conn: ActorConnection) -> None:
-        """This process holds no handle to ``conn``'s actor any more: say so, close it. Loop thread."""
-        with self._refs_lock:
-            if conn.handles > 0 or conn.released:
-                conn.release_when_idle = False
-                return
-            conn.released = True
-            mapped = self.state.actors.get(conn.actor_id)
-            # another connection to it took this one's place (this one gave up on it): that one
-            # holds the actor now, and the master counts this client once
-            replaced = not self.state.drop(conn.actor_id, conn) and mapped is not None
-        conn.release_when_idle = False
-        # Also when the connection gave up on its own (a verdict that never came, a failure on
-        # our side): the actor may live on, and only the master's count can let it go.
-        if self.state.cause(conn.actor_id) is None and not replaced and self._session is not None and not self.closed:
-            self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=conn.actor_id)))
-        self.background(conn.close("its last handle in this process was dropped"))
+    def idle(self, conn: ActorConnection) -> None:
+        """``conn``, whose last handle went while calls were in flight, has none left. Loop thread."""
+        self._let_go(self.state.idle(conn))
+
+    def _let_go(self, effects: Effects[ActorConnection]) -> None:
+        """This process holds no handle to a connection's actor any more: say so, close it."""
+        self._send_all(effects.events)
+        if effects.close is not None:
+            self.background(effects.close.close("its last handle in this process was dropped"))
+        self._checked()
 
     def _send_soon(self, event: pb.ClientEvent) -> None:
         """Queue a session step from any thread, in the order asked."""
@@ -363,8 +335,8 @@ class Cluster:
         the receiving process claims the copy (``receive_handle``)."""
         if self.closed:
             raise ClusterConnectionError(f"cannot send a handle to {conn.actor_id}: its cluster connection is closed")
-        token = f"{self.client_id}.{next(self._copies)}"
-        self._send_soon(pb.ClientEvent(add_ref=pb.AddRef(actor_id=conn.actor_id, token=token)))
+        token, add_ref = self.holders.copy(conn)
+        self._send_soon(add_ref)
         made = _current.copies_made.get()
         if made is not None:
             made.append((conn.actor_id, token))
@@ -372,17 +344,15 @@ class Cluster:
 
     def take_back(self, copies: list[tuple[str, str]]) -> None:
         """The payload these handle copies were pickled into never left this process (any
-        thread): nobody will claim them, so this client does, as their receiver would."""
-        for actor_id, token in copies:
-            self._send_soon(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=actor_id, token=token)))
+        thread): nobody will claim them, so this client does (``Holders.take_back``)."""
+        for event in Holders.take_back(copies):
+            self._send_soon(event)
 
     def void_copies(self, copies: list[tuple[str, str]], receiver: str) -> None:
         """The call these handle copies were pickled into failed without an answer from its
-        receiver (any thread): the master stops counting those the receiver did not claim,
-        once its process is gone."""
-        for actor_id, token in copies:
-            drop = pb.DropRef(actor_id=actor_id, token=token, receiver=receiver)
-            self._send_soon(pb.ClientEvent(drop_ref=drop))
+        receiver (any thread): the master voids those it did not claim (``Holders.void``)."""
+        for event in Holders.void(copies, receiver):
+            self._send_soon(event)
 
     def receive_handle(self, ref: HandleRef) -> ActorHandle[Any]:
         """A pickled handle arrived in this process (any thread): hold the actor, reach it."""
@@ -397,31 +367,26 @@ class Cluster:
         self, actor_id: str, endpoint: str, class_name: str, kinds: dict[str, bool], max_restarts: int
     ) -> tuple[ActorConnection, bool]:
         """The connection this process has to ``actor_id``, or a new one (True) to attach, with
-        one more handle counted on it: counted under the lock that found it, or a release on
-        the loop thread could close it in between (the new handle's calls would fail)."""
-        with self._refs_lock:
-            conn = self.state.actors.get(actor_id)
-            if conn is not None and not conn.released and conn.dead is None:
-                conn.handles += 1
-                return conn, False
+        one more handle counted on it (``Holders.connect``). Any thread."""
+
+        def new() -> ActorConnection:
             conn = ActorConnection(self, actor_id, endpoint, kinds, class_name, max_restarts)
-            conn.handles += 1
             conn.waiting = True  # calls wait for the stream (or for the restart) to be up
-            cause = self.state.cause(actor_id)
-            if cause is None:
-                self.state.actors[actor_id] = conn
+            return conn
+
+        cause = self.state.cause(actor_id)
+        conn, first = self.holders.connect(actor_id, lambda conn: conn.dead is None, new, dead=cause is not None)
         if cause is not None:
             self.loop.call_soon_threadsafe(conn.mark_dead, cause)
-        return conn, cause is None
+        return conn, first
 
     def _claim(self, conn: ActorConnection, token: str, first: bool) -> None:
         """Loop thread: tell the master this process holds the actor and the copy arrived."""
         assert self._session is not None
+        for event in Holders.claim(conn.actor_id, token, first):
+            self._session.send(event)
         if first:
-            self._session.send(pb.ClientEvent(add_ref=pb.AddRef(actor_id=conn.actor_id)))
             self.background(self._attach(conn))
-        if token:
-            self._session.send(pb.ClientEvent(drop_ref=pb.DropRef(actor_id=conn.actor_id, token=token)))
 
     async def _attach(self, conn: ActorConnection) -> None:
         if not conn.endpoint:  # restarting: an ActorMoved tells where it will be
@@ -448,9 +413,7 @@ class Cluster:
         handle: ActorHandle[Any] = ActorHandle(conn)  # counted by _connection_for
         if first:  # the lookup counted us as a holder, but an older connection's release may have
             # come after it: say so again (a holder is counted once)
-            assert self._session is not None
-            self._session.send(pb.ClientEvent(add_ref=pb.AddRef(actor_id=found.actor_id)))
-            self.background(self._attach(conn))
+            self._claim(conn, "", first)
         return handle
 
     async def death_cause(self, actor_id: str, wait_s: float) -> str | None:
@@ -596,12 +559,9 @@ class Cluster:
                 if self.closed:  # closed while constructing: _close did not see this connection
                     await conn.close("its client closed the cluster connection")
                     raise ClusterConnectionError("the cluster connection was closed")
-                with self._refs_lock:
-                    self.state.adopt(placed.actor_id, conn)
-                    if opts.max_restarts != 0:
-                        self.state.keep_spec(placed.actor_id, construct, holds, place)
-                        for held in holds:
-                            held.handles += 1  # as ``hold`` does (this lock)
+                self.state.adopt(conn)
+                if opts.max_restarts != 0:
+                    self.state.keep_spec(placed.actor_id, construct, holds, place)
                 self._checked()
                 return self.make_handle(conn)
             raise AssertionError("unreachable")  # the last attempt returns or raises

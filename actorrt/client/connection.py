@@ -26,6 +26,7 @@ from actorrt.client import current as _current
 from actorrt.client.bulk_links import BulkLinks
 from actorrt.client.current import copies_made
 from actorrt.client.future import CallFuture
+from actorrt.client.holders import Hold
 from actorrt.common.errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt.transport import bulk as _bulk
 from actorrt.transport import rpc as _rpc
@@ -83,11 +84,9 @@ class ActorConnection:
         self.kinds = kinds
         self.class_name = class_name
         self.max_restarts = max_restarts
-        # Live ActorHandle objects of this process on this connection (the cluster's lock guards
-        # it), and whether this process has told the master it no longer holds the actor.
-        self.handles = 0
-        self.released = False
-        self.release_when_idle = False
+        # This process's hold on the actor through this connection: its handles, and whether it
+        # let go (the cluster's ``Holders`` decide; the connection says when it is ``idle``).
+        self.hold = Hold()
         # Calls made while the stream is not up (opening, or the actor restarting): they leave
         # once it is. ``waiting`` says they may wait; else such a call fails at once.
         self.waiting = False
@@ -323,8 +322,14 @@ class ActorConnection:
 
     # ---- loop tasks -------------------------------------------------------------------------
 
+    @property
+    def busy(self) -> bool:
+        """Whether calls are in flight, or queued until the stream is up. Loop thread."""
+        return bool(self._pending or self._queued)
+
     async def _read(self) -> None:
         assert self._call is not None
+        hold = self.hold
         detail = "the actor host closed the stream"
         try:
             while True:
@@ -339,8 +344,8 @@ class ActorConnection:
                 if batch.bulk_port:  # a new bulk connection, after ours broke
                     self._take_offer(batch.bulk_port, batch.bulk_key)
                 self._settle(batch.replies)
-                if self.release_when_idle and not self._pending:  # its last handle went meanwhile
-                    self.cluster.release(self)
+                if hold.draining and not self._pending:  # its last handle went meanwhile
+                    self.cluster.idle(self)
                 # The callers just answered run before the next read is armed (a start_batch
                 # into gRPC core and several coroutine frames): a lone call's round trip ends
                 # once its reply is parsed, and its next call is written before the read is
@@ -391,8 +396,8 @@ class ActorConnection:
         if self._outbox is not None:
             self._outbox.clear()
             self._outbox = None
-        if self.release_when_idle and not self._queued:  # its last handle went while calls were in flight
-            self.cluster.release(self)
+        if self.hold.draining and not self._queued:  # its last handle went while calls were in flight
+            self.cluster.idle(self)
 
     def restarting(self, cause: str, restarts: int) -> None:
         """The master says the actor's process died and it is being placed again. Loop thread."""

@@ -381,7 +381,7 @@ async def test_a_handle_collected_on_a_thread_that_holds_the_handle_lock_does_no
 
         def drop_under_the_lock() -> None:
             nonlocal extra
-            with c._refs_lock:
+            with c.holders.lock:
                 del extra  # as a collection inside a locked section would
                 gc.collect()
             done.set()

@@ -368,7 +368,7 @@ async def test_a_daemon_keeps_no_output_or_heartbeats_queued_while_its_master_is
                 assert await loud.shout(1000) == 1000
                 await asyncio.sleep(0.5)
             assert daemon._events.qsize() == 0, daemon._events.qsize()
-            c.state.actors.clear()  # its master is gone for good: nothing to release at close
+            c.holders.actors.clear()  # its master is gone for good: nothing to release at close
 
 
 @actorrt.remote_class
