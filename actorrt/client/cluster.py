@@ -19,20 +19,21 @@ import math
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import Any
 
 import grpc
 
 from actorrt.client import current as _current
-from actorrt.client.connection import ActorConnection
+from actorrt.client import pickling as _pickling
+from actorrt.client.connection import ActorConnection, Owner
 from actorrt.client.files import MAX_FILES_BYTES, collect_files
 from actorrt.client.future import CallFuture, spawn
-from actorrt.client.handle import ActorHandle, HandleRef, member_kinds
+from actorrt.client.handle import ActorHandle, member_kinds
 from actorrt.client.holders import Effects, Holders
+from actorrt.client.options import ActorOptions, options_of
 from actorrt.client.output import OutputPrinter
-from actorrt.client.remote import ActorOptions, options_of
 from actorrt.client.session import MasterSession
 from actorrt.client.state import ClientState
 from actorrt.common import home
@@ -198,7 +199,7 @@ class Cluster:
                     waiter.set_result(died.cause)
         self._checked()
 
-    def background(self, work: Any) -> None:
+    def background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` (a coroutine) on the loop, kept referenced until it is done."""
         task = asyncio.ensure_future(work)
         self._closing.add(task)
@@ -332,12 +333,12 @@ class Cluster:
 
     def send_copy(self, conn: ActorConnection) -> str:
         """A handle is being pickled (any thread): a token the master counts as a holder until
-        the receiving process claims the copy (``receive_handle``)."""
+        the receiving process claims the copy (``receive_copy``)."""
         if self.closed:
             raise ClusterConnectionError(f"cannot send a handle to {conn.actor_id}: its cluster connection is closed")
         token, add_ref = self.holders.copy(conn)
         self._send_soon(add_ref)
-        made = _current.copies_made.get()
+        made = _pickling.copies_made.get()
         if made is not None:
             made.append((conn.actor_id, token))
         return token
@@ -354,14 +355,17 @@ class Cluster:
         for event in Holders.void(copies, receiver):
             self._send_soon(event)
 
-    def receive_handle(self, ref: HandleRef) -> ActorHandle[Any]:
-        """A pickled handle arrived in this process (any thread): hold the actor, reach it."""
+    def receive_copy(
+        self, actor_id: str, endpoint: str, class_name: str, kinds: dict[str, bool], max_restarts: int, token: str
+    ) -> ActorConnection:
+        """A pickled handle arrived in this process (any thread): hold the actor, reach it. The
+        connection, with the handle counted on it (``_rebuild`` makes it); raises
+        ClusterConnectionError once this cluster connection is closed."""
         if self.closed:
             raise ClusterConnectionError("a handle arrived, but this process's cluster connection is closed")
-        conn, first = self._connection_for(ref.actor_id, ref.endpoint, ref.class_name, ref.kinds, ref.max_restarts)
-        handle: ActorHandle[Any] = ActorHandle(conn)  # counted by _connection_for
-        self.loop.call_soon_threadsafe(self._claim, conn, ref.token, first)
-        return handle
+        conn, first = self._connection_for(actor_id, endpoint, class_name, kinds, max_restarts)
+        self.loop.call_soon_threadsafe(self._claim, conn, token, first)
+        return conn
 
     def _connection_for(
         self, actor_id: str, endpoint: str, class_name: str, kinds: dict[str, bool], max_restarts: int
@@ -481,16 +485,16 @@ class Cluster:
         ship_local_modules()
         holds: list[ActorConnection] = []  # a restartable one's arguments hold the actors of their handles
         copies: list[tuple[str, str]] = []  # the handle copies in them, taken back if no host gets them
-        pickling = _current.handles_pickled.set(holds if opts.max_restarts != 0 else None)
-        recording = _current.copies_made.set(copies)
+        pickling = _pickling.handles_pickled.set(holds if opts.max_restarts != 0 else None)
+        recording = _pickling.copies_made.set(copies)
         try:
             spec = _dump_spec(cls, args, kwargs)
         except BaseException:
             self.take_back(copies)
             raise
         finally:
-            _current.copies_made.reset(recording)
-            _current.handles_pickled.reset(pickling)
+            _pickling.copies_made.reset(recording)
+            _pickling.handles_pickled.reset(pickling)
         if self.closed:
             raise ClusterConnectionError("the cluster connection is closed")
         timeout = opts.placement_timeout if opts.placement_timeout is not None else self.placement_timeout
@@ -827,10 +831,24 @@ def get_actor(name: str) -> CallFuture[ActorHandle[Any]]:
     """A handle to the live actor named ``name`` (``Cls.options(name=...)``) in the current
     cluster, from any client or actor; await it (or ``.result()``). The class need not be
     importable here. Raises ``ActorNotFoundError`` when no live actor has that name."""
-    cluster = _current.current_cluster()
+    cluster = current_cluster()
     return spawn(cluster.loop, lambda: cluster.get_actor(name))
 
 
 def kill(handle: ActorHandle[Any]) -> CallFuture[None]:
     """Stop an actor and free its slot. Await it (or ``.result()``); pending calls fail."""
-    return handle._conn.cluster.kill(handle)
+    return _as_cluster(handle._conn.cluster).kill(handle)
+
+
+def current_cluster() -> Cluster:
+    """The cluster of the innermost open ``connect()``; inside an actor with none open, the
+    actor's own connection to its cluster (made on first use). Any thread; raises
+    ClusterConnectionError if there is neither."""
+    return _as_cluster(_current.innermost())
+
+
+def _as_cluster(owner: Owner) -> Cluster:
+    """``owner`` as the Cluster it is: ``current`` and the connections keep their cluster typed
+    by what they ask of it (``Owner``, ``ClusterPort``), and a Cluster is all they are given."""
+    assert isinstance(owner, Cluster), owner
+    return owner

@@ -18,15 +18,16 @@ import itertools
 import logging
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 
-from actorrt.client import current as _current
+from actorrt.client import pickling as _pickling
 from actorrt.client.bulk_links import BulkLinks
-from actorrt.client.current import copies_made
 from actorrt.client.future import CallFuture
 from actorrt.client.holders import Hold
+from actorrt.client.pickling import copies_made
 from actorrt.common.errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
 from actorrt.transport import bulk as _bulk
 from actorrt.transport import rpc as _rpc
@@ -40,9 +41,7 @@ from actorrt.v1 import actor_host_pb2 as pb
 if TYPE_CHECKING:
     from google.protobuf.message import Message
 
-    from actorrt.client.cluster import Cluster
-
-__all__ = ["ActorConnection"]
+__all__ = ["ActorConnection", "Owner"]
 
 log = logging.getLogger("actorrt.client")
 # A call's arguments as sent: encoded whole, or (seq, messages, bulk link) when streamed.
@@ -65,12 +64,65 @@ def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
     return rebuild_remote_error(what, failure.type_name, failure.message, failure.traceback, cause)
 
 
+class Owner(Protocol):
+    """What a connection, and the handles on it, ask of the cluster connection they belong to
+    (``cluster.Cluster``): its loop, credentials and limits, and what holds the actor
+    (``Holders``, through it). Each method says its thread."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def loop_thread(self) -> int: ...
+
+    @property
+    def tls(self) -> _rpc.TLS | None: ...
+
+    @property
+    def token(self) -> str | None: ...
+
+    @property
+    def max_payload_bytes(self) -> int: ...
+
+    def background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` on the loop, kept referenced until it is done. Loop thread."""
+        ...
+
+    async def death_cause(self, actor_id: str, wait_s: float) -> str | None:
+        """Why the master says ``actor_id`` died, waiting up to ``wait_s`` for the word."""
+        ...
+
+    def hold(self, conn: ActorConnection) -> None:
+        """One more handle (or bound method) on ``conn``. Any thread."""
+        ...
+
+    def drop(self, conn: ActorConnection) -> None:
+        """One fewer (a handle garbage-collected). Any thread."""
+        ...
+
+    def idle(self, conn: ActorConnection) -> None:
+        """``conn``, whose last handle went while calls were in flight, has none left. Loop thread."""
+        ...
+
+    def send_copy(self, conn: ActorConnection) -> str:
+        """A handle on ``conn`` is being pickled: its copy's token. Any thread."""
+        ...
+
+    def take_back(self, copies: list[tuple[str, str]]) -> None:
+        """These handle copies' payload never left this process. Any thread."""
+        ...
+
+    def void_copies(self, copies: list[tuple[str, str]], receiver: str) -> None:
+        """These handle copies' call failed without an answer from ``receiver``. Any thread."""
+        ...
+
+
 class ActorConnection:
     """One actor's Calls stream, pending futures and outgoing batch."""
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: Owner,
         actor_id: str,
         endpoint: str,
         kinds: dict[str, bool],
@@ -244,7 +296,7 @@ class ActorConnection:
         with the buffers, copied now. Either way the caller may change them once this returns.
         ``copies`` gets the (actor id, token) of each handle copy pickled into them."""
         what = f"{self.class_name}.{name}"
-        if not _current.in_actor_host:  # an actor's own modules stay by reference (its replies too)
+        if not _pickling.in_actor_host:  # an actor's own modules stay by reference (its replies too)
             ship_local_modules()
         recording = copies_made.set(copies)
         try:

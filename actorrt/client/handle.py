@@ -11,12 +11,13 @@ actor nobody holds is released.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from actorrt.client.connection import ActorConnection
-from actorrt.client.current import claimed_before, current_cluster, handles_pickled
+from actorrt.client.current import innermost
 from actorrt.client.future import CallFuture
+from actorrt.client.pickling import claimed_before, handles_pickled
 from actorrt.v1 import actor_host_pb2 as pb
 
 __all__ = ["ActorHandle", "HandleRef", "member_kinds"]
@@ -80,11 +81,14 @@ class HandleRef:
 
 
 def _rebuild(ref: HandleRef) -> ActorHandle[Any]:
-    """Unpickling a handle: this process's cluster connection (an actor's own, inside an actor)
-    holds it from now on."""
-    if claimed_before.get():
-        ref = replace(ref, token="")
-    return current_cluster().receive_handle(ref)
+    """Unpickling a handle (any thread): this process's cluster connection (an actor's own,
+    inside an actor) holds it from now on, and claims the copy (not a restart's: its first
+    construction did). Raises ClusterConnectionError when this process has none open."""
+    token = "" if claimed_before.get() else ref.token
+    cluster = innermost()
+    return ActorHandle(
+        cluster.receive_copy(ref.actor_id, ref.endpoint, ref.class_name, ref.kinds, ref.max_restarts, token)
+    )
 
 
 class ActorHandle(Generic[T]):
@@ -106,7 +110,8 @@ class ActorHandle(Generic[T]):
     _methods: dict[str, _Method]
 
     def __init__(self, conn: ActorConnection) -> None:
-        """Only the cluster makes handles (``Cluster.hold`` counts them)."""
+        """Only a cluster connection makes handles, each on a connection it counted it on
+        (``Cluster.make_handle``, ``Cluster.receive_copy``)."""
         object.__setattr__(self, "_conn", conn)
         object.__setattr__(self, "_kinds", conn.kinds)
         object.__setattr__(self, "_methods", {})
