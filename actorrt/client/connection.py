@@ -108,12 +108,9 @@ class Owner(Protocol):
         """A handle on ``conn`` is being pickled: its copy's token. Any thread."""
         ...
 
-    def take_back(self, copies: list[tuple[str, str]]) -> None:
-        """These handle copies' payload never left this process. Any thread."""
-        ...
-
-    def void_copies(self, copies: list[tuple[str, str]], receiver: str) -> None:
-        """These handle copies' call failed without an answer from ``receiver``. Any thread."""
+    def lost_copies(self, copies: list[tuple[str, str]], receiver: str = "") -> None:
+        """These handle copies' payload failed without an answer: it never left this process
+        (no ``receiver``), or ``receiver`` may not have claimed them. Any thread."""
         ...
 
 
@@ -306,13 +303,13 @@ class ActorConnection:
                 limit=self.cluster.max_payload_bytes,
             )
         except PayloadTooLargeError as e:
-            self.cluster.take_back(copies)  # the handles in them were never sent
+            self.cluster.lost_copies(copies)  # the handles in them were never sent
             raise SerializationError(f"arguments of {what} are {e}; nothing was sent") from None
         except Exception as e:  # noqa: BLE001 - name the argument that failed
             try:
                 name_culprit(what, args, kwargs, e)  # pickles them again: more copies
             finally:
-                self.cluster.take_back(copies)
+                self.cluster.lost_copies(copies)
         finally:
             copies_made.reset(recording)
         if not encoded.streamed:
@@ -626,10 +623,7 @@ class ActorConnection:
         if copies is None:
             return
         fut.copies = None
-        if sent:
-            self.cluster.void_copies(copies, self.actor_id)
-        else:
-            self.cluster.take_back(copies)
+        self.cluster.lost_copies(copies, self.actor_id if sent else "")
 
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)

@@ -22,8 +22,9 @@ What else holds an actor here, and what each costs:
   them (``keep``) until it dies (``died`` gives them back, to drop);
 - a handle copy pickled here (``copy``): ``AddRef{actor, token}``, counted by the master until
   the receiving process claims it (``claim``: ``AddRef{actor}``, then ``DropRef{actor, token}``);
-  one whose payload never left is taken back (``take_back``: ``DropRef{actor, token}``), one in a
-  call that failed without an answer is voided (``void``: ``DropRef{actor, token, receiver}``);
+  one whose payload never left is taken back (``lost``: ``DropRef{actor, token}``), one in a
+  call or construction that failed without an answer is voided (``lost`` with its receiver:
+  ``DropRef{actor, token, receiver}``);
 - a lookup answered (``found``): the master counts the asker a holder as it answers; one nobody
   made a handle from is let go (``unclaimed_drops``) once no lookup's answer is left to take,
   unless this client holds the actor or is constructing it (``placed`` until ``adopt``).
@@ -191,15 +192,12 @@ class Holders(Generic[C]):
         return token, add_ref(conn.actor_id, token)
 
     @staticmethod
-    def take_back(copies: list[tuple[str, str]]) -> list[pb.ClientEvent]:
-        """The payload these (actor id, token) copies were pickled into never left this process
-        (any thread): nobody will claim them, so this client does, as their receiver would."""
-        return [drop_ref(actor_id, token) for actor_id, token in copies]
-
-    @staticmethod
-    def void(copies: list[tuple[str, str]], receiver: str) -> list[pb.ClientEvent]:
-        """The call these copies were pickled into failed without an answer from ``receiver``
-        (any thread): the master stops counting those it did not claim, once its process is gone."""
+    def lost(copies: list[tuple[str, str]], receiver: str = "") -> list[pb.ClientEvent]:
+        """The payload these (actor id, token) copies were pickled into failed without an answer
+        (any thread). No ``receiver`` got it (it never left this process): nobody will claim
+        them, so this client takes them back, as their receiver would. Else ``receiver`` may
+        have died before claiming them: they are void, and the master stops counting those it
+        did not claim once that receiver's process is gone."""
         return [drop_ref(actor_id, token, receiver) for actor_id, token in copies]
 
     @staticmethod

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import actorrt
+from actorrt.client.control import Control
 from tests.conftest import ProcCluster, wait_until
 
 
@@ -274,16 +275,16 @@ async def test_a_notice_the_client_fails_to_handle_does_not_stop_the_ones_after_
 ) -> None:
     """One notice whose handling raises (here the first line of an actor's output) is logged
     with its traceback; the session reads on, so the next placement is answered."""
-    handle = actorrt.Cluster._on_notice
+    handle = Control._on_notice
     failed: list[str] = []
 
-    def fails_once(self: actorrt.Cluster, notice: Any) -> None:
+    def fails_once(self: Control, notice: Any) -> None:
         if not failed and notice.WhichOneof("notice") == "actor_output":
             failed.append("actor_output")
             raise RuntimeError("injected: a bug handling this notice")
         handle(self, notice)
 
-    monkeypatch.setattr(actorrt.Cluster, "_on_notice", fails_once)
+    monkeypatch.setattr(Control, "_on_notice", fails_once)
     async with cluster.connect():
         first = await Talker.remote()
         assert await first.say("hello") == "hello"

@@ -113,8 +113,8 @@ def test_a_copy_costs_a_token_claimed_by_its_receiver_or_taken_back_or_voided(ho
     assert Holders.claim("x", "c1.2", first=False) == [drop_ref("x", "c1.2")]
     assert Holders.claim("x", "", first=True) == [add_ref("x")]  # a lookup's answer: no copy
     # the sender: a payload that never left, and a call that failed without an answer
-    assert Holders.take_back([("x", "c1.1")]) == [drop_ref("x", "c1.1")]
-    assert Holders.void([("x", "c1.2")], receiver="r") == [drop_ref("x", "c1.2", "r")]
+    assert Holders.lost([("x", "c1.1")]) == [drop_ref("x", "c1.1")]  # taken back
+    assert Holders.lost([("x", "c1.2")], receiver="r") == [drop_ref("x", "c1.2", "r")]  # void
 
 
 def test_a_restartable_actors_arguments_hold_their_actors_until_it_dies(holders: Holders[Conn]) -> None:
