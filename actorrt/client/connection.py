@@ -1,6 +1,7 @@
 """``ActorConnection``: one actor's data-plane connection, straight to its actor host.
 
-It owns one ``ActorHost.Calls`` stream. A call is serialised on the caller's thread (so
+It owns one ``ActorHost.Calls`` stream (``CallsStream``, its base: opening, shared memory,
+bulk links, the outbox, teardown) and what the calls on it mean. A call is serialised on the caller's thread (so
 ``SerializationError`` comes at the call site) and added to the stream's ``Outbox``: a lone call
 leaves at once, and calls made while a write is in flight go together in the next message.
 Replies come back batched and resolve futures by seq. Connection state is touched on the
@@ -16,37 +17,29 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import sys
 import threading
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import grpc
 
 from actorrt.client import pickling as _pickling
-from actorrt.client.bulk_links import BulkLinks
+from actorrt.client.calls_stream import CallsStream, StreamOwner, remote_error
 from actorrt.client.future import CallFuture
 from actorrt.client.holders import Hold
 from actorrt.client.pickling import copies_made
-from actorrt.common.errors import ActorDiedError, RemoteError, SerializationError, rebuild_remote_error
+from actorrt.common.errors import ActorDiedError, RemoteError, SerializationError
 from actorrt.transport import bulk as _bulk
 from actorrt.transport import rpc as _rpc
-from actorrt.transport import shm as _shm
 from actorrt.transport import wire as _wire
 from actorrt.transport.codec import Encoded, PayloadTooLargeError, decode, decode_streamed, encode
-from actorrt.transport.outbox import Outbox
 from actorrt.transport.serialization import name_culprit, ship_local_modules
 from actorrt.v1 import actor_host_pb2 as pb
-
-if TYPE_CHECKING:
-    from google.protobuf.message import Message
 
 __all__ = ["ActorConnection", "Owner"]
 
 log = logging.getLogger("actorrt.client")
 # A call's arguments as sent: encoded whole, or (seq, messages, bulk link) when streamed.
 Packed = Encoded | tuple[int, list[bytes], "_bulk.Link | None"]
-_CALLS_METHOD = "/actorrt.v1.ActorHost/Calls"
 # How long a restartable actor's connection, cut off, waits for the master to say whether the
 # actor restarts or died (a lost node is noticed within the worker timeout, 10 s by default).
 RESTART_VERDICT_S = 60.0
@@ -54,39 +47,17 @@ RESTART_VERDICT_S = 60.0
 DEATH_WORD_S = 0.5
 
 
-def _remote_error(what: str, failure: pb.RemoteFailure) -> RemoteError:
-    cause: BaseException | None = None
-    if failure.exception.pickle:
-        try:
-            cause = decode(failure.exception)
-        except Exception:  # noqa: BLE001 - the type does not exist here: keep name and text
-            cause = None
-    return rebuild_remote_error(what, failure.type_name, failure.message, failure.traceback, cause)
-
-
-class Owner(Protocol):
+class Owner(StreamOwner, Protocol):
     """What a connection, and the handles on it, ask of the cluster connection they belong to
-    (``cluster.Cluster``): its loop, credentials and limits, and what holds the actor
-    (``Holders``, through it). Each method says its thread."""
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop: ...
+    (``cluster.Cluster``): besides what its stream asks, its loop's thread, the payload limit,
+    the master's word on deaths, and what holds the actor (``Holders``, through it). Each
+    method says its thread."""
 
     @property
     def loop_thread(self) -> int: ...
 
     @property
-    def tls(self) -> _rpc.TLS | None: ...
-
-    @property
-    def token(self) -> str | None: ...
-
-    @property
     def max_payload_bytes(self) -> int: ...
-
-    def background(self, work: Coroutine[Any, Any, Any]) -> None:
-        """Run ``work`` on the loop, kept referenced until it is done. Loop thread."""
-        ...
 
     async def death_cause(self, actor_id: str, wait_s: float) -> str | None:
         """Why the master says ``actor_id`` died, waiting up to ``wait_s`` for the word."""
@@ -114,8 +85,10 @@ class Owner(Protocol):
         ...
 
 
-class ActorConnection:
-    """One actor's Calls stream, pending futures and outgoing batch."""
+class ActorConnection(CallsStream):
+    """One actor's calls over its stream: pending futures, restarts, death, and its hold."""
+
+    cluster: Owner
 
     def __init__(
         self,
@@ -126,10 +99,7 @@ class ActorConnection:
         class_name: str,
         max_restarts: int = 0,
     ) -> None:
-        self.cluster = cluster
-        self.loop = cluster.loop
-        self.actor_id = actor_id
-        self.endpoint = endpoint
+        super().__init__(cluster, actor_id, endpoint)
         self.kinds = kinds
         self.class_name = class_name
         self.max_restarts = max_restarts
@@ -143,26 +113,10 @@ class ActorConnection:
         # Set while a cut-off restartable connection waits for the master's word.
         self._verdict: asyncio.Future[str] | None = None
         self.restarts = 0
-        self.dead: ActorDiedError | None = None
         self.set_attr_error: RemoteError | None = None
         self._seq = itertools.count(1)
         # seq -> (future, method name, call kind) of every call sent and not answered yet
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
-        # Large buffers go through /dev/shm once the host proved it shares it with us.
-        self.exchange: _shm.Exchange | None = None
-        # Else large buffers go on the stream's bulk connections (``_bulk``) once one is open:
-        # which one a payload takes, and how replies find theirs, is ``bulk_links``'s to say.
-        self.bulk_links: BulkLinks[_bulk.Link] = BulkLinks()
-        # The calls whose buffers went on a bulk connection, until answered: the links' own dict,
-        # read here per reply batch (empty unless large payloads took a link).
-        self._bulk_waiting = self.bulk_links.waiting
-        # Calls go straight into the outbox's next batch (cheaper than building a Call and
-        # copying it into a CallBatch); set once the stream is open.
-        self._outbox: Outbox[pb.CallBatch] | None = None
-        self._channel: grpc.aio.Channel | None = None
-        # Writes CallBatch messages, or pre-encoded bytes (_wire.passthrough); reads batches or chunks' data.
-        self._call: grpc.aio.StreamStreamCall[Message | bytes, pb.ReplyBatch | memoryview] | None = None
-        self._reader: asyncio.Task[None] | None = None
         # The reply whose streamed value is arriving in chunks: its buffers, and its future
         # with the pickle (None when nobody waits for it any more).
         self._incoming: tuple[_wire.Incoming, CallFuture[Any] | None, bytes] | None = None
@@ -178,92 +132,12 @@ class ActorConnection:
         await self._open(attach, timeout_s, f"reach {self.class_name}")
 
     async def _open(self, step: pb.ConstructActor | pb.AttachActor, timeout_s: float, what: str) -> None:
-        self._channel = _rpc.open_channel(self.endpoint, self.cluster.tls)
-        # The stub's own serializer, except that pre-encoded batches (bytes) pass through.
-        self._call = self._channel.stream_stream(
-            _CALLS_METHOD, request_serializer=_wire.passthrough, response_deserializer=_parse_reply
-        )(metadata=_rpc.auth_metadata(self.cluster.token))
-        probe = _shm.make_probe()
-        if probe is not None:
-            step.shm_probe = probe
-        first = pb.CallBatch(construct=step) if isinstance(step, pb.ConstructActor) else pb.CallBatch(attach=step)
-        try:
-            for message in _wire.bounded(first.SerializeToString()):
-                await self._call.write(message)
-            async with asyncio.timeout(timeout_s if timeout_s > 0 else None):
-                reply = await self._call.read()
-        except (TimeoutError, grpc.RpcError) as e:
-            await self._teardown()
-            detail = e.details() if isinstance(e, grpc.RpcError) else f"no answer within {timeout_s:g}s"
-            raise ActorDiedError(self.actor_id, f"could not {what}: {detail}") from e
-        finally:
-            if probe is not None:
-                _shm.unlink([probe])
-                step.shm_probe = ""
-        if not isinstance(reply, pb.ReplyBatch) or not reply.replies:  # EOF, or not an answer
-            await self._teardown()
-            raise ActorDiedError(self.actor_id, f"the actor host closed the stream (could not {what})")
-        answer = reply.replies[0]
-        if answer.HasField("error"):
-            await self._teardown()
-            raise _remote_error(f"{self.class_name}.__init__", answer.error)
-        if reply.shared_memory:
-            self.exchange = _shm.Exchange(self.loop, self._send_release)
-        if reply.bulk_port:
-            self._take_offer(reply.bulk_port, reply.bulk_key)
-        call = self._call
-        assert call is not None
-        self._outbox = Outbox(
-            call.write,
-            pb.CallBatch,
-            "calls",
-            split_above=_wire.CHUNK_BYTES,
-            on_error=lambda error: self._write_failed(call, error),
-        )
+        await self._open_stream(step, timeout_s, what, f"{self.class_name}.__init__")
         self._reader = asyncio.create_task(self._read())
         self.waiting = False
         queued, self._queued = self._queued, []
         for kind, name, packed, fut in queued:
             self._enqueue(kind, name, packed, fut)
-
-    def _take_offer(self, port: int, key: bytes) -> None:
-        """The host offers a bulk connection: open it in the background; until it is open (or
-        if it cannot be), large payloads stream in chunks."""
-        epoch = self.bulk_links.offered(port, _bulk.enabled())
-        if epoch is not None:
-            self.cluster.background(self._open_bulk(epoch, port, key))
-
-    async def _open_bulk(self, epoch: int, port: int, key: bytes) -> None:
-        call = self._call
-        try:
-            send_sock, recv_sock = await self.loop.run_in_executor(
-                None, _bulk.connect, self.endpoint, port, key, self.cluster.tls
-            )
-        except OSError as e:
-            _warn_no_bulk(self.endpoint, port, e)
-            error = _bulk.BulkError(f"the bulk connection could not be opened: {e}")
-            for consumer in self.bulk_links.failed(epoch):
-                consumer(error)
-            return
-        if self._call is not call or not self.bulk_links.opening(epoch):  # the stream ended meanwhile
-            for sock in {send_sock, recv_sock}:
-                sock.close()
-            return
-        link = _bulk.Link(send_sock, recv_sock, self.loop, 0, self.actor_id, epoch, self._bulk_ended)
-        for seq, consumer in self.bulk_links.opened(epoch, link):
-            link.expect(seq, consumer)
-
-    def _bulk_ended(self, link: _bulk.Link) -> None:
-        """A bulk connection broke (loop thread). If it was the stream's latest and the stream
-        lives, ask the host for another (``BulkLinks.reopen_in``); meanwhile large payloads
-        stream in chunks."""
-        delay = self.bulk_links.reopen_in(link, self.dead is None and self._outbox is not None)
-        if delay is not None:
-            self.loop.call_later(delay, self._ask_reopen, link)
-
-    def _ask_reopen(self, link: _bulk.Link) -> None:
-        if link is self.bulk_links.latest and self.dead is None and self._outbox is not None:
-            self._outbox.push_encoded([pb.CallBatch(bulk_reopen=True).SerializeToString()])
 
     # ---- calls (any thread) -----------------------------------------------------------------
 
@@ -532,7 +406,7 @@ class ActorConnection:
 
     def _fail(self, entry: tuple[CallFuture[Any], str, int], failure: pb.RemoteFailure) -> None:
         fut, name, kind = entry
-        err = _remote_error(f"{self.class_name}.{name}", failure)
+        err = remote_error(f"{self.class_name}.{name}", failure)
         fut.set_exception(err)
         if kind == pb.CALL_KIND_SET_ATTR:  # nobody holds this future: keep it for the next call
             fut.exception()
@@ -551,33 +425,6 @@ class ActorConnection:
             fut.set_result(decode_streamed(pickled, incoming.buffers))
         except Exception as e:  # noqa: BLE001 - e.g. a class missing here
             fut.set_exception(e)
-
-    @property
-    def shm(self) -> bool:
-        """Whether large buffers go through /dev/shm on this stream (until it closes)."""
-        return self.exchange is not None and not self.exchange.closed
-
-    def _send_release(self, name: str) -> None:
-        """Name a host segment we no longer use in our next batch. Loop thread."""
-        if self.dead is None and self._outbox is not None:
-            self._outbox.release(name)
-
-    def _write_failed(self, call: grpc.aio.StreamStreamCall[Any, Any], error: BaseException) -> None:
-        """``call``'s outbox stopped. A broken stream the reader sees and settles, and a stream
-        already replaced (the actor moved) or ending is not ours to judge; anything else is a
-        failure on our side of a stream still open: end it, and fail the calls with why."""
-        if isinstance(error, grpc.RpcError | asyncio.CancelledError) or call is not self._call or call.done():
-            return  # the reader, or whoever replaced or ended the stream, settles what is pending
-        self._failed_on_our_side("writing its calls failed", error)
-
-    def _failed_on_our_side(self, what: str, error: BaseException) -> None:
-        """A failure of ours on a stream still open: end the stream and fail every call saying
-        why (the actor lives on, so no death or restart word would ever come)."""
-        log.error("actor %s: %s", self.actor_id, what, exc_info=error)
-        if self._call is not None:
-            self._call.cancel()
-        if self.dead is None:
-            self.mark_dead(f"{what} ({type(error).__name__}: {error})")
 
     def mark_dead(self, cause: str) -> None:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""
@@ -629,45 +476,6 @@ class ActorConnection:
         self.mark_dead(cause)
         await self._teardown()
 
-    async def _teardown(self) -> None:
-        reader = self._reader
-        if reader is not None and reader is not asyncio.current_task():
-            reader.cancel()
-        if self._call is not None:
-            self._call.cancel()
-        links, waiting = self.bulk_links.ended()
-        for link in links:
-            link.close()
-        for consumer in waiting:
-            consumer(_bulk.BulkError("the stream ended"))
-        if self._channel is not None:
-            await self._channel.close(grace=None)
-        if self._reader is reader:  # not a new stream's, opened meanwhile (a restart's move)
-            self._reader = None
-
-
-_warned_no_bulk: set[str] = set()
-
-
-def _warn_no_bulk(endpoint: str, port: int, error: OSError) -> None:
-    """Say once per host address that its bulk port cannot be reached (a firewall that lets
-    only the gRPC port through, say): large payloads still travel, on gRPC, slower."""
-    host = endpoint.rsplit(":", 1)[0]
-    if host in _warned_no_bulk:
-        return
-    _warned_no_bulk.add(host)
-    print(
-        f"actorrt: cannot open the bulk connection to {host}:{port} ({error}); large payloads to and "
-        "from actors there go on gRPC instead (open that port range, or set ACTORRT_BULK=0 to silence this)",
-        file=sys.stderr,
-    )
-
 
 def _no_release(name: str) -> None:
     """Where a payload maps no segment: nothing to release."""
-
-
-def _parse_reply(data: bytes) -> pb.ReplyBatch | memoryview:
-    """The response deserializer: a chunk's data as a view (``_wire``), else the ReplyBatch."""
-    chunk = _wire.chunk_data(data, _wire.REPLY_CHUNK)
-    return chunk if chunk is not None else pb.ReplyBatch.FromString(data)
