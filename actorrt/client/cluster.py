@@ -1,8 +1,9 @@
 """The client: ``actorrt.connect()`` and the ``Cluster`` it yields.
 
-``Cluster`` ties together what a client is: its session with the master (``MasterSession``:
-placements, deaths, actor output), what it knows of its placements and actors (``ClientState``,
-a plain object), one data connection per actor (``ActorConnection``), and, with no address, the
+``Cluster`` ties together what a client is: its control plane (``Control``: the session with
+the master, and what it knows of its placements, restarts and deaths, ``ClientState``), who
+holds each actor here (``Holders``, whose effects it applies), one data connection per actor
+(``ActorConnection``), placing and constructing actors (``Creator``), and, with no address, the
 embedded cluster it started (``start_embedded``).
 
 Used as ``async with connect()`` everything runs on the caller's loop. Used as ``with connect()``
@@ -28,6 +29,7 @@ from actorrt.client import current as _current
 from actorrt.client import pickling as _pickling
 from actorrt.client.connection import ActorConnection, Owner
 from actorrt.client.control import RELEASE_WAIT_S, Control
+from actorrt.client.creation import Creator
 from actorrt.client.files import MAX_FILES_BYTES, collect_files
 from actorrt.client.future import CallFuture, spawn
 from actorrt.client.handle import ActorHandle, member_kinds
@@ -45,15 +47,12 @@ from actorrt.common.errors import (
 )
 from actorrt.common.status import ClusterStatus
 from actorrt.transport import rpc as _rpc
-from actorrt.transport.serialization import ship_local_modules
-from actorrt.v1 import actor_host_pb2, common_pb2
+from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = ["Cluster", "connect", "get_actor", "kill"]
 
 log = logging.getLogger("actorrt.client")
-
-DEATH_GRACE_S = 2.0  # how long a construction reported dead may still say how it ended
 
 
 class Cluster:
@@ -78,14 +77,7 @@ class Cluster:
         self.actor_id = actor_id  # set when this is an actor's own connection (``_actor_client``)
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
         self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
-        if max_payload_mb < 1:
-            raise ValueError(f"connect: max_payload_mb must be >= 1, got {max_payload_mb}")
-        for name, value, least in (("timeout", timeout, "> 0"), ("placement_timeout", placement_timeout, ">= 0")):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise TypeError(f"connect: {name} must be a number of seconds, got {value!r}")
-            if value < 0 or (least == "> 0" and value == 0):
-                hint = " (0 waits forever)" if name == "placement_timeout" else ""
-                raise ValueError(f"connect: {name} must be {least} seconds{hint}, got {value!r}")
+        _check_limits(timeout, placement_timeout, max_payload_mb)
         self.max_payload_bytes = max_payload_mb * 2**20
         self.token = home.load_token(token) if self.address else (token or home.new_token())
         self.client_id = uuid.uuid4().hex[:16]
@@ -100,8 +92,15 @@ class Cluster:
         self._printer = OutputPrinter()  # actors' output, printed off the loop
         # The control plane: the session with the master, and the requests that wait on it.
         self.control = Control(self.state, self, self._printer, timeout=timeout, log_to_driver=log_to_driver)
+        # Placing actors and constructing them on their hosts.
+        self.creator = Creator(
+            self,
+            self.control,
+            timeout=timeout,
+            placement_timeout=placement_timeout,
+            max_payload_bytes=self.max_payload_bytes,
+        )
         self._files_patterns = tuple(files)
-        self._files: list[actor_host_pb2.ShippedFile] = []
         self._embedded_cpus = embedded_cpus
         self._embedded: list[Any] = []
         self._thread: LoopThread | None = None  # ``with connect()``: the loop's own thread
@@ -121,7 +120,7 @@ class Cluster:
     async def _start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
-        self._files = collect_files(self._files_patterns, min(self.max_payload_bytes, MAX_FILES_BYTES))
+        self.creator.files = collect_files(self._files_patterns, min(self.max_payload_bytes, MAX_FILES_BYTES))
         if not self.address:
             from actorrt.local import start_embedded  # the servers load only when needed
 
@@ -338,14 +337,14 @@ class Cluster:
         #    for a restartable actor, the connections those handles hold (kept with it).
         holds: list[ActorConnection] = []
         copies: list[tuple[str, str]] = []
-        spec = self._pickle_spec(cls, args, kwargs, copies, holds if opts.max_restarts != 0 else None)
+        spec = self.creator.pickle_spec(cls, args, kwargs, copies, holds if opts.max_restarts != 0 else None)
         if self.closed:
             raise ClusterConnectionError("the cluster connection is closed")
         # 2. What to ask the master for.
         kinds = member_kinds(cls)
         place = creation.placement(cls.__qualname__, opts, kinds)
         # 3. A slot, and the actor constructed there (placed again while its host was gone).
-        conn, construct = await self._place_and_construct(place, spec, opts, kinds, copies)
+        conn, construct = await self.creator.place_and_construct(place, spec, opts, kinds, copies)
         try:
             if self.closed:  # closed while constructing: _close did not see this connection
                 await conn.close("its client closed the cluster connection")
@@ -359,127 +358,6 @@ class Cluster:
         except BaseException:
             self.lost_copies(copies, conn.actor_id)  # void, unless its host claimed them
             raise
-
-    def _pickle_spec(
-        self,
-        cls: type,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        copies: list[tuple[str, str]],
-        holds: list[ActorConnection] | None,
-    ) -> common_pb2.Payload:
-        """``creation.dump_spec``, recording each handle copy made (``copies``) and the
-        connections of the handles pickled (``holds``, for a restartable actor). Copies made by
-        a pickling that failed are taken back here; raises SerializationError."""
-        ship_local_modules()
-        pickling = _pickling.handles_pickled.set(holds)
-        recording = _pickling.copies_made.set(copies)
-        try:
-            return creation.dump_spec(cls, args, kwargs)
-        except BaseException:
-            self.lost_copies(copies)
-            raise
-        finally:
-            _pickling.copies_made.reset(recording)
-            _pickling.handles_pickled.reset(pickling)
-
-    async def _place_and_construct(
-        self,
-        place: pb.PlaceActor,
-        spec: common_pb2.Payload,
-        opts: ActorOptions,
-        kinds: dict[str, bool],
-        copies: list[tuple[str, str]],
-    ) -> tuple[ActorConnection, actor_host_pb2.ConstructActor]:
-        """Ask for a slot and construct the actor there: its connection and the step that
-        constructed it. If it fails, the handle ``copies`` in its arguments are taken back when
-        no host got them, else void unless claimed by the host that did."""
-        class_name = place.class_name
-        timeout = opts.placement_timeout if opts.placement_timeout is not None else self.placement_timeout
-        deadline = self.loop.time() + timeout if timeout > 0 else None
-        receiver = ""  # the actor whose host may have the arguments
-        try:
-            for attempt in range(1, creation.PLACE_ATTEMPTS + 1):
-                left = max(0.001, deadline - self.loop.time()) if deadline is not None else 0.0
-                placed = await self.control.request_placement(place, left, timeout)
-                conn = ActorConnection(self, placed.actor_id, placed.endpoint, kinds, class_name, opts.max_restarts)
-                construct = creation.construct_step(placed, class_name, spec, opts, self._files, self.max_payload_bytes)
-                try:
-                    receiver = placed.actor_id
-                    await self._construct(conn, construct)
-                    return conn, construct
-                except ActorDiedError as e:
-                    retry = creation.never_constructed(e, self.state.cause(placed.actor_id))
-                    if retry:
-                        receiver = ""  # no host got the arguments
-                    out_of_time = deadline is not None and self.loop.time() >= deadline
-                    if not retry or attempt == creation.PLACE_ATTEMPTS or out_of_time:
-                        ended = (
-                            "its constructor failed" if not retry else "its host was gone before its constructor ran"
-                        )
-                        await self.control.release_and_wait(placed.actor_id, ended)
-                        raise
-                    log.info(
-                        "placing %s again (attempt %d of %d): %s",
-                        class_name,
-                        attempt + 1,
-                        creation.PLACE_ATTEMPTS,
-                        e.cause,
-                    )
-                    if place.name:  # the name is free once the master has heard that this one ended
-                        await self.control.release_and_wait(
-                            placed.actor_id, "its host was gone before its constructor ran"
-                        )
-                    else:
-                        self.control.release(placed.actor_id, "its host was gone before its constructor ran")
-                    await asyncio.sleep(0.05 * attempt)  # the worker's SlotLost reaches the master meanwhile
-                except asyncio.CancelledError:
-                    self.control.release(placed.actor_id, "its placement was abandoned: its construction was cancelled")
-                    raise
-                except BaseException:
-                    await self.control.release_and_wait(placed.actor_id, "its constructor failed")
-                    raise
-            raise AssertionError("unreachable")  # the last attempt returns or raises
-        except BaseException:
-            self.lost_copies(copies, receiver)
-            raise
-
-    async def _construct(self, conn: ActorConnection, construct: actor_host_pb2.ConstructActor) -> None:
-        """``conn.open``, bounded as a whole (the connect and the first write too). Raises
-        ActorDiedError for every way the host is gone: its cause is the connection's own error
-        where there is one (it tells a host never reached from one that died constructing), else
-        the master's word that the actor died. ``conn`` joins ``self._actors`` only once built."""
-        what = f"could not construct {conn.class_name}"
-        bound = self.timeout + 5.0 if self.timeout > 0 else None
-        died: asyncio.Future[Any] = self.loop.create_future()
-        known = self.state.cause(conn.actor_id)
-        if known is not None:
-            died.set_result(known)
-        else:
-            self.state.await_death(conn.actor_id, died)
-        opening = asyncio.ensure_future(conn.open(construct, self.timeout))
-        try:
-            await asyncio.wait({opening, died}, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
-            if died.done() and not opening.done():  # let the connection say how it ended
-                await asyncio.wait({opening}, timeout=DEATH_GRACE_S)
-        except asyncio.CancelledError:  # our caller cancelled us
-            opening.cancel()
-            await asyncio.gather(opening, return_exceptions=True)
-            await conn.close("its construction was cancelled")
-            raise
-        finally:
-            self.state.forget_waiter(conn.actor_id, died)
-        if opening.done():
-            opening.result()  # its error: RemoteError, ActorDiedError (the connection's own)
-            if not died.done():
-                return
-            detail = died.result()  # constructed, but reported dead meanwhile
-        else:
-            opening.cancel()
-            await asyncio.gather(opening, return_exceptions=True)
-            detail = died.result() if died.done() else f"no answer within {bound:g}s"
-        await conn.close(f"{what}: {detail}")
-        raise ActorDiedError(conn.actor_id, f"{what}: {detail}")
 
     async def kill_actor(self, handle: ActorHandle[Any], wait_s: float = RELEASE_WAIT_S) -> None:
         conn = handle._conn
@@ -546,6 +424,18 @@ class Cluster:
     def __repr__(self) -> str:
         kind = "embedded" if self.embedded else "remote"
         return f"<Cluster {kind} {self.address} client={self.client_id}>"
+
+
+def _check_limits(timeout: float, placement_timeout: float, max_payload_mb: int) -> None:
+    """Refuse what ``connect`` cannot use, naming the argument: raises TypeError, ValueError."""
+    if max_payload_mb < 1:
+        raise ValueError(f"connect: max_payload_mb must be >= 1, got {max_payload_mb}")
+    for name, value, least in (("timeout", timeout, "> 0"), ("placement_timeout", placement_timeout, ">= 0")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise TypeError(f"connect: {name} must be a number of seconds, got {value!r}")
+        if value < 0 or (least == "> 0" and value == 0):
+            hint = " (0 waits forever)" if name == "placement_timeout" else ""
+            raise ValueError(f"connect: {name} must be {least} seconds{hint}, got {value!r}")
 
 
 def connect(

@@ -111,7 +111,7 @@ async def test_the_host_refuses_shipped_entries_outside_its_folder(cluster: Proc
     ]
     async with cluster.connect() as c:
         for entry in bad:
-            c._files = [actor_host_pb2.ShippedFile(path="fine.txt", data=b"ok"), entry]
+            c.creator.files = [actor_host_pb2.ShippedFile(path="fine.txt", data=b"ok"), entry]
             with pytest.raises(actorrt.RemoteError, match="shipped file path must be relative and inside"):
                 await Inspector.remote()
     assert not os.path.lexists(f"/tmp/{name}")
