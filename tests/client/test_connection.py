@@ -15,14 +15,7 @@ from typing import Any
 import pytest
 
 import actorrt
-from tests.conftest import ProcCluster
-
-
-@actorrt.remote_class
-class Talker:
-    def say(self, text: str) -> str:
-        print(text, flush=True)
-        return text
+from tests.conftest import ProcCluster, Talker
 
 
 async def test_calls_in_flight_fail_naming_the_cause_when_reading_replies_raises(

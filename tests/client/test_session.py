@@ -16,7 +16,7 @@ import pytest
 
 import actorrt
 from actorrt.client.control import Control
-from tests.conftest import ProcCluster, wait_until
+from tests.conftest import ProcCluster, Talker, wait_until
 
 # ---- a client that stops reading its session -------------------------------------------------
 
@@ -124,13 +124,6 @@ def test_a_client_that_stops_reading_does_not_make_the_master_grow(cluster: Proc
 
 
 # ---- a notice the client fails to handle ------------------------------------------------------
-
-
-@actorrt.remote_class
-class Talker:
-    def say(self, text: str) -> str:
-        print(text, flush=True)
-        return text
 
 
 async def test_a_notice_the_client_fails_to_handle_does_not_stop_the_ones_after_it(
