@@ -6,15 +6,21 @@ client, when it holds an actor (``AddRef``) and when it no longer does (``DropRe
 handles, bound methods, calls in flight, handle copies, lookups and constructions that hold it.
 One connection's hold on its actor goes::
 
-              hold()                drop() of the last (any thread)     last_gone(busy)
-    adopt(), connect() --> HELD ----------------------------------> HELD, 0 left ---------> DRAINING
-                            ^ ^  hold(): a handle made meanwhile       |  last_gone(idle)      |  idle(): the
-                            | '----------------------------------------'  hold() -> HELD       |  calls in flight
-                            '-----------------------------------------------------------------'  were answered
-                                                                       v                       v
-                                  RELEASED: its stream closes, and DropRef{actor} is sent unless the actor
-                                  died, or another connection to it took this one's place (the master
-                                  counts a client once per actor)
+      adopt(), connect(), hold()
+                |
+                v
+              HELD <-------------------------------------------------.
+                |  drop() of the last (any thread)                   |
+                v                                                    |
+          HELD, none left ---- hold(): a handle made before the -----'
+                |              loop ran last_gone()
+                |  last_gone(busy): calls in flight       hold()
+                +-------------------------------> DRAINING ----> HELD
+                |  last_gone(idle)                    |  idle(): its calls were answered
+                v                                     |
+            RELEASED <--------------------------------'
+      its stream closes, and DropRef{actor} is sent unless the actor died, or another
+      connection to it took this one's place (the master counts a client once per actor)
 
 What else holds an actor here, and what each costs:
 
