@@ -20,11 +20,11 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from actorrt.client.cluster import Cluster, connect, get_actor, kill
-from actorrt.client.current import current_cluster
+from actorrt.client.cluster import Cluster, connect, current_cluster, get_actor, kill
 from actorrt.client.future import CallFuture, Completions, as_completed, get, wait
 from actorrt.client.handle import ActorHandle
-from actorrt.client.remote import ActorOptions, RemoteClass, remote_class
+from actorrt.client.options import ActorOptions
+from actorrt.client.remote import RemoteClass, remote_class
 from actorrt.client.remote_attrs import call_method, get_attr, list_attrs
 from actorrt.common import loop as _loop
 from actorrt.common.errors import (

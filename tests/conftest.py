@@ -409,3 +409,12 @@ async def after_restart(call: Callable[[], Awaitable[T]], timeout: float = 20.0)
                 if "restarting it" not in str(e):
                     raise
                 await asyncio.sleep(0.1)
+
+
+@actorrt.remote_class
+class Talker:
+    """Says what it is told, on its output too (which the client's session forwards)."""
+
+    def say(self, text: str) -> str:
+        print(text, flush=True)
+        return text

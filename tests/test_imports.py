@@ -141,23 +141,10 @@ def test_each_package_says_what_it_may_import_as_the_layers_have_it() -> None:
         assert named == rules, f"{path} says it may import {sorted(named)}; LAYERS has {sorted(rules)}"
 
 
-# Type-only imports that still close a cycle, until the client's split removes them.
-KNOWN_TYPE_ONLY: set[tuple[str, str]] = {
-    ("actorrt.client.current", "actorrt.client.cluster"),
-    ("actorrt.client.handle", "actorrt.client.cluster"),
-}
-
-
 def test_actorrt_has_no_import_cycle() -> None:
     graph = import_graph()
     assert len(graph) > 40
-    cycle = find_cycle(
-        {
-            m: {d for d in deps - {"actorrt"} if (m, d) not in KNOWN_TYPE_ONLY}
-            for m, deps in graph.items()
-            if m != "actorrt"
-        }
-    )
+    cycle = find_cycle({m: deps - {"actorrt"} for m, deps in graph.items() if m != "actorrt"})
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 

@@ -1,49 +1,47 @@
-"""Which cluster connection a bare ``Cls.remote()`` uses: the innermost open ``connect()``.
+"""Which cluster connection this process uses where none is named: the innermost open one.
 
-Kept apart from the client so that ``@remote_class`` (which needs it) and the client (which sets
-it) do not import each other. Any thread; connections open and close on their own loops.
+A bare ``Cls.remote()``, ``get_actor(name)`` and every handle unpickled here go to it
+(``cluster.current_cluster`` gives it as the ``Cluster`` it is). What is kept here is typed by
+what the modules below ``cluster`` ask of it (``ClusterPort``), so that neither this module nor
+``handle`` imports ``cluster``, which imports them. Any thread; connections open and close on
+their own loops.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
+from actorrt.client.connection import ActorConnection, Owner
 from actorrt.common.errors import ClusterConnectionError
 
-if TYPE_CHECKING:
-    from actorrt.client.cluster import Cluster
-
-__all__ = ["claimed_before", "copies_made", "current_cluster", "enter", "handles_pickled", "leave", "set_fallback"]
-
-handles_pickled: ContextVar[list[Any] | None] = ContextVar("actorrt_handles_pickled", default=None)
-"""A list while a restartable actor's constructor arguments are pickled: the connections of the
-handles in them (its creator holds those actors as long as it keeps the arguments)."""
-
-copies_made: ContextVar[list[tuple[str, str]] | None] = ContextVar("actorrt_copies_made", default=None)
-"""A list while a call's arguments or an actor's constructor arguments are pickled: (actor id,
-token) of each handle copy made, taken back if the payload never leaves this process."""
-
-claimed_before: ContextVar[bool] = ContextVar("actorrt_claimed_before", default=False)
-"""True while an actor host unpickles the arguments of a restart's constructor: the handles in
-them hold the actor again, but their copies were claimed by its first construction, once."""
-
-in_actor_host = False
-"""True in an actor host's process once it hosts an actor: its own local modules stay pickled by
-reference (registering them by value would send its replies' classes by value too)."""
-
-_stack: list[Cluster] = []
+__all__ = ["ClusterPort", "enter", "innermost", "leave", "set_fallback"]
 
 
-_fallback: Callable[[], Cluster] | None = None
+class ClusterPort(Owner, Protocol):
+    """What ``current`` and a handle being unpickled (``handle``) ask of a cluster connection."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def receive_copy(
+        self, actor_id: str, endpoint: str, class_name: str, kinds: dict[str, bool], max_restarts: int, token: str
+    ) -> ActorConnection:
+        """A pickled handle arrived (any thread): the connection it calls through, with the
+        handle counted on it (the caller makes exactly one ``ActorHandle`` of it)."""
+        ...
+
+
+_stack: list[ClusterPort] = []
+_fallback: Callable[[], ClusterPort] | None = None
 _fallback_lock = threading.Lock()
 
 
-def current_cluster() -> Cluster:
+def innermost() -> ClusterPort:
     """The cluster of the innermost open ``connect()``; inside an actor with none open, the
-    actor's own connection to its cluster (made on first use); raises if there is neither."""
+    actor's own connection to its cluster (made on first use); raises ClusterConnectionError
+    if there is neither."""
     for cluster in reversed(_stack):
         if not cluster.closed:
             return cluster
@@ -56,18 +54,18 @@ def current_cluster() -> Cluster:
     raise ClusterConnectionError("not connected: open a cluster first with 'async with actorrt.connect():'")
 
 
-def set_fallback(make: Callable[[], Cluster] | None) -> None:
-    """What ``current_cluster`` opens when no connection is open (an actor host sets it)."""
+def set_fallback(make: Callable[[], ClusterPort] | None) -> None:
+    """What ``innermost`` opens when no connection is open (an actor host sets it)."""
     global _fallback
     _fallback = make
 
 
-def enter(cluster: Cluster) -> None:
+def enter(cluster: ClusterPort) -> None:
     """``cluster`` is now the innermost connection."""
     _stack.append(cluster)
 
 
-def leave(cluster: Cluster) -> None:
+def leave(cluster: ClusterPort) -> None:
     """``cluster`` closed: the one opened before it (if still open) is current again."""
     if cluster in _stack:
         _stack.remove(cluster)

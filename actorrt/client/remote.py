@@ -3,69 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Generic, Literal, Protocol, TypeVar, cast, overload
+from dataclasses import replace
+from typing import Any, Generic, Protocol, TypeVar, cast, overload
 
-from actorrt.client.current import current_cluster
+from actorrt.client.cluster import current_cluster
 from actorrt.client.future import CallFuture, spawn
 from actorrt.client.handle import ActorHandle
-from actorrt.common.resources import MAX_CPUS, MAX_GPUS
+from actorrt.client.options import ActorOptions, options_of
 
-INT32_MAX = 2**31 - 1  # the largest value the placement's fields carry
-
-__all__ = ["ActorOptions", "RemoteClass", "options_of", "remote_class"]
+__all__ = ["RemoteClass", "remote_class"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ActorOptions:
-    """How an actor is placed and run."""
-
-    num_cpus: int = 1
-    num_gpus: int = 0
-    max_memory_mb: int | None = None
-    max_concurrency: int = 1
-    placement_timeout: float | None = None
-    max_restarts: int = 0
-    name: str | None = None
-    lifetime: Literal["detached"] | None = None
-    scheduling: Literal["pack", "spread"] = "pack"
-    node: str | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("num_cpus", "num_gpus", "max_concurrency"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"remote_class: {name} must be an int, got {value!r}")
-        if not 1 <= self.num_cpus <= MAX_CPUS:
-            raise ValueError(f"remote_class: num_cpus must be 1..{MAX_CPUS} (no worker has more), got {self.num_cpus}")
-        if not 0 <= self.num_gpus <= MAX_GPUS:
-            raise ValueError(f"remote_class: num_gpus must be 0..{MAX_GPUS} (no worker has more), got {self.num_gpus}")
-        if not 1 <= self.max_concurrency <= INT32_MAX:
-            raise ValueError(f"remote_class: max_concurrency must be 1..{INT32_MAX}, got {self.max_concurrency}")
-        if self.max_memory_mb is not None and (not isinstance(self.max_memory_mb, int) or self.max_memory_mb < 1):
-            raise ValueError(f"remote_class: max_memory_mb must be a positive int or None, got {self.max_memory_mb!r}")
-        if self.placement_timeout is not None and self.placement_timeout < 0:
-            raise ValueError(f"remote_class: placement_timeout must be >= 0, got {self.placement_timeout}")
-        if (
-            not isinstance(self.max_restarts, int)
-            or isinstance(self.max_restarts, bool)
-            or not -1 <= self.max_restarts <= INT32_MAX
-        ):
-            raise ValueError(f"max_restarts must be an int in -1..{INT32_MAX} (-1: forever), got {self.max_restarts!r}")
-        if self.name is not None and (not isinstance(self.name, str) or not self.name or len(self.name) > 256):
-            raise ValueError(f"name must be a non-empty str of at most 256 characters, got {self.name!r}")
-        if self.lifetime not in (None, "detached"):
-            raise ValueError(f"lifetime must be None or 'detached', got {self.lifetime!r}")
-        if self.scheduling not in ("pack", "spread"):
-            raise ValueError(f"scheduling must be 'pack' or 'spread', got {self.scheduling!r}")
-        if self.node is not None and (not isinstance(self.node, str) or not self.node):
-            raise ValueError(f"node must be a worker id from status, got {self.node!r}")
-
-
-def options_of(cls: type) -> ActorOptions:
-    return getattr(cls, "_actorrt_options", None) or ActorOptions()
 
 
 class RemoteClass(Protocol[T]):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from actorrt.client.connection import ActorConnection
 from actorrt.client.future import CallFuture
-from actorrt.client.handle import ActorConnection, ActorHandle
+from actorrt.client.handle import ActorHandle
 from actorrt.v1 import actor_host_pb2 as pb
 
 __all__ = ["call_method", "get_attr", "list_attrs"]

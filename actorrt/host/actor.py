@@ -109,7 +109,7 @@ def attribute_names(instance: Any) -> list[str]:
             continue
         if callable(attr) and not isinstance(attr, (property, type)):
             continue  # a method of another kind (a builtin function, a callable object)
-        if type(attr).__module__ == "actorrt.client.remote":
+        if type(attr).__module__ in ("actorrt.client.remote", "actorrt.client.options"):
             continue  # what @remote_class added: Cls.remote, Cls.options and their options
         if inspect.ismemberdescriptor(attr) and not hasattr(instance, name):
             continue  # a __slots__ entry never set

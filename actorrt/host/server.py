@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from actorrt.client import current as _current
+from actorrt.client import pickling as _pickling
 from actorrt.common import loop
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ClusterConnectionError
@@ -183,15 +184,15 @@ class ActorHostServicer(pb_grpc.ActorHostServicer):
     def _construct(self, step: pb.ConstructActor) -> HostedActor:
         os.environ["CUDA_VISIBLE_DEVICES"] = _resources.visible_devices(list(step.gpu_ids), _NODE_DEVICES)
         os.environ["ACTORRT_ACTOR_ID"] = step.actor_id
-        _current.in_actor_host = True
+        _pickling.in_actor_host = True
         max_payload_mb = max(1, step.max_payload_bytes // 2**20) if step.max_payload_bytes else 1024
         _current.set_fallback(lambda: _actor_cluster(step.actor_id, self.token, self.tls, max_payload_mb))
         _write_shipped(step.files)
-        claimed = _current.claimed_before.set(step.restarts > 0)
+        claimed = _pickling.claimed_before.set(step.restarts > 0)
         try:
             cls, args, kwargs = decode(step.spec)
         finally:
-            _current.claimed_before.reset(claimed)
+            _pickling.claimed_before.reset(claimed)
         instance = cls(*args, **kwargs)
         return HostedActor(
             step.actor_id,

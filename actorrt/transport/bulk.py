@@ -17,7 +17,7 @@ fresh buffers and hands each frame to the event loop; it always drains, so a sen
 waits on the receiver's loop (no deadlock when both ends send large payloads at once), and
 what is not yet claimed is buffered there. So that a client pipelining large calls to a slow
 actor does not fill the actor's memory that way, a connection keeps at most
-``_handle.BULK_UNANSWERED_MAX`` (1 GiB) of arguments unanswered on it; past that they stream in
+``client.bulk_links.BULK_UNANSWERED_MAX`` (1 GiB) of arguments unanswered on it; past that they stream in
 chunks on the Calls stream, whose flow control holds them in the client until the host reads
 them. A frame over the receiver's payload limit is read and dropped; the call fails with the
 size error.

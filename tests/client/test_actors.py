@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import actorrt
-import actorrt.client.cluster
+import actorrt.client.control
 from tests.conftest import ProcCluster
 
 
@@ -199,7 +199,7 @@ async def test_constructor_error_raises_and_frees_the_slot(cluster: ProcCluster)
 async def test_placement_waits_for_a_free_slot_then_times_out(
     cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(actorrt.client.cluster, "PLACEMENT_WARN_S", 0.2)
+    monkeypatch.setattr(actorrt.client.control, "PLACEMENT_WARN_S", 0.2)
     async with cluster.connect() as c:
         a, b = await asyncio.gather(Counter.remote(1), Counter.remote(2))  # both slots taken
         with caplog.at_level(logging.WARNING, logger="actorrt.client"):

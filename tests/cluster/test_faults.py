@@ -255,7 +255,7 @@ async def test_actors_that_died_while_the_master_was_down_restart_if_they_may_el
             gc.collect()
 
             async def dropped() -> bool:
-                return kept_id not in c.state.actors
+                return kept_id not in c.holders.actors
 
             await _wait_for(dropped, 10.0)
             assert c.state.spec(kept_id) is not None  # the creator may still have to construct it
@@ -280,7 +280,7 @@ async def test_actors_that_died_while_the_master_was_down_restart_if_they_may_el
             # the daemon may have reported the SIGKILL itself, if it registered with it pending
             assert any(s in (c.state.cause(held_id) or "") for s in ("while the master was down", "SIGKILL"))
             assert "after 1 restarts, the last allowed" in (c.state.cause(spent_id) or "")
-            assert held_id not in c.state.actors and spent_id not in c.state.specs
+            assert held_id not in c.holders.actors and spent_id not in c.state.specs
             with pytest.raises(actorrt.ActorDiedError):  # its connection saw the host go
                 await held.echo(1)
             rows = {a["actor_id"]: a for a in (await c.status()).actors}

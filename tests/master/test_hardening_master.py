@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import actorrt
-from actorrt.client.cluster import Cluster
+from actorrt.client.control import Control
 from actorrt.master.servicer import Master, MasterServicer
 from actorrt.v1 import master_pb2 as pb
 from actorrt.worker.daemon import WorkerDaemon
@@ -368,7 +368,7 @@ async def test_a_daemon_keeps_no_output_or_heartbeats_queued_while_its_master_is
                 assert await loud.shout(1000) == 1000
                 await asyncio.sleep(0.5)
             assert daemon._events.qsize() == 0, daemon._events.qsize()
-            c.state.actors.clear()  # its master is gone for good: nothing to release at close
+            c.holders.actors.clear()  # its master is gone for good: nothing to release at close
 
 
 @actorrt.remote_class
@@ -434,7 +434,7 @@ async def test_a_creation_asked_for_while_the_session_is_down_keeps_its_actor() 
         async with actorrt.connect(master.address, token="t", log_to_driver=False) as cluster:
             servicer = master.servicer
             (client_id,) = servicer._to_client
-            session = cluster._session
+            session = cluster.control.session
             assert session is not None
             servicer._to_client[client_id].put_nowait(None)  # the master ends the session
             async with asyncio.timeout(30):
@@ -454,23 +454,23 @@ async def test_a_creation_cancelled_as_its_placement_arrives_gives_the_slot_back
     creating task ran again (``asyncio.wait_for`` around ``.remote()``, a TaskGroup cancelling
     its siblings) dropped the answer: nobody constructed or released the actor, and its slot
     stayed taken for the client's lifetime. The answer is released."""
-    on_notice, request = Cluster._on_notice, Cluster._request_placement
+    on_notice, request = Control._on_notice, Control.request_placement
     creating: list[asyncio.Task[object]] = []
 
-    async def recording(self: Cluster, *args: object) -> object:
+    async def recording(self: Control, *args: object) -> object:
         task = asyncio.current_task()
         assert task is not None
         creating.append(task)
         return await request(self, *args)  # type: ignore[arg-type]
 
-    def cancels_once_placed(self: Cluster, notice: pb.ClientNotice) -> None:
+    def cancels_once_placed(self: Control, notice: pb.ClientNotice) -> None:
         on_notice(self, notice)
         if notice.HasField("actor_placed") and creating:
             creating.pop().cancel()
-            monkeypatch.setattr(Cluster, "_request_placement", request)  # once
+            monkeypatch.setattr(Control, "request_placement", request)  # once
 
-    monkeypatch.setattr(Cluster, "_request_placement", recording)
-    monkeypatch.setattr(Cluster, "_on_notice", cancels_once_placed)
+    monkeypatch.setattr(Control, "request_placement", recording)
+    monkeypatch.setattr(Control, "_on_notice", cancels_once_placed)
     async with master_and_worker() as (master, _):
         async with actorrt.connect(master.address, token="t", log_to_driver=False):
             with pytest.raises(asyncio.CancelledError):

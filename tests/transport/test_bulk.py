@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt.client import handle as _handle
+from actorrt.client import bulk_links as _bulk_links
 from actorrt.transport import bulk as _bulk
 from tests.conftest import ProcCluster
 
@@ -72,7 +72,7 @@ def no_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
 async def bulk_up(handle: Any, timeout_s: float = 10.0) -> _bulk.Link:
     """The handle's bulk connection, once the client opened it (it opens beside the stream)."""
     deadline = time.monotonic() + timeout_s
-    while (link := handle._conn.bulk) is None:
+    while (link := handle._conn.bulk_links.latest) is None:
         assert time.monotonic() < deadline, "the bulk connection did not open"
         await asyncio.sleep(0.01)
     return link
@@ -116,7 +116,7 @@ async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_
     in the actor's process, which a memory limit would kill. Past ``BULK_UNANSWERED_MAX``
     unanswered on the bulk connection, arguments stream on the Calls stream instead, whose flow
     control keeps them in the caller until the host reads them."""
-    monkeypatch.setattr(_handle, "BULK_UNANSWERED_MAX", 256 * MIB)
+    monkeypatch.setattr(_bulk_links, "BULK_UNANSWERED_MAX", 256 * MIB)
     async with cluster.connect(max_payload_mb=128) as c:
         s = await Store.remote()
         link = await bulk_up(s)
@@ -124,7 +124,7 @@ async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_
         before, out0 = _memory(pid, "VmHWM"), link.bytes_out
         x = np.ones(64 * MIB, np.uint8)
         futures = [s.slowly(x, 0.2) for _ in range(24)]
-        assert s._conn.bulk_unanswered <= (256 + 64) * MIB
+        assert s._conn.bulk_links.unanswered <= (256 + 64) * MIB
         assert await asyncio.gather(*futures) == [64 * MIB] * 24
         grew = _memory(pid, "VmHWM") - before
         on_bulk = link.bytes_out - out0
@@ -133,7 +133,7 @@ async def test_large_calls_pipelined_to_a_slow_actor_wait_in_the_client_not_the_
         )
         assert grew < 700 * MIB, grew  # 1.5 GiB before
         assert 4 * 64 * MIB <= on_bulk < 24 * 64 * MIB  # the first on it, the rest on the stream
-        assert s._conn.bulk_unanswered == 0 and not s._conn._bulk_sent
+        assert s._conn.bulk_links.unanswered == 0 and not s._conn.bulk_links.waiting
         assert await s.keep(x) == 64 * MIB and link.bytes_out - out0 - on_bulk >= 64 * MIB  # on it again
         await c.kill(s)
 
@@ -166,7 +166,7 @@ async def test_a_frame_whose_call_failed_before_leaving_is_let_go_by_the_host(cl
         with pytest.raises(actorrt.RemoteError, match="no mode 'fast'"):
             await s.keep(np.ones(256 * MIB, np.uint8))
         assert link.bytes_out - out0 >= 256 * MIB  # its buffers had gone on the bulk connection
-        assert s._conn.bulk_unanswered == 0
+        assert s._conn.bulk_links.unanswered == 0
         await back_to(before)
         assert await s.keep(np.ones(MIB, np.uint8)) == MIB  # the stream and its link go on
         await c.kill(s)
@@ -204,7 +204,7 @@ async def test_with_bulk_off_large_payloads_stream_in_chunks(
         s = await Store.remote()
         got = await s.echo(np.arange(3 * MIB, dtype=np.uint8))
         assert np.array_equal(got, np.arange(3 * MIB, dtype=np.uint8))
-        assert s._conn.bulk is None and s._conn.bulk_port  # offered, not taken
+        assert s._conn.bulk_links.latest is None and s._conn.bulk_links.port  # offered, not taken
         await c.kill(s)
 
 
@@ -222,7 +222,7 @@ async def test_strangers_on_the_bulk_port_are_refused_and_the_actor_lives_on(clu
     async with cluster.connect() as c:
         s = await Store.remote()
         await bulk_up(s)
-        port = s._conn.bulk_port
+        port = s._conn.bulk_links.port
         hellos = [
             b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"x" * 64,  # not ours
             _bulk.MAGIC + b"\0" * _bulk.KEY_BYTES + _bulk.BOTH,  # a key never offered
@@ -238,7 +238,7 @@ async def test_strangers_on_the_bulk_port_are_refused_and_the_actor_lives_on(clu
             big = np.ones(8 * MIB, np.uint8)
             assert await s.keep(big) == 8 * MIB
             assert (await s.make(8 * MIB)).nbytes == 8 * MIB
-            assert s._conn.bulk is not None and not s._conn.bulk.closed
+            assert s._conn.bulk_links.latest is not None and not s._conn.bulk_links.latest.closed
         finally:
             silent.close()
         await c.kill(s)
@@ -316,7 +316,7 @@ async def test_a_broken_bulk_connection_falls_back_to_chunks_then_opens_again(cl
         assert all(outcomes[2:]), outcomes  # the host noticed by then: chunks both ways
         # the client asks for a new connection; the host offers one (number 2) and it opens
         deadline = time.monotonic() + 10
-        while (second := s._conn.bulk) is first or second is None:
+        while (second := s._conn.bulk_links.latest) is first or second is None:
             assert time.monotonic() < deadline, "no second bulk connection"
             await asyncio.sleep(0.05)
         assert second.epoch == 2 and not second.closed
@@ -337,7 +337,7 @@ async def test_a_payload_of_more_buffers_than_a_frame_carries_goes_in_chunks(clu
         many = [np.full(16, i % 251, np.uint8) for i in range(_bulk.MAX_BUFFERS + 4_464)]  # 1.1 MB in all
         back = await s.echo(many)
         assert len(back) == len(many) and all(int(b[0]) == i % 251 for i, b in enumerate(back))
-        assert s._conn.bulk is link and not link.closed  # sent in chunks; the connection lives on
+        assert s._conn.bulk_links.latest is link and not link.closed  # sent in chunks; the connection lives on
         got = await s.echo(np.full(3 * MIB, 7, np.uint8))
         assert int(got[-1]) == 7 and link.bytes_out >= 3 * MIB
         await c.kill(s)
@@ -486,7 +486,7 @@ async def test_the_bulk_connection_keeps_mutual_tls(tmp_path: Path) -> None:
             assert np.array_equal(got, np.arange(12 * MIB, dtype=np.uint8))
             assert link.bytes_out >= 12 * MIB and link.bytes_in >= 12 * MIB
             # plaintext on its port is not served: the TLS handshake fails, the actor lives on
-            assert await asyncio.to_thread(_refused, s._conn.bulk_port, _bulk.MAGIC + b"\0" * 17)
+            assert await asyncio.to_thread(_refused, s._conn.bulk_links.port, _bulk.MAGIC + b"\0" * 17)
             assert await s.ping() == "pong"
             await actorrt.kill(s)
     finally:

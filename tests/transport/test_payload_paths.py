@@ -39,7 +39,7 @@ async def ready(handle: Any, path: str) -> Any:
     stream, a moment after it)."""
     if path == "bulk":
         await bulk_up(handle)
-    assert handle._conn.bulk is None if path == "chunks" else handle._conn.bulk is not None
+    assert handle._conn.bulk_links.latest is None if path == "chunks" else handle._conn.bulk_links.latest is not None
     return handle
 
 
@@ -168,7 +168,7 @@ async def test_a_call_cancelled_while_its_reply_streams_leaves_the_stream_in_ste
             assert np.array_equal(got, np.arange(CHUNK + 3, dtype=np.uint8))
         assert cancelled >= 2 and m._conn._incoming is None
         if path == "bulk":  # the cancelled replies' frames were read off and let go
-            assert not m._conn.bulk._arrived and not m._conn.bulk._consumers
+            assert not m._conn.bulk_links.latest._arrived and not m._conn.bulk_links.latest._consumers
         await c.kill(m)
 
 
@@ -193,7 +193,7 @@ async def test_an_actor_killed_mid_transfer_fails_the_call_and_holds_nothing(
         assert conn._incoming is None or conn._incoming[1] is None or conn._incoming[1].done()
         assert not conn._pending
         if path == "bulk":  # its connection is closed, and its reader thread gone
-            assert conn.bulk is None
+            assert conn.bulk_links.latest is None
             deadline = time.monotonic() + 10
             while any(t.name == f"actorrt-bulk-{m.actor_id}" for t in threading.enumerate()):
                 assert time.monotonic() < deadline, "the bulk reader thread outlived its actor"

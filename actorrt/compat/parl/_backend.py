@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 from actorrt.client.cluster import connect, kill
 from actorrt.client.future import CallFuture
 from actorrt.client.handle import ActorHandle
-from actorrt.client.remote import ActorOptions
+from actorrt.client.options import ActorOptions
 from actorrt.client.remote_attrs import call_method, get_attr, list_attrs
 
 __all__ = ["Backend", "CallKind", "DirectBackend", "memory_limit_mb"]
