@@ -113,7 +113,7 @@ def rss_mb(pid: int, key: str = "VmRSS") -> float:
 
 
 async def master_main(args: argparse.Namespace) -> None:
-    from actorrt.master.servicer import Master
+    from actorrt.master.server import Master
 
     master = Master(
         "127.0.0.1",

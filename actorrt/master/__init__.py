@@ -5,6 +5,7 @@
 - State: ``ClusterTable`` (``table``), a plain object with an injected clock and no I/O.
 - Adapter: ``MasterServicer`` (``servicer``) turns protobuf into calls on the table and the
   table's answers into messages on session streams; ``output`` forwards actor output and log
-  reads; ``dashboard`` serves the web status page.
+  reads; ``dashboard`` serves the web status page; ``server`` (``Master``) runs the gRPC server
+  and its periodic sweep.
 - May import: ``common``, ``transport``; never the worker, client or host packages.
 """

@@ -1,4 +1,4 @@
-"""The master: the cluster's only fixed address. Control plane only; never carries user data.
+"""The master's servicer: the cluster's only fixed address. Control plane only; never carries user data.
 
 ``MasterServicer`` is a thin adapter: it turns protobuf into calls on ``ClusterTable`` and the
 table's answers into messages on the right session streams. Everything runs on one event loop.
@@ -14,22 +14,19 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 
 import grpc
-from prometheus_client import CollectorRegistry
 
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ActorNameTakenError, PlacementError
-from actorrt.common.lifecycle import Service
 from actorrt.common.logs import RepeatedFailures, ids
 from actorrt.master.metrics import MasterMetrics
 from actorrt.master.output import ClientOutbox, MasterLogs
 from actorrt.master.table import RESTART_STABLE_S, Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
-from actorrt.transport import addresses
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 
-__all__ = ["Master", "MasterServicer"]
+__all__ = ["HEARTBEATS_PER_S", "MasterServicer"]
 
 log = logging.getLogger("actorrt.master")
 FAILED_EVENT = "could not handle %s %s's %s event; its session goes on"
@@ -124,6 +121,17 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             log.critical("cluster table invariant broken: %s", e, exc_info=True)
             logging.shutdown()
             os._exit(INVARIANT_EXIT_STATUS)
+
+    def close(self) -> None:
+        """The server stops: arm no timer from now on, cancel those armed, end every session."""
+        self.closed = True
+        for timer in (self._deadline_timer, self._confirm_timer):
+            if timer is not None:
+                timer.cancel()
+        for queue in self._to_worker.values():
+            queue.put_nowait(None)
+        for outbox in self._to_client.values():
+            outbox.put_nowait(None)
 
     def heartbeat_interval(self) -> float:
         """The heartbeat interval for the cluster's size now: the base interval, or longer so
@@ -921,78 +929,3 @@ async def _first(events: AsyncIterator[pb.WorkerEvent] | AsyncIterator[pb.Client
         return await anext(events)
     except StopAsyncIteration:
         return None
-
-
-class Master(Service):
-    """The master process's server. ``async with Master(...) as m: m.address``."""
-
-    def __init__(
-        self,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        token: str | None = None,
-        tls: _rpc.TLS | None = None,
-        heartbeat_interval_s: float = 1.0,
-        worker_timeout_s: float = 10.0,
-        client_grace_s: float = 10.0,
-        metrics_registry: CollectorRegistry | None = None,
-        heartbeats_per_s: float = HEARTBEATS_PER_S,
-    ) -> None:
-        """``metrics_registry``: where the master's metrics register (see ``actorrt.master.metrics``).
-        ``heartbeats_per_s``: the heartbeat rate budgeted for all workers together."""
-        self.host = host
-        self.port = port
-        self.token = token
-        self.tls = tls
-        self.table = ClusterTable()
-        self.servicer = MasterServicer(
-            self.table,
-            heartbeat_interval_s=heartbeat_interval_s,
-            worker_timeout_s=worker_timeout_s,
-            client_grace_s=client_grace_s,
-            metrics=MasterMetrics(self.table, metrics_registry),
-            heartbeats_per_s=heartbeats_per_s,
-        )
-        self._server: grpc.aio.Server | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-
-    @property
-    def address(self) -> str:
-        return addresses.host_port(self.host, self.port)
-
-    async def _start(self) -> None:
-        interceptors = [_rpc.TokenInterceptor(self.token)] if self.token else []
-        self._server = grpc.aio.server(interceptors=interceptors, options=_rpc.server_options(_rpc.MASTER_MAX_RECEIVE))
-        pb_grpc.add_MasterServicer_to_server(self.servicer, self._server)
-        self.port = _rpc.listen(self._server, addresses.host_port(self.host, self.port), self.tls)
-        self.servicer.address = self.address
-        await self._server.start()
-        self.servicer.started_at = self.table.clock()
-        self._sweeper = asyncio.create_task(self._sweep_forever())
-        log.info("master listening on %s", self.address)
-
-    async def _sweep_forever(self) -> None:
-        period = min(1.0, self.servicer.worker_timeout_s / 4, self.servicer.client_grace_s / 4)
-        clock = self.table.clock
-        due = clock() + period
-        while True:
-            await asyncio.sleep(max(0.0, due - clock()))
-            now = clock()
-            self.servicer.sweep(period, stalled_s=now - due)
-            due = now + period
-
-    async def _close(self) -> None:
-        self.servicer.closed = True  # arms no timer from now on
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-        if self.servicer._deadline_timer is not None:
-            self.servicer._deadline_timer.cancel()
-        if self.servicer._confirm_timer is not None:
-            self.servicer._confirm_timer.cancel()
-        for queue in self.servicer._to_worker.values():
-            queue.put_nowait(None)
-        for outbox in self.servicer._to_client.values():
-            outbox.put_nowait(None)
-        if self._server is not None:
-            await self._server.stop(grace=1.0)

@@ -17,7 +17,8 @@ import pytest
 
 import actorrt
 from actorrt.client.cluster import Cluster
-from actorrt.master.servicer import Master, MasterServicer
+from actorrt.master.server import Master
+from actorrt.master.servicer import MasterServicer
 from actorrt.v1 import master_pb2 as pb
 from actorrt.worker.daemon import WorkerDaemon
 
