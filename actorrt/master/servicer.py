@@ -10,7 +10,8 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import grpc
@@ -20,7 +21,10 @@ from actorrt.common.errors import ActorNameTakenError, PlacementError
 from actorrt.common.logs import RepeatedFailures, ids
 from actorrt.master.metrics import MasterMetrics
 from actorrt.master.output import ClientOutbox, MasterLogs
-from actorrt.master.table import RESTART_STABLE_S, Actor, ClusterTable, Ended, Placement, Request, TableInvariantError
+from actorrt.master.records import Actor, Ended, Placement, Request
+from actorrt.master.restarts import RESTART_STABLE_S
+from actorrt.master.state import TableInvariantError
+from actorrt.master.table import ClusterTable
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
@@ -58,6 +62,11 @@ class _Confirmed:
     actor_ids: list[str]
     kept: Sequence[pb.KeptActor]
     given_up: Collection[str]
+
+
+def _told(actor: Actor, holders: Iterable[str]) -> set[str]:
+    """The clients to tell what happens to ``actor``: its creator and every holder."""
+    return {actor.client_id, *holders} - {""}
 
 
 def _holding(confirmed: list[_Confirmed]) -> dict[str, set[str]]:
@@ -186,7 +195,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     ),
                 )
             if moved:  # its creator constructs it again; everyone else attaches
-                for client_id in self._holders(actor):
+                for client_id in _told(actor, self.table.refs.holders_of(actor.actor_id)):
                     if client_id == actor.client_id and p.answers:  # it never had it: its request is answered
                         self.metrics.placement_done(Request(client_id, p.answers))
                         self._send_placed(client_id, p.answers, p)
@@ -223,18 +232,13 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             ),
         )
 
-    @staticmethod
-    def _holders(actor: Actor) -> set[str]:
-        """The clients to tell what happens to ``actor``: its creator and every holder."""
-        return {actor.client_id, *actor.holders} - {""}
-
     def _ended(self, ended: Ended, exit_code: int = 0, node: str = "") -> None:
         """An actor's process ended: report its restart, or its death."""
         actor = ended.actor
-        for client_id in self.table.clients_of_actor(actor.actor_id):  # what it created dies with it
+        for client_id in self.table.clients.of_actor(actor.actor_id):  # what it created dies with it
             self._client_gone(client_id)
         if not ended.restarting:
-            self._report_death(actor, ended.cause, exit_code, node)
+            self._report_death(actor, ended.cause, ended.holders, exit_code, node)
             return
         log.info(
             "actor %s (%s) died: %s; restarting it (restart %d of %s)%s",
@@ -254,18 +258,20 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         notice = pb.ClientNotice(
             actor_restarting=pb.ActorRestarting(actor_id=actor.actor_id, cause=ended.cause, restarts=actor.restarts)
         )
-        for client_id in self._holders(actor):
+        for client_id in _told(actor, ended.holders):
             self._send_client(client_id, notice)
 
     def _released(self) -> None:
         """Stop what the table released (refcount zero); report those that were restarting."""
-        for actor in self.table.take_released():
-            if actor.restarting:  # it had no process: it is gone now
-                self._report_death(actor, actor.stopping)
+        for released in self.table.take_released():
+            if released.actor.restarting:  # it had no process: it is gone now
+                self._report_death(released.actor, released.actor.stopping, released.holders)
             else:
-                self._stop(actor)
+                self._stop(released.actor)
 
-    def _report_death(self, actor: Actor, cause: str, exit_code: int = 0, node: str = "") -> None:
+    def _report_death(
+        self, actor: Actor, cause: str, holders: AbstractSet[str], exit_code: int = 0, node: str = ""
+    ) -> None:
         self.table.record_death(actor, cause, node)
         if actor.answers:  # its creator's resent request waited for its restart
             self.metrics.placement_dropped(actor.client_id, actor.answers)
@@ -280,7 +286,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         )
         self.metrics.actor_died(cause)
         notice = pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor.actor_id, cause=cause, exit_code=exit_code))
-        for client_id in self._holders(actor):
+        for client_id in _told(actor, holders):
             self._send_client(client_id, notice)
 
     def _stop(self, actor: Actor) -> None:
@@ -421,7 +427,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         if kind == "slot_ready":
             self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
         elif kind == "slot_lost":
-            if self.table.slot_lost(worker_id, ev.slot_lost.slot):
+            if self.table.workers.lost(worker_id, ev.slot_lost.slot):
                 log.info(
                     "worker %s: the warm host of slot %d exited (%s); not placing there until it is back",
                     worker_id,
@@ -478,7 +484,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             old.put_nowait(None)
         queue = ClientOutbox(client_id)  # written to after SessionOpened
         self._to_client[client_id] = queue
-        self.table.open_client(client_id, opening.hostname, opening.pid, opening.actor_id)
+        self.table.clients.open(client_id, opening.hostname, opening.pid, opening.actor_id)
         self.set_muted(client_id, opening.mute_actor_output)
         # Where its restarted actors went: an ActorMoved may have been lost with the old stream
         # (the client ignores one it has followed already).
@@ -613,7 +619,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             for actor_id in actor_ids:
                 actor = self.table.actors.get(actor_id)
                 readopted = self._readopted.get(actor_id)
-                if actor is None or readopted is None or client_id not in actor.holders:
+                if actor is None or readopted is None or not self.table.refs.holds(client_id, actor_id):
                     continue
                 since, told = readopted
                 if self.table.clock() - since < READOPTED_TOLD_S and client_id not in told:
@@ -647,7 +653,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         (so that its other holders, whichever client spoke first, hold it again rather than
         hear it died), then the rest. The clients that confirm holding a live handle to one
         placed again hold it (it is told where it goes); like the actors rebuilt from workers'
-        reports, it is not released for lack of holders (``Actor.refcounted``)."""
+        reports, it is not released for lack of holders (``References.counted``)."""
         readopted: dict[str, Actor] = {}
         holding = _holding(confirmed)
         for c in confirmed:
@@ -663,7 +669,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             for actor_id in c.actor_ids:
                 if actor_id in self.table.actors:
                     continue
-                dead = self.table.dead.get(actor_id) or self.table.record_lost(actor_id, LOST_WHILE_MASTER_DOWN)
+                dead = self.table.dead.get(actor_id) or self.table.dead.lost(actor_id, LOST_WHILE_MASTER_DOWN)
                 self._send_client(
                     c.client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
                 )
@@ -675,7 +681,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             del self._readopted[actor_id]
         for actor_id, actor in readopted.items():
             if actor_id in self.table.actors:
-                holders = self._holders(actor)
+                holders = _told(actor, self.table.refs.holders_of(actor_id))
                 self._readopted[actor_id] = (now, set(holders))
                 self._tell_readopted(actor, holders)
         self._announce(self.table.place_waiting())  # after the notices: told it moved, never that it restarts
@@ -729,7 +735,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             self.metrics.actor_restarted(LOST_WHILE_MASTER_DOWN)
             return True
         if actor.max_restarts != 0 and not actor.may_restart():
-            self.table.record_lost(
+            self.table.dead.lost(
                 actor.actor_id, f"{LOST_WHILE_MASTER_DOWN} (after {actor.restarts} restarts, the last allowed)"
             )
         return False
@@ -785,7 +791,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         """Fail the queued requests whose placement timeout (a deadline in the table) ended."""
         expired = self.table.expire_requests()
         if expired:
-            used, total = self.table.slots()
+            used, total = self.table.workers.usage()
         for req in expired:
             self.metrics.placement_dropped(req.client_id, req.request_id)
             self._fail_placement(
@@ -853,12 +859,12 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 stalled_s,
             )
             self.table.excuse(stalled_s)
-        for worker_id in self.table.stale_workers(self.worker_timeout_s - period_s):
+        for worker_id in self.table.workers.stale(self.worker_timeout_s - period_s):
             queue = self._to_worker.get(worker_id)
             if queue is not None:
                 queue.put_nowait(None)
             self._worker_gone(worker_id, f"no heartbeat for {self.worker_timeout_s:g}s")
-        for client_id in self.table.expired_clients(self.client_grace_s):
+        for client_id in self.table.clients.expired(self.client_grace_s):
             log.warning("client %s did not return within %.0fs: stopping its actors", client_id, self.client_grace_s)
             self._client_gone(client_id)
         self._announce(self.table.place_waiting())  # a backstop for restarts whose backoff ended
@@ -911,7 +917,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 detached=a.detached,
                 restarts=a.restarts,
                 max_restarts=a.max_restarts,
-                holders=len(a.holders) + len(a.tokens),
+                holders=t.refs.count(a.actor_id),
                 restarting=a.restarting,
             )
             res = row.resources

@@ -223,7 +223,9 @@ async def test_confirms_due_together_settle_together_and_a_given_up_handle_holds
             servicer.started_at -= 60.0  # now due, the timer not run yet
             servicer._confirm(holder.client_id, [ghost])
             actor = servicer.table.actors[ghost]
-            assert actor.holders == {holder.client_id} and actor.restarts == 1  # the quitter holds nothing
+            assert (
+                servicer.table.refs.holders_of(ghost) == {holder.client_id} and actor.restarts == 1
+            )  # the quitter holds nothing
             assert (holder.client_id, "actor_died") not in sent and servicer._confirm_timer is None
             assert (holder.client_id, "actor_restarting") in sent and (creator.client_id, "actor_moved") in sent
             assert all(to != quitter.client_id for to, _ in sent)

@@ -10,16 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from actorrt.common.errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
-from actorrt.master.table import (
-    RESTART_BACKOFF_MAX_S,
-    RESTART_BACKOFF_S,
-    RESTART_STABLE_S,
-    Actor,
-    ClusterTable,
-    Placement,
-    Request,
-    restart_delay,
-)
+from actorrt.master.records import Actor, Placement, Request
+from actorrt.master.restarts import RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S, RESTART_STABLE_S, restart_delay
+from actorrt.master.table import ClusterTable
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +44,7 @@ def table_with_worker(cpus: int = 2, gpus: int = 0) -> tuple[ClusterTable, str, 
     clock = Clock()
     t = ClusterTable(clock)
     w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=cpus, gpus=gpus)
-    t.open_client("c1", "host", 1)
+    t.clients.open("c1", "host", 1)
     for slot in range(cpus):
         t.slot_ready(w.worker_id, slot, f"127.0.0.1:{9000 + slot}")
     return t, w.worker_id, clock
@@ -63,7 +56,7 @@ def test_places_on_a_ready_slot_and_accounts_resources() -> None:
     assert p is not None and p.worker_id == wid and p.gpu_ids == (0,)
     assert t.workers[wid].cpus_free == 1 and not t.workers[wid].gpus_free
     assert t.actors[p.actor_id].client_id == "c1" and p.actor_id in t.clients["c1"].actors
-    assert t.slots() == (1, 2)
+    assert t.workers.usage() == (1, 2)
 
 
 def test_queue_is_fifo_and_drains_when_a_slot_frees() -> None:
@@ -87,7 +80,7 @@ def test_impossible_resources_are_refused_at_once() -> None:
 
 def test_requests_wait_while_no_worker_has_joined() -> None:
     t = ClusterTable()
-    t.open_client("c1", "h", 1)
+    t.clients.open("c1", "h", 1)
     assert t.request(Request("c1", 1)) is None and len(t.queue) == 1
     t.remove_client("c1")  # a client that leaves takes its waiting requests along
     assert not t.queue
@@ -121,15 +114,15 @@ def test_silent_workers_and_lost_clients_expire() -> None:
     p = t.request(Request("c1", 1))
     assert p is not None
     clock.now += 5
-    assert t.stale_workers(10) == []
+    assert t.workers.stale(10) == []
     clock.now += 6
-    assert t.stale_workers(10) == [wid]
+    assert t.workers.stale(10) == [wid]
     t.seen(wid)
-    assert t.stale_workers(10) == []
+    assert t.workers.stale(10) == []
     t.client_lost("c1")
-    assert t.expired_clients(3) == []
+    assert t.clients.expired(3) == []
     clock.now += 3
-    assert t.expired_clients(3) == ["c1"]
+    assert t.clients.expired(3) == ["c1"]
     stopped = t.remove_client("c1")
     assert [a.actor_id for a in stopped] == [p.actor_id] and stopped[0].stopping
 
@@ -141,12 +134,12 @@ def test_time_the_master_did_not_run_is_not_counted_as_silence() -> None:
     t.client_lost("c1")
     clock.now += 8  # 3 s of silence, then the master stalls 5 s
     t.excuse(5)
-    assert t.stale_workers(3.5) == [] and t.expired_clients(3.5) == []
-    assert t.stale_workers(2.5) == [wid] and t.expired_clients(2.5) == ["c1"]
+    assert t.workers.stale(3.5) == [] and t.clients.expired(3.5) == []
+    assert t.workers.stale(2.5) == [wid] and t.clients.expired(2.5) == ["c1"]
     t.excuse(100)  # longer than the silence: last seen now, not in the future
     assert t.workers[wid].last_seen == clock.now and t.clients["c1"].lost_at == clock.now
     clock.now += 11
-    assert t.stale_workers(10) == [wid] and t.expired_clients(10) == ["c1"]
+    assert t.workers.stale(10) == [wid] and t.clients.expired(10) == ["c1"]
 
 
 def test_a_returning_client_keeps_its_actors() -> None:
@@ -154,9 +147,9 @@ def test_a_returning_client_keeps_its_actors() -> None:
     t.request(Request("c1", 1))
     t.client_lost("c1")
     clock.now += 1
-    t.open_client("c1", "host", 1)
+    t.clients.open("c1", "host", 1)
     clock.now += 100
-    assert t.expired_clients(3) == []
+    assert t.clients.expired(3) == []
 
 
 def test_reregistering_worker_rebuilds_its_actors() -> None:
@@ -167,13 +160,13 @@ def test_reregistering_worker_rebuilds_its_actors() -> None:
     assert not stale
     assert w.worker_id == "w-old" and w.cpus_free == 1 and t.actors["a1"].worker_id == "w-old"
     assert not t.clients["c9"].connected  # its client must come back within the grace period
-    t.open_client("c9", "h", 2)
+    t.clients.open("c9", "h", 2)
     assert t.clients["c9"].connected and "a1" in t.clients["c9"].actors
 
 
 def two_nodes(cpus: int = 2) -> tuple[ClusterTable, dict[str, str]]:
     t = ClusterTable()
-    t.open_client("c1", "h", 1)
+    t.clients.open("c1", "h", 1)
     ids = {}
     for n in ("a", "b"):
         w, _ = t.add_worker(node=n, node_ip="127.0.0.1", cpus=cpus, gpus=0)
@@ -230,7 +223,7 @@ def test_names_are_unique_and_reserved_while_queued() -> None:
 
 def test_an_actor_is_released_when_no_holder_and_no_copy_in_flight_remains() -> None:
     t, _ = two_nodes(cpus=1)
-    t.open_client("c2", "h", 2)
+    t.clients.open("c2", "h", 2)
     p = t.request(Request("c1", 1))
     assert p is not None
     aid = p.actor_id
@@ -238,7 +231,7 @@ def test_an_actor_is_released_when_no_holder_and_no_copy_in_flight_remains() -> 
     t.add_ref("c2", aid)  # c2 unpickled it ...
     t.drop_ref("c2", aid, "c1.1")  # ... and says the copy arrived
     t.drop_ref("c1", aid)  # the creator drops its handle
-    assert not t.take_released() and t.actors[aid].holders == {"c2"}
+    assert not t.take_released() and t.refs.holders_of(aid) == {"c2"}
     t.validate()
     t.drop_ref("c2", aid, "c1.2")  # a copy that arrived before its sender's word
     t.drop_ref("c2", aid)
@@ -246,25 +239,25 @@ def test_an_actor_is_released_when_no_holder_and_no_copy_in_flight_remains() -> 
     t.add_ref("c1", aid, "c1.2")
     t.drop_ref("c1", aid)  # nothing changes for c1; the count check runs again
     released = t.take_released()
-    assert [a.actor_id for a in released] == [aid] and "no handle" in released[0].stopping
+    assert [r.actor.actor_id for r in released] == [aid] and "no handle" in released[0].actor.stopping
     t.validate()
-    assert aid in t.clients["c1"].sent
+    assert aid in t.refs.sent_by("c1")
     t.actor_exited(aid, "stopped")
-    assert aid not in t.clients["c1"].sent  # it remembered every actor it ever sent a copy of
+    assert aid not in t.refs.sent_by("c1")  # it remembered every actor it ever sent a copy of
     t.validate()
 
 
 def test_copies_in_flight_die_with_the_client_that_sent_them() -> None:
     t, _ = two_nodes(cpus=1)
-    t.open_client("c2", "h", 2)
+    t.clients.open("c2", "h", 2)
     p = t.request(Request("c2", 1, detached=False))
     assert p is not None
     t.add_ref("c1", p.actor_id, "c1.7")  # c1 held it and sent a copy that is never unpickled
-    t.open_client("c3", "h", 3)
+    t.clients.open("c3", "h", 3)
     t.drop_ref("c2", p.actor_id)
     assert not t.take_released()
     t.remove_client("c1")
-    assert [a.actor_id for a in t.take_released()] == [p.actor_id]
+    assert [r.actor.actor_id for r in t.take_released()] == [p.actor_id]
     t.validate()
 
 
@@ -274,7 +267,7 @@ def test_a_copy_whose_receiver_died_before_claiming_it_is_void() -> None:
     is gone, else when it ends (the sender may have given up on a live receiver, whose claim may
     still come first); only its own copies; a claim that comes after all is ignored."""
     t, _ = two_nodes(cpus=2)
-    t.open_client("c2", "h", 2)
+    t.clients.open("c2", "h", 2)
     x, r, s = (t.request(Request("c2", i, max_restarts=m)) for i, m in ((1, 0), (2, 1), (3, 0)))
     assert x is not None and r is not None and s is not None
     t.add_ref("c1", x.actor_id)
@@ -285,21 +278,21 @@ def test_a_copy_whose_receiver_died_before_claiming_it_is_void() -> None:
     t.void_copy("c1", x.actor_id, "c1.4", r.actor_id)
     t.drop_ref("c3", x.actor_id, "c1.4")  # ... unless claimed first (then it is simply counted)
     t.void_copy("c2", x.actor_id, "c1.2", s.actor_id)  # not c2's copy
-    assert set(t.actors[x.actor_id].tokens) == {"c1.1", "c1.2", "c1.3"}
+    assert set(t.refs.tokens_of(x.actor_id)) == {"c1.1", "c1.2", "c1.3"}
     t.validate()
     t.actor_exited(r.actor_id, "killed by signal 9")  # r restarts: its process that got c1.1 is gone
     t.actor_exited(s.actor_id, "exited with code 1")  # s is gone for good
     t.void_copy("c1", x.actor_id, "c1.2", s.actor_id)
-    assert set(t.actors[x.actor_id].tokens) == {"c1.3"}
+    assert set(t.refs.tokens_of(x.actor_id)) == {"c1.3"}
     t.drop_ref("c3", x.actor_id, "c1.1")  # a claim of a void copy comes after all: ignored
-    assert list(t.actors[x.actor_id].voided) == ["c1.2"]
+    assert list(t.refs.voided_of(x.actor_id)) == ["c1.2"]
     t.validate()
     t.drop_ref("c1", x.actor_id)
     assert not t.take_released()  # c1.3 is on its way still
     t.remove_client("c1")  # ... and its sender left: void too, its late claim ignored
-    assert [a.actor_id for a in t.take_released()] == [x.actor_id]
+    assert [r.actor.actor_id for r in t.take_released()] == [x.actor_id]
     t.drop_ref("c2", x.actor_id, "c1.3")
-    assert t.actors[x.actor_id].tokens == {}
+    assert t.refs.tokens_of(x.actor_id) == {}
     t.validate()
 
 
@@ -312,7 +305,7 @@ def test_a_void_copy_releases_its_actor_when_the_receivers_process_ends() -> Non
     t.drop_ref("c1", x.actor_id)
     assert not t.take_released()
     t.actor_exited(r.actor_id, "exited with code 1")
-    assert [a.actor_id for a in t.take_released()] == [x.actor_id]
+    assert [r.actor.actor_id for r in t.take_released()] == [x.actor_id]
     t.validate()
 
 
@@ -337,7 +330,7 @@ def test_a_detached_actor_waiting_to_restart_ends_when_its_creator_leaves() -> N
     assert t.actors[p.actor_id].restarting and t.queue
     assert t.remove_client("c1") == []
     [ended] = t.take_released()
-    assert ended.actor_id == p.actor_id and "not restarted: its creator" in ended.stopping
+    assert ended.actor.actor_id == p.actor_id and "not restarted: its creator" in ended.actor.stopping
     assert p.actor_id not in t.actors and not t.queue and "ps" not in t.names
     t.validate()
 
@@ -427,7 +420,7 @@ def test_a_worker_registering_again_with_its_actors_keeps_them_as_they_were() ->
     """Its session came back before the master saw it go: the same instances, with their holders
     and restarts. (Each restartable one was restarted, and its live copy stopped as stale.)"""
     t, wid, _ = table_with_worker(cpus=2)
-    t.open_client("c2", "h", 2)
+    t.clients.open("c2", "h", 2)
     a = t.request(Request("c1", 1, max_restarts=1))
     b = t.request(Request("c1", 2))
     assert a is not None and b is not None
@@ -438,7 +431,8 @@ def test_a_worker_registering_again_with_its_actors_keeps_them_as_they_were() ->
     _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id=wid, live_actors=live)
     assert stale == [] and not t.queue
     kept = t.actors[a.actor_id]
-    assert kept.restarts == 0 and not kept.restarting and kept.holders == {"c1", "c2"} and kept.refcounted
+    assert kept.restarts == 0 and not kept.restarting and t.refs.holders_of(a.actor_id) == {"c1", "c2"}
+    assert t.refs.counted(a.actor_id)
     assert t.workers[wid].cpus_free == 0 and t.workers[wid].held == {a.slot: a.actor_id, b.slot: b.actor_id}
     t.validate()
 
@@ -475,7 +469,7 @@ def test_a_request_resent_after_a_reconnect_is_answered_with_the_actor_it_placed
     assert again is not None and again.again
     assert (again.actor_id, again.slot, again.endpoint) == (first.actor_id, first.slot, first.endpoint)
     assert len(t.actors) == 1 and t.workers[wid].cpus_free == 2
-    t.open_client("c2", "host", 1)
+    t.clients.open("c2", "host", 1)
     other = t.request(Request("c2", 1))  # another client's request 1 is another request
     assert other is not None and not other.again and other.actor_id != first.actor_id
     t.validate()
@@ -499,7 +493,7 @@ def test_a_request_resent_while_its_actor_restarts_is_answered_when_it_is_placed
     ended, placed = t.actor_exited(first.actor_id, "killed by signal 9 (SIGKILL)")
     assert ended is not None and ended.restarting and placed == []  # its slot is not ready again yet
     t.client_lost("c1")
-    t.open_client("c1", "host", 1)
+    t.clients.open("c1", "host", 1)
     assert t.request(Request("c1", 1, max_restarts=2, name="learner")) is None  # waits for it
     assert len(t.actors) == 1 and t.answered_by("c1", 1) == first.actor_id and t.answered_by("c1", 2) == ""
     t.validate()
@@ -514,10 +508,10 @@ def test_a_request_resent_while_its_actor_restarts_is_answered_when_it_is_placed
     assert t.request(Request("c1", 1, max_restarts=2, name="learner")) is None
     t.client_lost("c1")
     assert t.actors[first.actor_id].answers == 0  # nothing waits while its client is away
-    t.open_client("c1", "host", 1)
+    t.clients.open("c1", "host", 1)
     assert t.request(Request("c1", 1, max_restarts=2, name="learner")) is None
     gone = t.release_actor("c1", first.actor_id, "its placement was abandoned while it restarted")
-    assert gone is not None and gone.answers == 1 and t.take_released() == [gone]
+    assert gone is not None and gone.answers == 1 and [r.actor for r in t.take_released()] == [gone]
     assert t.answered_by("c1", 1) == "" and "learner" not in t.names
     t.validate()
 
@@ -558,9 +552,9 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     assert t.readopt(_lost("a1", restarts=1, name="r"), held=True)
     assert t.readopt(_lost("a2", max_restarts=-1, restarts=7, name="taken"), held=False)
     a1, a2 = t.actors["a1"], t.actors["a2"]
-    assert a1.restarting and a1.restarts == 2 and t.names["r"] == "a1" and a1.holders == {"c1"}
+    assert a1.restarting and a1.restarts == 2 and t.names["r"] == "a1" and t.refs.holders_of("a1") == {"c1"}
     assert a2.restarts == 8 and a2.name == "" and t.names["taken"] == taken.actor_id
-    assert a2.holders == set() and not a2.refcounted and not a1.refcounted
+    assert t.refs.holders_of("a2") == set() and not t.refs.counted("a2") and not t.refs.counted("a1")
     placed = t.place_waiting()
     assert [(p.actor_id, p.request.restart_of) for p in placed] == [("a1", "a1")]  # one free slot
     assert not t.actors["a1"].restarting and t.actors["a1"].worker_id == w
@@ -568,11 +562,11 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     t.drop_ref("c1", "a1")  # its creator lets go: kept, someone else may hold it
     assert t.take_released() == [] and {"a1", "a2"} <= set(t.actors)
     assert t.release_actor("c1", "a2", "killed") is not None  # a kill still ends one
-    assert [a.actor_id for a in t.take_released()] == ["a2"] and "a2" not in t.actors  # it had no process
+    assert [r.actor.actor_id for r in t.take_released()] == ["a2"] and "a2" not in t.actors  # it had no process
     assert not t.readopt(_lost("a1"), held=True)  # listed: not twice
     assert not t.readopt(_lost("a3", max_restarts=1, restarts=1), held=True)  # its last restart was used
     assert not t.readopt(_lost("a5", "nobody"), held=True)  # its creator has left: nobody constructs it
-    t.open_client("c2", "host", 2)
+    t.clients.open("c2", "host", 2)
     t.client_lost("c2")
     d = _lost("a4", "c2")
     d.detached = True
@@ -581,7 +575,7 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     t.actor_exited(taken.actor_id, "released", w, taken.slot)
     assert t.slot_ready(w, taken.slot, "127.0.0.1:9100") == []  # a4 waits for its creator
     t.validate()
-    t.open_client("c2", "host", 2)
+    t.clients.open("c2", "host", 2)
     assert [p.actor_id for p in t.place_waiting()] == ["a4"]
     t.validate()
 
@@ -596,8 +590,8 @@ def test_an_actor_rebuilt_from_its_worker_is_never_released_for_lack_of_holders(
     live = [Actor("shared", "", 0, "127.0.0.1:9000", "creator", "A", 1, ())]
     _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=1, gpus=0, live_actors=live)
     assert stale == []
-    t.open_client("creator", "host", 1)
-    t.open_client("late", "host", 2)  # its AddRef came after the worker registered
+    t.clients.open("creator", "host", 1)
+    t.clients.open("late", "host", 2)  # its AddRef came after the worker registered
     t.add_ref("late", "shared")
     t.drop_ref("late", "shared")
     t.drop_ref("creator", "shared")  # a third client whose AddRef was dropped may still use it
@@ -649,7 +643,7 @@ def test_a_restart_waits_for_its_creator_to_be_back_to_construct_it() -> None:
     t.client_lost("c1")  # its creator's session breaks meanwhile
     assert t.slot_ready(w, 0, "127.0.0.1:9000") == []
     t.validate()  # a ready slot, a queued restart, not placed: it waits for its creator
-    t.open_client("c1", "host", 1)
+    t.clients.open("c1", "host", 1)
     assert [x.actor_id for x in t.place_waiting()] == [p.actor_id]
 
 
@@ -662,7 +656,7 @@ def test_a_restart_waiting_out_its_backoff_ends_when_killed() -> None:
     ended, _ = t.actor_exited(p.actor_id, "exit 1")
     assert ended is not None and ended.delay_s > 0 and t.actors[p.actor_id].restarting
     t.release_actor("c1", p.actor_id, "killed")
-    assert [x.actor_id for x in t.take_released()] == [p.actor_id]
+    assert [r.actor.actor_id for r in t.take_released()] == [p.actor_id]
     assert not t.queue and t.next_wakeup() is None
 
 
@@ -680,13 +674,13 @@ def test_a_killed_actor_is_not_restarted_and_a_restarting_one_ends_at_once() -> 
     assert t.actors[b.actor_id].restarting
     t.validate()
     t.release_actor("c1", b.actor_id, "killed")
-    assert [x.actor_id for x in t.take_released()] == [b.actor_id] and not t.queue
+    assert [r.actor.actor_id for r in t.take_released()] == [b.actor_id] and not t.queue
     t.validate()
 
 
 def test_only_a_client_holding_an_actor_may_kill_it() -> None:
     t, _ = two_nodes(cpus=1)
-    t.open_client("c2", "h", 2)
+    t.clients.open("c2", "h", 2)
     p = t.request(Request("c1", 1))
     assert p is not None
     assert t.release_actor("c2", p.actor_id, "x") is None
@@ -714,7 +708,7 @@ def test_a_rejoining_worker_must_stop_actors_already_reported_dead() -> None:
 def big_table(nodes: int, slots: int) -> tuple[ClusterTable, Clock]:
     clock = Clock()
     t = ClusterTable(clock)
-    t.open_client("c1", "h", 1)
+    t.clients.open("c1", "h", 1)
     for n in range(nodes):
         w, _ = t.add_worker(node=f"n{n}", node_ip="10.0.0.1", cpus=slots, gpus=0)
         for s in range(slots):
@@ -760,7 +754,7 @@ def test_a_freed_slot_is_found_again_through_the_index() -> None:
 
 def test_gpu_requests_skip_nodes_without_free_gpus() -> None:
     t = ClusterTable()
-    t.open_client("c1", "h", 1)
+    t.clients.open("c1", "h", 1)
     cpu_only, _ = t.add_worker(node="cpu", node_ip="x", cpus=8, gpus=0)
     gpu, _ = t.add_worker(node="gpu", node_ip="x", cpus=2, gpus=1)
     for w in (cpu_only, gpu):
@@ -786,16 +780,16 @@ def test_a_slot_ready_for_a_slot_an_actor_holds_is_ignored() -> None:
 def test_placement_deadlines_live_in_the_table() -> None:
     t, _, clock = table_with_worker(cpus=1)
     assert t.request(Request("c1", 1)) is not None
-    t.open_client("c2", "host", 2)
+    t.clients.open("c2", "host", 2)
     assert t.request(Request("c2", 2, timeout_s=5)) is None
     assert t.request(Request("c1", 3, timeout_s=2)) is None
     assert t.request(Request("c1", 4)) is None  # waits forever
-    assert t.next_deadline() == clock.now + 2
+    assert t.queue.next_deadline() == clock.now + 2
     clock.now += 2
     assert [r.request_id for r in t.expire_requests()] == [3]
-    assert t.next_deadline() == clock.now + 3
+    assert t.queue.next_deadline() == clock.now + 3
     t.remove_client("c2")  # a request gone another way: its deadline is skipped
-    assert t.next_deadline() is None
+    assert t.queue.next_deadline() is None
     clock.now += 10
     assert t.expire_requests() == [] and [r.request_id for r in t.queue.values()] == [4]
     assert t.placements_failed == 1
@@ -809,7 +803,7 @@ def test_a_placed_request_never_expires() -> None:
     t.actor_exited(first.actor_id)
     assert len(t.slot_ready(wid, first.slot, "e:2")) == 1
     clock.now += 5
-    assert t.expire_requests() == [] and t.next_deadline() is None
+    assert t.expire_requests() == [] and t.queue.next_deadline() is None
 
 
 def test_recent_deaths_are_kept_in_the_table_and_bounded() -> None:
@@ -821,7 +815,7 @@ def test_recent_deaths_are_kept_in_the_table_and_bounded() -> None:
 
 
 def test_validate_names_what_is_broken() -> None:
-    from actorrt.master.table import TableInvariantError
+    from actorrt.master.state import TableInvariantError
 
     t, wid, _ = table_with_worker(cpus=2)
     p = t.request(Request("c1", 1))
