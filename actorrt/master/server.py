@@ -71,7 +71,7 @@ class Master(Service):
         self.port = _rpc.listen(self._server, addresses.host_port(self.host, self.port), self.tls)
         self.servicer.address = self.address
         await self._server.start()
-        self.servicer.started_at = self.table.clock()
+        self.servicer.recovery.started_at = self.table.clock()  # a restarted master's workers register from now
         self._sweeper = asyncio.create_task(self._sweep_forever())
         log.info("master listening on %s", self.address)
 

@@ -1,7 +1,9 @@
 """The master's servicer: the cluster's only fixed address. Control plane only; never carries user data.
 
-``MasterServicer`` is a thin adapter: it turns protobuf into calls on ``ClusterTable`` and the
-table's answers into messages on the right session streams. Everything runs on one event loop.
+``MasterServicer`` is a thin adapter: it turns protobuf into calls on ``ClusterTable`` (and on
+``Recovery`` for what comes back after a break) and their answers into messages on the right
+session streams. Its timers (placement deadlines, restart backoffs, the settling of
+confirmations) only call into those objects. Everything runs on one event loop.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import os
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 
 import grpc
 
@@ -22,6 +23,7 @@ from actorrt.common.logs import RepeatedFailures, ids
 from actorrt.master.metrics import MasterMetrics
 from actorrt.master.output import ClientOutbox, MasterLogs
 from actorrt.master.records import Actor, Ended, Placement, Request
+from actorrt.master.recovery import LOST_WHILE_MASTER_DOWN, Died, Effect, Exit, Kept, Readopted, Recovery, Tell
 from actorrt.master.restarts import RESTART_STABLE_S
 from actorrt.master.state import TableInvariantError
 from actorrt.master.table import ClusterTable
@@ -38,15 +40,7 @@ FAILED_EVENT = "could not handle %s %s's %s event; its session goes on"
 # Set to 1: the master checks ``ClusterTable.validate()`` after every transition, and a broken
 # invariant ends the process (exit status 70). The test suite sets it for all its masters.
 VALIDATE_ENV = "ACTORRT_VALIDATE"
-LOST_WHILE_MASTER_DOWN = (
-    "gone: no worker reported it to the restarted master (it ended, or waited to be placed again, "
-    "while the master was down)"
-)
 INVARIANT_EXIT_STATUS = 70
-# How long after placing an actor again from its creator's word a client that confirms it late
-# is still told so: as long as a holder's connection waits for the master's word after its
-# host went (the client's RESTART_VERDICT_S); later ones have given up, or never waited.
-READOPTED_TOLD_S = 60.0
 # Heartbeats per second the master budgets for all its workers together. Past that many nodes
 # (x the base interval) the interval it gives workers grows with the cluster, up to a quarter of
 # the worker timeout, so a large cluster's idle master does not spend a core reading heartbeats
@@ -54,31 +48,74 @@ READOPTED_TOLD_S = 60.0
 HEARTBEATS_PER_S = 1000.0
 
 
-@dataclass
-class _Confirmed:
-    """One client's ``ConfirmActors``, as far as the master has not settled it."""
-
-    client_id: str
-    actor_ids: list[str]
-    kept: Sequence[pb.KeptActor]
-    given_up: Collection[str]
-
-
 def _told(actor: Actor, holders: Iterable[str]) -> set[str]:
     """The clients to tell what happens to ``actor``: its creator and every holder."""
     return {actor.client_id, *holders} - {""}
 
 
-def _holding(confirmed: list[_Confirmed]) -> dict[str, set[str]]:
-    """Actor id -> the clients whose confirm says they hold a live handle to it: listed, not
-    given up on, and, for its creator, held (not only kept to construct again)."""
-    holding: dict[str, set[str]] = {}
-    for c in confirmed:
-        spec_only = {k.actor_id for k in c.kept if not k.held}
-        for actor_id in c.actor_ids:
-            if actor_id not in c.given_up and actor_id not in spec_only:
-                holding.setdefault(actor_id, set()).add(c.client_id)
-    return holding
+def _live_actor(a: pb.LiveActor) -> Actor:
+    """An actor a registering worker hosts, as it reports it."""
+    return Actor(
+        actor_id=a.actor_id,
+        worker_id="",
+        slot=a.slot,
+        endpoint=a.endpoint,
+        client_id=a.client_id,
+        class_name=a.class_name,
+        num_cpus=max(1, a.resources.num_cpus),
+        gpu_ids=tuple(a.gpu_ids),
+        max_memory_mb=a.resources.max_memory_mb,
+        name=a.name,
+        detached=a.detached,
+        max_restarts=a.max_restarts,
+        restarts=a.restarts,
+        methods=tuple(a.shape.methods),
+        attributes=tuple(a.shape.attributes),
+    )
+
+
+def _request(client_id: str, msg: pb.PlaceActor) -> Request:
+    """``client_id``'s ``PlaceActor`` as the table takes it."""
+    return Request(
+        client_id=client_id,
+        request_id=msg.request_id,
+        num_cpus=msg.resources.num_cpus,
+        num_gpus=msg.resources.num_gpus,
+        max_memory_mb=msg.resources.max_memory_mb,
+        class_name=msg.class_name,
+        timeout_s=max(0.0, msg.timeout_s),
+        name=msg.name,
+        detached=msg.detached,
+        max_restarts=msg.max_restarts,
+        spread=msg.scheduling == pb.SCHEDULING_SPREAD,
+        node=msg.node,
+        methods=tuple(msg.shape.methods),
+        attributes=tuple(msg.shape.attributes),
+    )
+
+
+def _kept(client_id: str, kept: pb.KeptActor) -> Kept:
+    """An actor ``client_id`` would construct again, as it describes it in its confirm."""
+    place = kept.placement
+    actor = Actor(
+        actor_id=kept.actor_id,
+        worker_id="",
+        slot=-1,
+        endpoint="",
+        client_id=client_id,
+        class_name=place.class_name,
+        num_cpus=max(1, place.resources.num_cpus),
+        gpu_ids=(),
+        num_gpus=place.resources.num_gpus,
+        max_memory_mb=place.resources.max_memory_mb,
+        name=place.name,
+        detached=place.detached,
+        max_restarts=max(-1, place.max_restarts),
+        restarts=max(0, kept.restarts),
+        methods=tuple(place.shape.methods),
+        attributes=tuple(place.shape.attributes),
+    )
+    return Kept(actor, kept.held)
 
 
 class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
@@ -104,28 +141,26 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.started = time.monotonic()
         self._to_worker: dict[str, asyncio.Queue[pb.WorkerCommand | None]] = {}
         self._to_client: dict[str, ClientOutbox] = {}
+        # A restarted master settles confirmations once its workers had a worker timeout and a
+        # reconnect period to register again (from ``recovery.started_at``, set as it serves).
+        self.recovery = Recovery(table, settle_after_s=worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S)
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = float("inf")  # the table's clock
-        self.started_at = table.clock()  # the table's clock; set again when the server starts
-        self.closed = False
-        # Confirmed actors this master did not know yet, settled together when its workers
-        # had their time to register again (``_confirm``).
-        self._unconfirmed: list[_Confirmed] = []
-        self._confirm_timer: asyncio.TimerHandle | None = None
+        self._settle_timer: asyncio.TimerHandle | None = None
         self._settle_at = 0.0  # the table's clock, when the timer is armed
-        # Actors this master placed again from their creator's word (``_confirm``): when (the
-        # table's clock), and the clients told so.
-        self._readopted: dict[str, tuple[float, set[str]]] = {}
+        self.closed = False
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
         self._init_logs()
 
     def check(self) -> None:
-        """With ``ACTORRT_VALIDATE=1``: check the table's invariants; a violation is fatal."""
+        """With ``ACTORRT_VALIDATE=1``: check the table's (and recovery's) invariants; a
+        violation is fatal."""
         if not self.validating:
             return
         try:
             self.table.validate()
+            self.recovery.validate()
         except TableInvariantError as e:
             log.critical("cluster table invariant broken: %s", e, exc_info=True)
             logging.shutdown()
@@ -134,7 +169,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def close(self) -> None:
         """The server stops: arm no timer from now on, cancel those armed, end every session."""
         self.closed = True
-        for timer in (self._deadline_timer, self._confirm_timer):
+        for timer in (self._deadline_timer, self._settle_timer):
             if timer is not None:
                 timer.cancel()
         for queue in self._to_worker.values():
@@ -329,45 +364,15 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"RegisterWorker.gpus must be 0..{_resources.MAX_GPUS}, got {reg.gpus}",
             )
-        live = [
-            Actor(
-                actor_id=a.actor_id,
-                worker_id="",
-                slot=a.slot,
-                endpoint=a.endpoint,
-                client_id=a.client_id,
-                class_name=a.class_name,
-                num_cpus=max(1, a.resources.num_cpus),
-                gpu_ids=tuple(a.gpu_ids),
-                max_memory_mb=a.resources.max_memory_mb,
-                name=a.name,
-                detached=a.detached,
-                max_restarts=a.max_restarts,
-                restarts=a.restarts,
-                methods=tuple(a.shape.methods),
-                attributes=tuple(a.shape.attributes),
-            )
-            for a in reg.live_actors
-        ]
+        live = [_live_actor(a) for a in reg.live_actors]
         old_queue = self._to_worker.pop(reg.worker_id, None) if reg.worker_id else None
         if old_queue is not None:
             old_queue.put_nowait(None)
         if reg.worker_id in self.table.workers:  # a reconnect: what it no longer reports is gone
-            keep = self.table.still_hosted(reg.worker_id, live)
-            # with the causes of the exits it could not send before, where they are this instance's
-            exits = {
-                e.actor_id: e
-                for e in reg.exited
-                if (a := self.table.actors.get(e.actor_id)) is not None
-                and a.worker_id == reg.worker_id
-                and a.slot == e.slot
-            }
-            causes = {actor_id: e.cause for actor_id, e in exits.items()}
-            lost = "lost while its worker daemon reconnected"
-            for ended in self.table.remove_worker(reg.worker_id, lost, keep, causes):
-                reported = exits.get(ended.actor.actor_id)
-                self._ended(ended, reported.exit_code if reported is not None else 0)
-        worker, stale = self.table.add_worker(
+            exits = [Exit(e.actor_id, e.slot, e.cause, e.exit_code) for e in reg.exited]
+            for ended, exit_code in self.recovery.worker_returning(reg.worker_id, live, exits):
+                self._ended(ended, exit_code)
+        worker = self.table.workers.join(
             node=reg.node,
             node_ip=reg.node_ip,
             cpus=reg.cpus,
@@ -375,8 +380,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             memory_bytes=reg.memory_bytes,
             pid=reg.pid,
             worker_id=reg.worker_id,
-            live_actors=live,
         )
+        stale = self.recovery.worker_registered(worker, live)
         worker_id = worker.worker_id
         queue: asyncio.Queue[pb.WorkerCommand | None] = asyncio.Queue()
         self._to_worker[worker_id] = queue
@@ -390,8 +395,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 )
             )
         )
-        for actor in stale:  # hosted across a partition, but its owner was told it died
-            queue.put_nowait(pb.WorkerCommand(stop_actor=pb.StopActor(actor_id=actor.actor_id, reason=actor.stopping)))
+        for actor in stale:  # hosted across a partition, reported twice, or told to stop before
+            self._stop(actor)
         self._retune_heartbeats()
         self.check()
         reader = asyncio.create_task(self._read_worker(worker_id, request_iterator, queue))
@@ -587,158 +592,65 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         kept: Sequence[pb.KeptActor] = (),
         given_up: Collection[str] = (),
     ) -> None:
-        """A client back from a lost session names the actors it holds or would construct again:
-        those this master does not list ended, or waited to be placed again, while it was down.
-        A restartable one its creator keeps (``kept``) is placed again, as its own restart would
-        be, while its restart limit allows; the others are reported dead, or the client would
-        keep them forever. Until this master has served a worker timeout and a reconnect period,
-        its workers may still be registering (with their actors): the ids it does not know yet
-        are settled then, every client's together. Those reported are remembered dead: a worker
-        registering later still stops them. A client confirming one placed again after that
-        hears what its holders heard. ``given_up``: those of ``actor_ids`` whose connection in
-        the client gave up on them (not counted as holding one placed again)."""
+        """A client back from a lost session confirms the actors it holds or would construct
+        again (``Recovery.confirmed``); what waits is settled by the settle timer."""
         if self.closed:
             return
-        unknown = [a for a in actor_ids if a not in self.table.actors]
-        wait = self.started_at + self.worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S - self.table.clock()
-        if wait <= 0 and self._unconfirmed:  # due, but the timer has not run yet: settle together
-            self._unconfirmed.append(_Confirmed(client_id, actor_ids, kept, given_up))
-            if self._confirm_timer is not None:
-                self._confirm_timer.cancel()
-            self._confirm_later()
-            return
-        if wait > 0:
-            later = [a for a in unknown if a not in self.table.dead]
-            if later:
-                self.arm_settle()
-                self._unconfirmed.append(
-                    _Confirmed(client_id, later, [k for k in kept if k.actor_id in later], given_up)
-                )
-            unknown = [a for a in unknown if a in self.table.dead]
-        else:
-            for actor_id in actor_ids:
-                actor = self.table.actors.get(actor_id)
-                readopted = self._readopted.get(actor_id)
-                if actor is None or readopted is None or not self.table.refs.holds(client_id, actor_id):
-                    continue
-                since, told = readopted
-                if self.table.clock() - since < READOPTED_TOLD_S and client_id not in told:
-                    told.add(client_id)
-                    self._tell_readopted(actor, {client_id})
-        self._settle_unknown([_Confirmed(client_id, unknown, kept, given_up)])
+        self._recovered(self.recovery.confirmed(client_id, actor_ids, [_kept(client_id, k) for k in kept], given_up))
+        self._arm_settle()
 
-    def arm_settle(self) -> None:
-        """Settle (``_confirm_later``) once this master has served a worker timeout and a
-        reconnect period (from ``started_at``), unless that is armed already."""
-        if self.closed:
-            return
-        due = self.started_at + self.worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S
-        if self._confirm_timer is not None:
-            if self._settle_at == due:
+    def _arm_settle(self) -> None:
+        """One timer at ``Recovery.settle_at``, while confirmations wait to be settled."""
+        at = None if self.closed else self.recovery.settle_at
+        if self._settle_timer is not None:
+            if at == self._settle_at:
                 return
-            self._confirm_timer.cancel()
-        self._settle_at = due
-        wait = max(0.0, due - self.table.clock())
-        self._confirm_timer = asyncio.get_running_loop().call_later(wait, self._confirm_later)
+            self._settle_timer.cancel()
+            self._settle_timer = None
+        if at is not None:
+            self._settle_at = at
+            delay = max(0.0, at - self.table.clock())
+            self._settle_timer = asyncio.get_running_loop().call_later(delay, self._settle_due)
 
-    def _confirm_later(self) -> None:
-        self._confirm_timer = None
-        pending, self._unconfirmed = self._unconfirmed, []
+    def _settle_due(self) -> None:
+        self._settle_timer = None
         if not self.closed:
-            self._settle_unknown(pending)
+            self._recovered(self.recovery.settle())
             self.check()
 
-    def _settle_unknown(self, confirmed: list[_Confirmed]) -> None:
-        """Settle the actors clients confirmed and no worker brought back: every kept one first
-        (so that its other holders, whichever client spoke first, hold it again rather than
-        hear it died), then the rest. The clients that confirm holding a live handle to one
-        placed again hold it (it is told where it goes); like the actors rebuilt from workers'
-        reports, it is not released for lack of holders (``References.counted``)."""
-        readopted: dict[str, Actor] = {}
-        holding = _holding(confirmed)
-        for c in confirmed:
-            for k in c.kept:
-                if (
-                    k.actor_id in c.actor_ids
-                    and k.actor_id not in self.table.actors
-                    and k.actor_id not in self.table.dead
-                    and self._readopt(c.client_id, k)
-                ):
-                    readopted[k.actor_id] = self.table.actors[k.actor_id]
-        for c in confirmed:
-            for actor_id in c.actor_ids:
-                if actor_id in self.table.actors:
-                    continue
-                dead = self.table.dead.get(actor_id) or self.table.dead.lost(actor_id, LOST_WHILE_MASTER_DOWN)
-                self._send_client(
-                    c.client_id, pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor_id, cause=dead.cause))
+    def _recovered(self, effects: list[Effect]) -> None:
+        """Carry out what ``Recovery`` decided, in order."""
+        for fx in effects:
+            if isinstance(fx, Died):
+                notice = pb.ActorDied(actor_id=fx.actor_id, cause=fx.cause)
+                self._send_client(fx.client_id, pb.ClientNotice(actor_died=notice))
+            elif isinstance(fx, Readopted):
+                log.info(
+                    "actor %s (%s), lost while the master was down, is placed again from its creator's "
+                    "word (restart %d of %s)",
+                    fx.actor.actor_id,
+                    fx.actor.class_name,
+                    fx.actor.restarts,
+                    "unlimited" if fx.actor.max_restarts < 0 else fx.actor.max_restarts,
+                    extra=ids(actor_id=fx.actor.actor_id, client_id=fx.actor.client_id),
                 )
-        for actor_id in readopted:  # those holding a live handle (the creator's own word is in)
-            for client_id in holding.get(actor_id, set()) - {self.table.actors[actor_id].client_id}:
-                self.table.add_ref(client_id, actor_id)
-        now = self.table.clock()
-        for actor_id in [a for a, (since, _) in self._readopted.items() if now - since >= READOPTED_TOLD_S]:
-            del self._readopted[actor_id]
-        for actor_id, actor in readopted.items():
-            if actor_id in self.table.actors:
-                holders = _told(actor, self.table.refs.holders_of(actor_id))
-                self._readopted[actor_id] = (now, set(holders))
-                self._tell_readopted(actor, holders)
-        self._announce(self.table.place_waiting())  # after the notices: told it moved, never that it restarts
+                self.metrics.actor_restarted(LOST_WHILE_MASTER_DOWN)
+            elif isinstance(fx, Tell):
+                self._tell_readopted(fx)
+            else:
+                self._announce(fx.placements)
 
-    def _tell_readopted(self, actor: Actor, clients: set[str]) -> None:
-        """Tell ``clients`` that ``actor`` is being placed again (their connections saw its host
-        go and wait for the master's word), and, if it is already placed, where."""
+    def _tell_readopted(self, tell: Tell) -> None:
+        actor = tell.actor
         restarting = pb.ClientNotice(
             actor_restarting=pb.ActorRestarting(
                 actor_id=actor.actor_id, cause=LOST_WHILE_MASTER_DOWN, restarts=actor.restarts
             )
         )
-        for client_id in clients:
+        for client_id in tell.clients:
             self._send_client(client_id, restarting)
-            if not actor.restarting:
+            if tell.placed:
                 self._send_moved(client_id, actor, construct=False)
-
-    def _readopt(self, client_id: str, kept: pb.KeptActor) -> bool:
-        """Queue a restartable actor no worker brought back to be placed again, from its
-        creator's word; False (remembered lost) when its restart limit is used up, or its
-        creator has left."""
-        place = kept.placement
-        actor = Actor(
-            actor_id=kept.actor_id,
-            worker_id="",
-            slot=-1,
-            endpoint="",
-            client_id=client_id,
-            class_name=place.class_name,
-            num_cpus=max(1, place.resources.num_cpus),
-            gpu_ids=(),
-            num_gpus=place.resources.num_gpus,
-            max_memory_mb=place.resources.max_memory_mb,
-            name=place.name,
-            detached=place.detached,
-            max_restarts=max(-1, place.max_restarts),
-            restarts=max(0, kept.restarts),
-            methods=tuple(place.shape.methods),
-            attributes=tuple(place.shape.attributes),
-        )
-        if self.table.readopt(actor, held=kept.held):
-            log.info(
-                "actor %s (%s), lost while the master was down, is placed again from its creator's "
-                "word (restart %d of %s)",
-                actor.actor_id,
-                actor.class_name,
-                actor.restarts,
-                "unlimited" if actor.max_restarts < 0 else actor.max_restarts,
-                extra=ids(actor_id=actor.actor_id, client_id=client_id),
-            )
-            self.metrics.actor_restarted(LOST_WHILE_MASTER_DOWN)
-            return True
-        if actor.max_restarts != 0 and not actor.may_restart():
-            self.table.dead.lost(
-                actor.actor_id, f"{LOST_WHILE_MASTER_DOWN} (after {actor.restarts} restarts, the last allowed)"
-            )
-        return False
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Set
+from collections.abc import Callable, Collection, Mapping, Set
 
 from actorrt.common.errors import ActorNameTakenError, PlacementError
 from actorrt.master.clients import Clients
@@ -61,63 +61,12 @@ class ClusterTable:
 
     # ---- workers ----------------------------------------------------------------------------
 
-    def add_worker(
-        self,
-        *,
-        node: str,
-        node_ip: str,
-        cpus: int,
-        gpus: int,
-        memory_bytes: int = 0,
-        pid: int = 0,
-        worker_id: str = "",
-        live_actors: Iterable[Actor] = (),
-    ) -> tuple[Worker, list[Actor]]:
-        """Register a worker; a known ``worker_id`` re-registers it with the actors it still hosts.
-
-        Returns the worker and the live actors it must stop: those already reported dead, those
-        reported twice, and those a stop was asked for (it may have been lost with the old
-        stream). Raises ValueError for less than 1 cpu."""
-        if cpus < 1:
-            raise ValueError(f"a worker needs at least 1 cpu, got {cpus}")
-        if worker_id in self.workers:
-            self.remove_worker(worker_id, keep=self.still_hosted(worker_id, live_actors))
-        worker = self.workers.join(
-            node=node, node_ip=node_ip, cpus=cpus, gpus=gpus, memory_bytes=memory_bytes, pid=pid, worker_id=worker_id
-        )
-        stale = []
-        for actor in live_actors:
-            known = self.actors.get(actor.actor_id)
-            if (
-                known is not None
-                and known.worker_id == worker.worker_id
-                and known.slot == actor.slot
-                and not known.restarting
-            ):
-                # the same instance (kept by remove_worker): what the table knew of it stays
-                self.workers.hold(worker, known)
-                if known.stopping:  # its stop went to the stream that broke and may be lost: again
-                    stale.append(known)
-                continue
-            actor.worker_id = worker.worker_id
-            if actor.actor_id in self.dead:
-                actor.stopping = f"it was reported dead: {self.dead[actor.actor_id].cause}"
-                stale.append(actor)
-            elif actor.actor_id in self.actors or actor.slot in worker.held:
-                actor.stopping = "reported twice by its worker"
-                stale.append(actor)
-                if actor.actor_id in self.actors:
-                    self.restarts.stale_copy(actor.actor_id, worker.worker_id)
-            else:
-                self._rebuild(worker, actor)
-        return worker, stale
-
-    def _rebuild(self, worker: Worker, actor: Actor) -> None:
+    def adopt(self, worker: Worker, actor: Actor) -> None:
         """List ``actor``, which ``worker`` hosts on ``actor.slot`` and this table did not know (a
-        restarted master learns it from the worker's registration). Its creator holds it (its
-        client, if not back yet, has the grace period); who else does is not known for sure (an
-        AddRef may have come before the worker), so it is never released for lack of holders.
-        Its name, if another live actor has it now, is theirs."""
+        restarted master learns it from the worker's registration: ``Recovery``). Its creator
+        holds it (its client, if not back yet, has the grace period); who else does is not known
+        for sure (an AddRef may have come before the worker), so it is never released for lack
+        of holders. Its name, if another live actor has it now, is theirs."""
         actor.num_gpus = len(actor.gpu_ids)
         actor.placed_at = self.clock()  # as far as this table knows
         if actor.name:
@@ -132,25 +81,15 @@ class ClusterTable:
         self, worker_id: str, cause: str = "", keep: Collection[str] = (), causes: Mapping[str, str] | None = None
     ) -> list[Ended]:
         """Drop a worker and everything on it; returns how each of its actors ended (placed
-        again, or dead). ``keep``: actors it still hosts as it registers again (``add_worker``
-        with the same id takes them back as they were: ``still_hosted``). ``causes``: how some
-        of them ended, instead of ``cause`` (exits it reports as it registers again)."""
+        again, or dead). ``keep``: actors it still hosts as it registers again (listed still,
+        ``Recovery.worker_registered`` takes them back as they were). ``causes``: how some of
+        them ended, instead of ``cause`` (exits it reports as it registers again)."""
         worker = self.workers.remove(worker_id)
         if worker is None:
             return []
         ended = [self._end(a, (causes or {}).get(a, cause)) for a in list(worker.actors) if a not in keep]
         self.restarts.worker_gone(worker_id)
         return [e for e in ended if e is not None]
-
-    def still_hosted(self, worker_id: str, live_actors: Iterable[Actor]) -> set[str]:
-        """Which of a known worker's actors its registration reports on the slots the table has
-        them on: the same instances (its session came back before the master saw it go)."""
-        worker = self.workers.get(worker_id)
-        return {
-            a.actor_id
-            for a in live_actors
-            if worker is not None and a.actor_id in worker.actors and self.actors[a.actor_id].slot == a.slot
-        }
 
     def seen(self, worker_id: str, load: float | None = None, rss: Mapping[str, int] | None = None) -> None:
         """A heartbeat (``load``, each actor's ``rss``) or another event from the worker."""

@@ -79,8 +79,8 @@ class Workers(Records[str, Worker]):
         pid: int = 0,
         worker_id: str = "",
     ) -> Worker:
-        """A worker registers, every cpu and gpu free, no slot ready yet (``ClusterTable.add_worker``
-        takes back the actors it still hosts). ``worker_id`` empty: a new id. Raises ValueError for less
+        """A worker registers, every cpu and gpu free, no slot ready yet (``Recovery`` takes back
+        the actors it still hosts). ``worker_id`` empty: a new id. Raises ValueError for less
         than 1 cpu, or a worker still listed (``ClusterTable.remove_worker`` it first)."""
         if cpus < 1:
             raise ValueError(f"a worker needs at least 1 cpu, got {cpus}")

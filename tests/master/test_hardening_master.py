@@ -127,7 +127,7 @@ async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unkn
                 send(client_id, msg)
 
             monkeypatch.setattr(servicer, "_send_client", recording)
-            servicer.started_at = servicer.table.clock()  # as young as a master that just restarted
+            servicer.recovery.started_at = servicer.table.clock()  # as young as a master that just restarted
             t0 = time.monotonic()
             servicer._confirm(c.client_id, [victim_id, unknown_id, live_id])
             assert [(to, d.actor_id, d.cause) for to, d, _ in sent] == [(c.client_id, victim_id, cause)]
@@ -162,7 +162,7 @@ async def test_a_holder_confirming_an_actor_placed_again_late_is_told_where_it_i
                 send(client_id, msg)
 
             monkeypatch.setattr(servicer, "_send_client", recording)
-            servicer.started_at = servicer.table.clock() - 60.0  # its workers had their time: settles at once
+            servicer.recovery.started_at = servicer.table.clock() - 60.0  # its workers had their time: settles at once
             ghost = "0123456789abcdef"
             place = pb.PlaceActor(class_name="Ghost", max_restarts=2)
             place.resources.num_cpus = 1
@@ -213,20 +213,20 @@ async def test_confirms_due_together_settle_together_and_a_given_up_handle_holds
                 send(client_id, msg)
 
             monkeypatch.setattr(servicer, "_send_client", recording)
-            servicer.started_at = servicer.table.clock()  # young: the creator's confirm waits
+            servicer.recovery.started_at = servicer.table.clock()  # young: the creator's confirm waits
             ghost = "fedcba9876543210"
             place = pb.PlaceActor(class_name="Ghost", max_restarts=1)
             kept = pb.KeptActor(actor_id=ghost, placement=place, held=False)
             servicer._confirm(creator.client_id, [ghost], [kept])
             servicer._confirm(quitter.client_id, [ghost], given_up={ghost})
-            assert sent == [] and servicer._confirm_timer is not None
-            servicer.started_at -= 60.0  # now due, the timer not run yet
+            assert sent == [] and servicer._settle_timer is not None
+            servicer.recovery.started_at -= 60.0  # now due, the timer not run yet
             servicer._confirm(holder.client_id, [ghost])
             actor = servicer.table.actors[ghost]
             assert (
                 servicer.table.refs.holders_of(ghost) == {holder.client_id} and actor.restarts == 1
             )  # the quitter holds nothing
-            assert (holder.client_id, "actor_died") not in sent and servicer._confirm_timer is None
+            assert (holder.client_id, "actor_died") not in sent and servicer._settle_timer is None
             assert (holder.client_id, "actor_restarting") in sent and (creator.client_id, "actor_moved") in sent
             assert all(to != quitter.client_id for to, _ in sent)
             servicer.check()

@@ -67,7 +67,7 @@ def test_worker_adds_host_deltas_per_class() -> None:
 def test_master_metrics_read_the_table() -> None:
     table = ClusterTable()
     metrics = MasterMetrics(table)
-    w, _ = table.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=1)
+    w = table.workers.join(node="n1", node_ip="127.0.0.1", cpus=2, gpus=1)
     table.slot_ready(w.worker_id, 0, "127.0.0.1:1")
     table.clients.open("c1", "h", 1)
     req = Request("c1", 1, class_name="Counter")

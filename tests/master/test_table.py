@@ -11,8 +11,10 @@ import pytest
 
 from actorrt.common.errors import SLOT_NOT_READY, ActorNameTakenError, PlacementError
 from actorrt.master.records import Actor, Placement, Request
+from actorrt.master.recovery import Recovery
 from actorrt.master.restarts import RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S, RESTART_STABLE_S, restart_delay
 from actorrt.master.table import ClusterTable
+from actorrt.master.workers import Worker
 
 
 @pytest.fixture(autouse=True)
@@ -40,10 +42,21 @@ class Clock:
         return self.now
 
 
+def register(
+    t: ClusterTable, live: list[Actor], *, node: str, cpus: int, worker_id: str = ""
+) -> tuple[Worker, list[Actor]]:
+    """A worker registers reporting the ``live`` actors it hosts (as the servicer has it: one
+    still listed leaves the table first, ``Recovery.worker_returning``). Returns it and the
+    actors it must stop."""
+    recovery = Recovery(t, settle_after_s=4.0)
+    w = t.workers.join(node=node, node_ip="127.0.0.1", cpus=cpus, gpus=0, worker_id=worker_id)
+    return w, recovery.worker_registered(w, live)
+
+
 def table_with_worker(cpus: int = 2, gpus: int = 0) -> tuple[ClusterTable, str, Clock]:
     clock = Clock()
     t = ClusterTable(clock)
-    w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=cpus, gpus=gpus)
+    w = t.workers.join(node="n1", node_ip="127.0.0.1", cpus=cpus, gpus=gpus)
     t.clients.open("c1", "host", 1)
     for slot in range(cpus):
         t.slot_ready(w.worker_id, slot, f"127.0.0.1:{9000 + slot}")
@@ -156,7 +169,7 @@ def test_reregistering_worker_rebuilds_its_actors() -> None:
     """A restarted master learns the live actors from the daemon's registration."""
     t = ClusterTable()
     live = Actor("a1", "", slot=1, endpoint="127.0.0.1:9001", client_id="c9", class_name="A", num_cpus=1, gpu_ids=())
-    w, stale = t.add_worker(node="n", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id="w-old", live_actors=[live])
+    w, stale = register(t, [live], node="n", cpus=2, worker_id="w-old")
     assert not stale
     assert w.worker_id == "w-old" and w.cpus_free == 1 and t.actors["a1"].worker_id == "w-old"
     assert not t.clients["c9"].connected  # its client must come back within the grace period
@@ -169,7 +182,7 @@ def two_nodes(cpus: int = 2) -> tuple[ClusterTable, dict[str, str]]:
     t.clients.open("c1", "h", 1)
     ids = {}
     for n in ("a", "b"):
-        w, _ = t.add_worker(node=n, node_ip="127.0.0.1", cpus=cpus, gpus=0)
+        w = t.workers.join(node=n, node_ip="127.0.0.1", cpus=cpus, gpus=0)
         ids[n] = w.worker_id
         for slot in range(cpus):
             t.slot_ready(w.worker_id, slot, f"{n}:{slot}")
@@ -343,14 +356,8 @@ def test_an_exit_reported_for_a_copy_the_table_no_longer_lists_is_ignored() -> N
     [ended] = t.remove_worker(first_worker, "silent past the worker timeout")
     [moved] = t.place_waiting()
     assert ended.restarting and moved.actor_id == p.actor_id and moved.worker_id != first_worker
-    _, stale = t.add_worker(
-        node=p.node,
-        node_ip="127.0.0.1",
-        cpus=1,
-        gpus=0,
-        worker_id=first_worker,
-        live_actors=[Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ())],
-    )
+    live = [Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ())]
+    _, stale = register(t, live, node=p.node, cpus=1, worker_id=first_worker)
     assert [a.actor_id for a in stale] == [p.actor_id]  # the master has its daemon stop it
     free = t.workers[moved.worker_id].cpus_free
     assert t.actor_exited(p.actor_id, "stopped: reported twice by its worker", first_worker, p.slot) == (None, [])
@@ -399,14 +406,8 @@ def test_an_actor_is_not_placed_again_while_a_stale_copy_of_it_is_being_stopped(
     assert p is not None
     [ended] = t.remove_worker(wid, "silent past the worker timeout")
     assert ended.restarting and t.queue  # no worker left to place it on
-    _, stale = t.add_worker(
-        node="n1",
-        node_ip="127.0.0.1",
-        cpus=2,
-        gpus=0,
-        worker_id=wid,
-        live_actors=[Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ())],
-    )
+    live = [Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ())]
+    _, stale = register(t, live, node="n1", cpus=2, worker_id=wid)
     assert [a.actor_id for a in stale] == [p.actor_id]
     assert t.slot_ready(wid, 1, "127.0.0.1:9001") == []  # not while its copy is stopping
     t.validate()
@@ -426,9 +427,10 @@ def test_a_worker_registering_again_with_its_actors_keeps_them_as_they_were() ->
     assert a is not None and b is not None
     t.add_ref("c2", a.actor_id)
     live = [Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ()) for p in (a, b)]
-    assert t.still_hosted(wid, live) == {a.actor_id, b.actor_id}
-    assert t.remove_worker(wid, "lost while its worker daemon reconnected", t.still_hosted(wid, live)) == []
-    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id=wid, live_actors=live)
+    recovery = Recovery(t, settle_after_s=4.0)
+    assert recovery.still_hosted(wid, live) == {a.actor_id, b.actor_id}
+    assert recovery.worker_returning(wid, live, []) == []
+    _, stale = register(t, live, node="n1", cpus=2, worker_id=wid)
     assert stale == [] and not t.queue
     kept = t.actors[a.actor_id]
     assert kept.restarts == 0 and not kept.restarting and t.refs.holders_of(a.actor_id) == {"c1", "c2"}
@@ -448,8 +450,8 @@ def test_a_worker_registering_again_is_told_again_to_stop_what_it_was_told_to_st
     killed = t.release_actor("c1", b.actor_id, "killed")
     assert killed is not None and killed.stopping == "killed"
     live = [Actor(p.actor_id, "", p.slot, p.endpoint, "c1", "", 1, ()) for p in (a, b)]
-    assert t.remove_worker(wid, "lost while its worker daemon reconnected", t.still_hosted(wid, live)) == []
-    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id=wid, live_actors=live)
+    assert Recovery(t, settle_after_s=4.0).worker_returning(wid, live, []) == []
+    _, stale = register(t, live, node="n1", cpus=2, worker_id=wid)
     assert [(s.actor_id, s.stopping) for s in stale] == [(b.actor_id, "killed")]
     assert not t.actors[a.actor_id].stopping
     t.actor_exited(b.actor_id)  # the worker stops it and reports the exit: its slot is free
@@ -588,7 +590,7 @@ def test_an_actor_rebuilt_from_its_worker_is_never_released_for_lack_of_holders(
     known for sure: it is never released by reference; it ends with its creator, or by a kill."""
     t = ClusterTable(Clock())
     live = [Actor("shared", "", 0, "127.0.0.1:9000", "creator", "A", 1, ())]
-    _, stale = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=1, gpus=0, live_actors=live)
+    _, stale = register(t, live, node="n1", cpus=1)
     assert stale == []
     t.clients.open("creator", "host", 1)
     t.clients.open("late", "host", 2)  # its AddRef came after the worker registered
@@ -697,7 +699,7 @@ def test_a_rejoining_worker_must_stop_actors_already_reported_dead() -> None:
         Actor("gone", "", slot=0, endpoint="e:1", client_id="c", class_name="A", num_cpus=1, gpu_ids=()),
         Actor("kept", "", slot=1, endpoint="e:2", client_id="c", class_name="A", num_cpus=1, gpu_ids=()),
     ]
-    w, stale = t.add_worker(node="n", node_ip="127.0.0.1", cpus=2, gpus=0, worker_id="w1", live_actors=live)
+    w, stale = register(t, live, node="n", cpus=2, worker_id="w1")
     assert [a.actor_id for a in stale] == ["gone"] and "reported dead" in stale[0].stopping
     assert set(t.actors) == {"kept"} and w.cpus_free == 1
 
@@ -710,7 +712,7 @@ def big_table(nodes: int, slots: int) -> tuple[ClusterTable, Clock]:
     t = ClusterTable(clock)
     t.clients.open("c1", "h", 1)
     for n in range(nodes):
-        w, _ = t.add_worker(node=f"n{n}", node_ip="10.0.0.1", cpus=slots, gpus=0)
+        w = t.workers.join(node=f"n{n}", node_ip="10.0.0.1", cpus=slots, gpus=0)
         for s in range(slots):
             t.slot_ready(w.worker_id, s, f"10.0.{n}.1:{9000 + s}")
     return t, clock
@@ -755,8 +757,8 @@ def test_a_freed_slot_is_found_again_through_the_index() -> None:
 def test_gpu_requests_skip_nodes_without_free_gpus() -> None:
     t = ClusterTable()
     t.clients.open("c1", "h", 1)
-    cpu_only, _ = t.add_worker(node="cpu", node_ip="x", cpus=8, gpus=0)
-    gpu, _ = t.add_worker(node="gpu", node_ip="x", cpus=2, gpus=1)
+    cpu_only = t.workers.join(node="cpu", node_ip="x", cpus=8, gpus=0)
+    gpu = t.workers.join(node="gpu", node_ip="x", cpus=2, gpus=1)
     for w in (cpu_only, gpu):
         for s in range(w.cpus):
             t.slot_ready(w.worker_id, s, f"{w.node}:{s}")
@@ -858,7 +860,7 @@ def test_a_validating_master_ends_loudly_on_a_broken_invariant() -> None:
         "from actorrt.master.servicer import MasterServicer\n"
         "from actorrt.master.table import ClusterTable\n"
         "t = ClusterTable()\n"
-        "w, _ = t.add_worker(node='n', node_ip='x', cpus=2, gpus=0)\n"
+        "w = t.workers.join(node='n', node_ip='x', cpus=2, gpus=0)\n"
         "servicer = MasterServicer(t)\n"
         "servicer.check()\n"
         "w.cpus_free = 5\n"

@@ -427,7 +427,7 @@ def test_table_a_lost_slot_is_not_placed_on_until_it_is_ready_again() -> None:
     from actorrt.master.table import ClusterTable
 
     t = ClusterTable()
-    w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0)
+    w = t.workers.join(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0)
     t.clients.open("c1", "host", 1)
     t.slot_ready(w.worker_id, 0, "127.0.0.1:9000")
     t.slot_ready(w.worker_id, 1, "127.0.0.1:9001")
