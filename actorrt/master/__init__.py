@@ -8,9 +8,9 @@
 - Recovery: ``Recovery`` (``recovery``), what the master does with workers that register again
   with their live actors and clients that confirm theirs (a restarted master): events in, effects
   out, with the table's clock; no I/O.
-- Adapter: ``MasterServicer`` (``servicer``) turns protobuf into calls on the table and recovery,
-  and their answers into messages on session streams; ``output`` forwards actor output and log
-  reads; ``dashboard`` serves the web status page; ``server`` (``Master``) runs the gRPC server
+- Adapter: ``MasterServicer`` (``servicer``) turns protobuf into calls on the table and recovery;
+  ``Outgoing`` (``outgoing``) turns their answers into messages on session streams; ``output``
+  forwards actor output and log reads; ``dashboard`` serves the web status page; ``server`` (``Master``) runs the gRPC server
   and its periodic sweep.
 - May import: ``common``, ``transport``; never the worker, client or host packages.
 """

@@ -1,9 +1,10 @@
 """The master's servicer: the cluster's only fixed address. Control plane only; never carries user data.
 
-``MasterServicer`` is a thin adapter: it turns protobuf into calls on ``ClusterTable`` (and on
-``Recovery`` for what comes back after a break) and their answers into messages on the right
-session streams. Its timers (placement deadlines, restart backoffs, the settling of
-confirmations) only call into those objects. Everything runs on one event loop.
+``MasterServicer`` is a thin adapter: it turns each protobuf event of a session into calls on
+``ClusterTable`` (and on ``Recovery`` for what comes back after a break), and has ``Outgoing``
+turn their answers into messages on the right session streams. Its timers (placement deadlines,
+restart backoffs, the settling of confirmations) only call into those objects. Everything runs on
+one event loop.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from collections.abc import Set as AbstractSet
 
 import grpc
@@ -21,14 +22,13 @@ from actorrt.common import resources as _resources
 from actorrt.common.errors import ActorNameTakenError, PlacementError
 from actorrt.common.logs import RepeatedFailures, ids
 from actorrt.master.metrics import MasterMetrics
+from actorrt.master.outgoing import Outgoing
 from actorrt.master.output import ClientOutbox, MasterLogs
-from actorrt.master.records import Actor, Ended, Placement, Request
-from actorrt.master.recovery import LOST_WHILE_MASTER_DOWN, Died, Effect, Exit, Kept, Readopted, Recovery, Tell
-from actorrt.master.restarts import RESTART_STABLE_S
+from actorrt.master.records import Actor, Ended, Request
+from actorrt.master.recovery import Exit, Kept, Recovery
 from actorrt.master.state import TableInvariantError
 from actorrt.master.table import ClusterTable
 from actorrt.transport import rpc as _rpc
-from actorrt.v1 import common_pb2
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 
@@ -46,11 +46,6 @@ INVARIANT_EXIT_STATUS = 70
 # the worker timeout, so a large cluster's idle master does not spend a core reading heartbeats
 # while a silent node is still found within the timeout.
 HEARTBEATS_PER_S = 1000.0
-
-
-def _told(actor: Actor, holders: Iterable[str]) -> set[str]:
-    """The clients to tell what happens to ``actor``: its creator and every holder."""
-    return {actor.client_id, *holders} - {""}
 
 
 def _live_actor(a: pb.LiveActor) -> Actor:
@@ -141,6 +136,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.started = time.monotonic()
         self._to_worker: dict[str, asyncio.Queue[pb.WorkerCommand | None]] = {}
         self._to_client: dict[str, ClientOutbox] = {}
+        self.out = Outgoing(table, self.metrics, self._to_worker, self._to_client)
         # A restarted master settles confirmations once its workers had a worker timeout and a
         # reconnect period to register again (from ``recovery.started_at``, set as it serves).
         self.recovery = Recovery(table, settle_after_s=worker_timeout_s + _rpc.RECONNECT_BACKOFF_MAX_S)
@@ -199,102 +195,25 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 )
             )
 
-    # ---- effects: table answers -> messages --------------------------------------------------
-
-    def _announce(self, placements: list[Placement]) -> None:
-        for p in placements:
-            self.metrics.placement_done(p.request)
-            actor = self.table.actors[p.actor_id]
-            moved = p.request.restart_of
-            if not p.again:  # a request answered again was started when it was first placed
-                self._send_worker(
-                    p.worker_id,
-                    pb.WorkerCommand(
-                        start_actor=pb.StartActor(
-                            actor_id=p.actor_id,
-                            slot=p.slot,
-                            client_id=p.request.client_id,
-                            resources=common_pb2.Resources(
-                                num_cpus=actor.num_cpus,
-                                num_gpus=len(p.gpu_ids),
-                                max_memory_mb=actor.max_memory_mb,
-                            ),
-                            gpu_ids=p.gpu_ids,
-                            class_name=actor.class_name,
-                            name=actor.name,
-                            detached=actor.detached,
-                            max_restarts=actor.max_restarts,
-                            restarts=actor.restarts,
-                            shape=pb.ActorShape(methods=actor.methods, attributes=actor.attributes),
-                        )
-                    ),
-                )
-            if moved:  # its creator constructs it again; everyone else attaches
-                for client_id in _told(actor, self.table.refs.holders_of(actor.actor_id)):
-                    if client_id == actor.client_id and p.answers:  # it never had it: its request is answered
-                        self.metrics.placement_done(Request(client_id, p.answers))
-                        self._send_placed(client_id, p.answers, p)
-                    else:
-                        self._send_moved(client_id, actor)
-                continue
-            self._send_placed(p.request.client_id, p.request.request_id, p)
-
-    def _send_placed(self, client_id: str, request_id: int, p: Placement) -> None:
-        self._send_client(
-            client_id,
-            pb.ClientNotice(
-                actor_placed=pb.ActorPlaced(
-                    request_id=request_id, actor_id=p.actor_id, endpoint=p.endpoint, node=p.node, gpu_ids=p.gpu_ids
-                )
-            ),
-        )
-
-    def _send_moved(self, client_id: str, actor: Actor, construct: bool | None = None) -> None:
-        """Tell ``client_id`` where ``actor`` runs since its restart: its creator constructs it
-        there (unless ``construct`` says otherwise), everyone else attaches."""
-        worker = self.table.workers.get(actor.worker_id)
-        self._send_client(
-            client_id,
-            pb.ClientNotice(
-                actor_moved=pb.ActorMoved(
-                    actor_id=actor.actor_id,
-                    endpoint=actor.endpoint,
-                    node=worker.node if worker is not None else "",
-                    gpu_ids=actor.gpu_ids,
-                    construct=client_id == actor.client_id if construct is None else construct,
-                    restarts=actor.restarts,
-                )
-            ),
-        )
+    # ---- the table's answers ------------------------------------------------------------------
 
     def _ended(self, ended: Ended, exit_code: int = 0, node: str = "") -> None:
-        """An actor's process ended: report its restart, or its death."""
+        """An actor's process ended: what it created dies with it; report its restart, or its death."""
         actor = ended.actor
-        for client_id in self.table.clients.of_actor(actor.actor_id):  # what it created dies with it
+        for client_id in self.table.clients.of_actor(actor.actor_id):
             self._client_gone(client_id)
         if not ended.restarting:
             self._report_death(actor, ended.cause, ended.holders, exit_code, node)
             return
-        log.info(
-            "actor %s (%s) died: %s; restarting it (restart %d of %s)%s",
-            actor.actor_id,
-            actor.class_name,
-            ended.cause,
-            actor.restarts,
-            "unlimited" if actor.max_restarts < 0 else actor.max_restarts,
-            f" in {ended.delay_s:g}s: its last {actor.quick_exits} instances lived under {RESTART_STABLE_S:g}s each"
-            if ended.delay_s
-            else "",
-            extra=ids(actor_id=actor.actor_id, client_id=actor.client_id),
-        )
+        self.out.restarting(ended)
         if ended.delay_s:
             self._arm_deadline()
-        self.metrics.actor_restarted(ended.cause)
-        notice = pb.ClientNotice(
-            actor_restarting=pb.ActorRestarting(actor_id=actor.actor_id, cause=ended.cause, restarts=actor.restarts)
-        )
-        for client_id in _told(actor, ended.holders):
-            self._send_client(client_id, notice)
+
+    def _report_death(
+        self, actor: Actor, cause: str, holders: AbstractSet[str], exit_code: int = 0, node: str = ""
+    ) -> None:
+        self.table.record_death(actor, cause, node)
+        self.out.died(actor, cause, holders, exit_code)
 
     def _released(self) -> None:
         """Stop what the table released (refcount zero); report those that were restarting."""
@@ -302,44 +221,13 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             if released.actor.restarting:  # it had no process: it is gone now
                 self._report_death(released.actor, released.actor.stopping, released.holders)
             else:
-                self._stop(released.actor)
+                self.out.stop(released.actor)
 
-    def _report_death(
-        self, actor: Actor, cause: str, holders: AbstractSet[str], exit_code: int = 0, node: str = ""
-    ) -> None:
-        self.table.record_death(actor, cause, node)
-        if actor.answers:  # its creator's resent request waited for its restart
-            self.metrics.placement_dropped(actor.client_id, actor.answers)
-            self._fail_placement(actor.client_id, actor.answers, f"the actor placed for it died: {cause}")
-            actor.answers = 0
-        log.info(
-            "actor %s (%s) died: %s",
-            actor.actor_id,
-            actor.class_name,
-            cause,
-            extra=ids(actor_id=actor.actor_id, worker_id=actor.worker_id, client_id=actor.client_id),
-        )
-        self.metrics.actor_died(cause)
-        notice = pb.ClientNotice(actor_died=pb.ActorDied(actor_id=actor.actor_id, cause=cause, exit_code=exit_code))
-        for client_id in _told(actor, holders):
-            self._send_client(client_id, notice)
-
-    def _stop(self, actor: Actor) -> None:
-        self._send_worker(
-            actor.worker_id, pb.WorkerCommand(stop_actor=pb.StopActor(actor_id=actor.actor_id, reason=actor.stopping))
-        )
-
-    def _send_worker(self, worker_id: str, msg: pb.WorkerCommand) -> None:
-        queue = self._to_worker.get(worker_id)
-        if queue is not None:
-            queue.put_nowait(msg)
-
-    def _send_client(self, client_id: str, msg: pb.ClientNotice) -> None:
-        """Queue a control notice for the client's session: never dropped (output goes through
-        ``forward_output``, which may drop it for a client that does not keep up)."""
-        outbox = self._to_client.get(client_id)
-        if outbox is not None:
-            outbox.put_nowait(msg)
+    def _client_gone(self, client_id: str) -> None:
+        self.set_muted(client_id, False)
+        for actor in self.table.remove_client(client_id):
+            self.out.stop(actor)
+        self._released()
 
     # ---- WorkerSession ----------------------------------------------------------------------
 
@@ -396,7 +284,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             )
         )
         for actor in stale:  # hosted across a partition, reported twice, or told to stop before
-            self._stop(actor)
+            self.out.stop(actor)
         self._retune_heartbeats()
         self.check()
         reader = asyncio.create_task(self._read_worker(worker_id, request_iterator, queue))
@@ -430,7 +318,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _worker_event(self, worker_id: str, kind: str | None, ev: pb.WorkerEvent) -> None:
         if kind == "slot_ready":
-            self._announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
+            self.out.announce(self.table.slot_ready(worker_id, ev.slot_ready.slot, ev.slot_ready.endpoint))
         elif kind == "slot_lost":
             if self.table.workers.lost(worker_id, ev.slot_lost.slot):
                 log.info(
@@ -445,7 +333,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             ended, placements = self.table.actor_exited(exited.actor_id, exited.cause, worker_id, exited.slot)
             if ended is not None:
                 self._ended(ended, exited.exit_code)
-            self._announce(placements)
+            self.out.announce(placements)
             self._released()  # handle copies it never claimed may have held others
         elif kind == "actor_output":
             self.forward_output(ev.actor_output)
@@ -464,7 +352,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         for ended in dead:
             self._ended(ended, node=node)
         self._released()  # handle copies they never claimed may have held others
-        self._announce(self.table.place_waiting())
+        self.out.announce(self.table.place_waiting())
         self._retune_heartbeats()
         self.check()
 
@@ -494,8 +382,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         # Where its restarted actors went: an ActorMoved may have been lost with the old stream
         # (the client ignores one it has followed already).
         for actor in self.table.moved_actors_of(client_id):
-            self._send_moved(client_id, actor)
-        self._announce(self.table.place_waiting())  # restarts waited for their creator to be back
+            self.out.moved(client_id, actor)
+        self.out.announce(self.table.place_waiting())  # restarts waited for their creator to be back
         self.check()
         closed_cleanly = asyncio.Event()
         reader = None
@@ -570,7 +458,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         elif kind == "release_actor":
             released = ev.release_actor
             if not self._release(client_id, released.actor_id, released.reason or "released by its client"):
-                self._send_client(
+                self.out.send_client(
                     client_id,
                     pb.ClientNotice(actor_died=pb.ActorDied(actor_id=released.actor_id, cause="no such actor")),
                 )
@@ -581,9 +469,43 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         """``client_id`` stops ``actor_id`` (a kill); False if it has no such actor."""
         actor = self.table.release_actor(client_id, actor_id, reason)
         if actor is not None and not actor.restarting:
-            self._stop(actor)
+            self.out.stop(actor)
         self._released()
         return actor is not None
+
+    def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
+        found = pb.ActorFound(request_id=msg.request_id)
+        actor = self.table.lookup(client_id, msg.name, msg.actor_id)
+        if actor is None and msg.name and msg.name in self.table.names:  # reserved by a queued placement
+            found.reason = f"no live actor is named {msg.name!r} yet: a placement waiting for a slot reserved the name"
+        elif actor is None:
+            found.reason = f"no live actor is named {msg.name!r}" if msg.name else f"actor {msg.actor_id} is gone"
+        else:
+            found.actor_id, found.endpoint, found.class_name = actor.actor_id, actor.endpoint, actor.class_name
+            found.max_restarts = actor.max_restarts
+            found.shape.methods.extend(actor.methods)
+            found.shape.attributes.extend(actor.attributes)
+        self.out.send_client(client_id, pb.ClientNotice(actor_found=found))
+
+    def _place(self, client_id: str, msg: pb.PlaceActor) -> None:
+        if msg.request_id == 0 or msg.max_restarts < -1:
+            self.out.fail_placement(
+                client_id, msg.request_id, "PlaceActor needs a request_id > 0 and max_restarts >= -1"
+            )
+            return
+        req = _request(client_id, msg)
+        self.metrics.placement_requested(client_id, msg.request_id)
+        try:
+            placement = self.table.request(req)
+        except PlacementError as e:
+            self.metrics.placement_dropped(client_id, msg.request_id)
+            code = pb.PLACEMENT_FAILURE_NAME_TAKEN if isinstance(e, ActorNameTakenError) else 0
+            self.out.fail_placement(client_id, msg.request_id, str(e), code)
+            return
+        if placement is not None:
+            self.out.announce([placement])
+        elif req.timeout_s > 0:
+            self._arm_deadline()
 
     def _confirm(
         self,
@@ -596,8 +518,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         again (``Recovery.confirmed``); what waits is settled by the settle timer."""
         if self.closed:
             return
-        self._recovered(self.recovery.confirmed(client_id, actor_ids, [_kept(client_id, k) for k in kept], given_up))
+        self.out.recovered(self.recovery.confirmed(client_id, actor_ids, [_kept(client_id, k) for k in kept], given_up))
         self._arm_settle()
+
+    # ---- timers and housekeeping ------------------------------------------------------------
 
     def _arm_settle(self) -> None:
         """One timer at ``Recovery.settle_at``, while confirmations wait to be settled."""
@@ -615,89 +539,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
     def _settle_due(self) -> None:
         self._settle_timer = None
         if not self.closed:
-            self._recovered(self.recovery.settle())
+            self.out.recovered(self.recovery.settle())
             self.check()
-
-    def _recovered(self, effects: list[Effect]) -> None:
-        """Carry out what ``Recovery`` decided, in order."""
-        for fx in effects:
-            if isinstance(fx, Died):
-                notice = pb.ActorDied(actor_id=fx.actor_id, cause=fx.cause)
-                self._send_client(fx.client_id, pb.ClientNotice(actor_died=notice))
-            elif isinstance(fx, Readopted):
-                log.info(
-                    "actor %s (%s), lost while the master was down, is placed again from its creator's "
-                    "word (restart %d of %s)",
-                    fx.actor.actor_id,
-                    fx.actor.class_name,
-                    fx.actor.restarts,
-                    "unlimited" if fx.actor.max_restarts < 0 else fx.actor.max_restarts,
-                    extra=ids(actor_id=fx.actor.actor_id, client_id=fx.actor.client_id),
-                )
-                self.metrics.actor_restarted(LOST_WHILE_MASTER_DOWN)
-            elif isinstance(fx, Tell):
-                self._tell_readopted(fx)
-            else:
-                self._announce(fx.placements)
-
-    def _tell_readopted(self, tell: Tell) -> None:
-        actor = tell.actor
-        restarting = pb.ClientNotice(
-            actor_restarting=pb.ActorRestarting(
-                actor_id=actor.actor_id, cause=LOST_WHILE_MASTER_DOWN, restarts=actor.restarts
-            )
-        )
-        for client_id in tell.clients:
-            self._send_client(client_id, restarting)
-            if tell.placed:
-                self._send_moved(client_id, actor, construct=False)
-
-    def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
-        found = pb.ActorFound(request_id=msg.request_id)
-        actor = self.table.lookup(client_id, msg.name, msg.actor_id)
-        if actor is None and msg.name and msg.name in self.table.names:  # reserved by a queued placement
-            found.reason = f"no live actor is named {msg.name!r} yet: a placement waiting for a slot reserved the name"
-        elif actor is None:
-            found.reason = f"no live actor is named {msg.name!r}" if msg.name else f"actor {msg.actor_id} is gone"
-        else:
-            found.actor_id, found.endpoint, found.class_name = actor.actor_id, actor.endpoint, actor.class_name
-            found.max_restarts = actor.max_restarts
-            found.shape.methods.extend(actor.methods)
-            found.shape.attributes.extend(actor.attributes)
-        self._send_client(client_id, pb.ClientNotice(actor_found=found))
-
-    def _place(self, client_id: str, msg: pb.PlaceActor) -> None:
-        if msg.request_id == 0 or msg.max_restarts < -1:
-            self._fail_placement(client_id, msg.request_id, "PlaceActor needs a request_id > 0 and max_restarts >= -1")
-            return
-        req = Request(
-            client_id=client_id,
-            request_id=msg.request_id,
-            num_cpus=msg.resources.num_cpus,
-            num_gpus=msg.resources.num_gpus,
-            max_memory_mb=msg.resources.max_memory_mb,
-            class_name=msg.class_name,
-            timeout_s=max(0.0, msg.timeout_s),
-            name=msg.name,
-            detached=msg.detached,
-            max_restarts=msg.max_restarts,
-            spread=msg.scheduling == pb.SCHEDULING_SPREAD,
-            node=msg.node,
-            methods=tuple(msg.shape.methods),
-            attributes=tuple(msg.shape.attributes),
-        )
-        self.metrics.placement_requested(client_id, msg.request_id)
-        try:
-            placement = self.table.request(req)
-        except PlacementError as e:
-            self.metrics.placement_dropped(client_id, msg.request_id)
-            code = pb.PLACEMENT_FAILURE_NAME_TAKEN if isinstance(e, ActorNameTakenError) else 0
-            self._fail_placement(client_id, msg.request_id, str(e), code)
-            return
-        if placement is not None:
-            self._announce([placement])
-        elif req.timeout_s > 0:
-            self._arm_deadline()
 
     def expire_placements(self) -> None:
         """Fail the queued requests whose placement timeout (a deadline in the table) ended."""
@@ -706,7 +549,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             used, total = self.table.workers.usage()
         for req in expired:
             self.metrics.placement_dropped(req.client_id, req.request_id)
-            self._fail_placement(
+            self.out.fail_placement(
                 req.client_id,
                 req.request_id,
                 f"no free slot for {req.class_name or 'actor'} within {req.timeout_s:g}s "
@@ -728,29 +571,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _deadline_reached(self) -> None:
         self._deadline_timer, self._deadline_at = None, float("inf")
-        self._announce(self.table.place_waiting())  # restarts whose backoff ended
+        self.out.announce(self.table.place_waiting())  # restarts whose backoff ended
         self.expire_placements()
         self.check()
-
-    def _fail_placement(self, client_id: str, request_id: int, reason: str, code: int = 0) -> None:
-        self._send_client(
-            client_id,
-            pb.ClientNotice(
-                placement_failed=pb.PlacementFailed(
-                    request_id=request_id,
-                    reason=reason,
-                    code=code,  # type: ignore[arg-type]
-                )
-            ),
-        )
-
-    def _client_gone(self, client_id: str) -> None:
-        self.set_muted(client_id, False)
-        for actor in self.table.remove_client(client_id):
-            self._stop(actor)
-        self._released()
-
-    # ---- housekeeping -----------------------------------------------------------------------
 
     def sweep(self, period_s: float = 0.0, stalled_s: float = 0.0) -> None:
         """Drop silent workers and clients past their grace period. Called every ``period_s``
@@ -779,7 +602,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         for client_id in self.table.clients.expired(self.client_grace_s):
             log.warning("client %s did not return within %.0fs: stopping its actors", client_id, self.client_grace_s)
             self._client_gone(client_id)
-        self._announce(self.table.place_waiting())  # a backstop for restarts whose backoff ended
+        self.out.announce(self.table.place_waiting())  # a backstop for restarts whose backoff ended
         self.expire_placements()
         self.check()
 

@@ -17,6 +17,7 @@ import pytest
 
 import actorrt
 from actorrt.client.cluster import Cluster
+from actorrt.master.outgoing import Outgoing
 from actorrt.master.server import Master
 from actorrt.master.servicer import MasterServicer
 from actorrt.v1 import master_pb2 as pb
@@ -119,14 +120,14 @@ async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unkn
             assert cause is not None and "SIGKILL" in cause
             servicer = master.servicer
             sent: list[tuple[str, pb.ActorDied, float]] = []
-            send = servicer._send_client
+            send = servicer.out.send_client
 
             def recording(client_id: str, msg: pb.ClientNotice) -> None:
                 if msg.HasField("actor_died"):
                     sent.append((client_id, msg.actor_died, time.monotonic()))
                 send(client_id, msg)
 
-            monkeypatch.setattr(servicer, "_send_client", recording)
+            monkeypatch.setattr(servicer.out, "send_client", recording)
             servicer.recovery.started_at = servicer.table.clock()  # as young as a master that just restarted
             t0 = time.monotonic()
             servicer._confirm(c.client_id, [victim_id, unknown_id, live_id])
@@ -155,13 +156,13 @@ async def test_a_holder_confirming_an_actor_placed_again_late_is_told_where_it_i
         ):
             servicer = master.servicer
             sent: list[tuple[str, str, pb.ClientNotice]] = []
-            send = servicer._send_client
+            send = servicer.out.send_client
 
             def recording(client_id: str, msg: pb.ClientNotice) -> None:
                 sent.append((client_id, msg.WhichOneof("notice") or "", msg))
                 send(client_id, msg)
 
-            monkeypatch.setattr(servicer, "_send_client", recording)
+            monkeypatch.setattr(servicer.out, "send_client", recording)
             servicer.recovery.started_at = servicer.table.clock() - 60.0  # its workers had their time: settles at once
             ghost = "0123456789abcdef"
             place = pb.PlaceActor(class_name="Ghost", max_restarts=2)
@@ -206,13 +207,13 @@ async def test_confirms_due_together_settle_together_and_a_given_up_handle_holds
         ):
             servicer = master.servicer
             sent: list[tuple[str, str]] = []
-            send = servicer._send_client
+            send = servicer.out.send_client
 
             def recording(client_id: str, msg: pb.ClientNotice) -> None:
                 sent.append((client_id, msg.WhichOneof("notice") or ""))
                 send(client_id, msg)
 
-            monkeypatch.setattr(servicer, "_send_client", recording)
+            monkeypatch.setattr(servicer.out, "send_client", recording)
             servicer.recovery.started_at = servicer.table.clock()  # young: the creator's confirm waits
             ghost = "fedcba9876543210"
             place = pb.PlaceActor(class_name="Ghost", max_restarts=1)
@@ -390,13 +391,13 @@ async def test_a_restart_notice_lost_with_its_creators_stream_is_sent_again_when
     queued behind its restart waited for good. A creator back from a lost session is told again
     where its restarted actors are; one it has followed already is not built twice. (The loss
     is made here: the notice is dropped and the session ended, as a broken stream does.)"""
-    send = MasterServicer._send_client
+    send = Outgoing.send_client
     lost: list[pb.ClientNotice] = []
 
-    def loses_the_first_move(self: MasterServicer, client_id: str, msg: pb.ClientNotice) -> None:
+    def loses_the_first_move(self: Outgoing, client_id: str, msg: pb.ClientNotice) -> None:
         if msg.HasField("actor_moved") and not lost:
             lost.append(msg)
-            self._to_client[client_id].put_nowait(None)  # the session ends; the notice never went
+            self.to_client[client_id].put_nowait(None)  # the session ends; the notice never went
             return
         send(self, client_id, msg)
 
@@ -404,7 +405,7 @@ async def test_a_restart_notice_lost_with_its_creators_stream_is_sent_again_when
         async with actorrt.connect(master.address, token="t", log_to_driver=False, timeout=20.0):
             actor = await Echo.options(max_restarts=2).remote()
             first = await actor.pid()
-            monkeypatch.setattr(MasterServicer, "_send_client", loses_the_first_move)
+            monkeypatch.setattr(Outgoing, "send_client", loses_the_first_move)
             os.kill(first, signal.SIGKILL)
             async with asyncio.timeout(30):
                 while not lost:
@@ -412,7 +413,7 @@ async def test_a_restart_notice_lost_with_its_creators_stream_is_sent_again_when
                 assert lost[0].actor_moved.construct
                 second = await actor.pid()  # waits for the restart, built once the creator is back
             assert second != first and await actor.echo(5) == 5
-            monkeypatch.setattr(MasterServicer, "_send_client", send)
+            monkeypatch.setattr(Outgoing, "send_client", send)
             # the creator comes back again (its stream ends): the move it followed is not news
             servicer = master.servicer
             (client_id,) = servicer._to_client
