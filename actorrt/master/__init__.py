@@ -10,7 +10,8 @@
   out, with the table's clock; no I/O.
 - Adapter: ``MasterServicer`` (``servicer``) turns protobuf into calls on the table and recovery;
   ``Outgoing`` (``outgoing``) turns their answers into messages on session streams; ``output``
-  forwards actor output and log reads; ``dashboard`` serves the web status page; ``server`` (``Master``) runs the gRPC server
-  and its periodic sweep.
+  forwards actor output and log reads; ``status`` builds the cluster status answer;
+  ``heartbeats`` sizes the heartbeat interval to the cluster; ``dashboard`` serves the web status
+  page; ``server`` (``Master``) runs the gRPC server and its periodic sweep.
 - May import: ``common``, ``transport``; never the worker, client or host packages.
 """

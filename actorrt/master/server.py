@@ -14,8 +14,9 @@ import grpc
 from prometheus_client import CollectorRegistry
 
 from actorrt.common.lifecycle import Service
+from actorrt.master.heartbeats import HEARTBEATS_PER_S
 from actorrt.master.metrics import MasterMetrics
-from actorrt.master.servicer import HEARTBEATS_PER_S, MasterServicer
+from actorrt.master.servicer import MasterServicer
 from actorrt.master.table import ClusterTable
 from actorrt.transport import addresses
 from actorrt.transport import rpc as _rpc

@@ -87,7 +87,7 @@ async def test_the_master_lengthens_the_heartbeat_interval_as_the_cluster_grows(
         try:
             for w in workers:
                 await w.start()
-            assert master.servicer.heartbeat_interval() == 2.0
+            assert master.servicer.heartbeats.interval(len(master.table.workers)) == 2.0
             for _ in range(100):
                 if all(w.heartbeat_interval_s == 2.0 for w in workers):
                     break
