@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from actorrt.master.records import Request
+from actorrt.master.clients import Clients
+from actorrt.master.placement_queue import PlacementQueue
+from actorrt.master.records import Actor, Request
+from actorrt.master.state import TableInvariantError
 from actorrt.master.table import ClusterTable
-from tests.master.tables import table_with_worker, two_nodes
+from tests.master.tables import Clock, table_with_worker, two_nodes
 
 pytestmark = pytest.mark.usefixtures("validate_every_table")
 
@@ -92,3 +95,68 @@ def test_a_request_resent_after_a_reconnect_is_answered_with_the_actor_it_placed
     third = t.request(Request("c1", 1))  # its actor gone: the request places a new one
     assert third is not None and not third.again and third.actor_id != first.actor_id
     t.validate()
+
+
+# ---- PlacementQueue alone -----------------------------------------------------------------------
+
+
+def _clients(clock: Clock, *client_ids: str) -> Clients:
+    clients = Clients(clock)
+    for client_id in client_ids:
+        clients.open(client_id, "h", 1)
+    return clients
+
+
+def test_requests_wait_oldest_first_and_a_restart_is_found_by_its_actor() -> None:
+    clock = Clock()
+    queue = PlacementQueue(clock)
+    restart = Request("c1", -1, restart_of="a1")
+    for req in (Request("c1", 1), restart, Request("c2", 1), Request("c1", 2)):
+        queue.add(req)
+    assert list(queue) == [("c1", 1), ("c1", -1), ("c2", 1), ("c1", 2)]
+    assert queue.restart_key("a1") == ("c1", -1) and queue.restart_key("a2") is None
+    assert queue.of_client("c1") == [("c1", 1), ("c1", 2)]  # its own requests, not its actors' restarts
+    actors = {"a1": Actor("a1", "", -1, "", "c1", "A", 1, (), restarting=True)}
+    queue.validate(actors, _clients(clock, "c1", "c2"))
+    assert queue.remove(("c1", -1)) is restart and queue.restart_key("a1") is None
+    assert queue.remove(("c1", -1)) is None
+    with pytest.raises(TableInvariantError, match="no request places it again"):
+        queue.validate(actors, _clients(clock, "c1", "c2"))
+    queue.validate({}, _clients(clock, "c1", "c2"))
+    with pytest.raises(TableInvariantError, match="waits for a client that is not here"):
+        queue.validate({}, _clients(clock, "c1"))
+
+
+def test_deadlines_end_in_time_order_and_skip_the_requests_gone() -> None:
+    clock = Clock()
+    queue = PlacementQueue(clock)
+    queue.add(Request("c1", 1, timeout_s=5))
+    queue.add(Request("c1", 2, timeout_s=2))
+    queue.add(Request("c1", 3))  # waits forever
+    queue.add(Request("c1", 4, timeout_s=3))
+    assert queue.next_deadline() == clock.now + 2
+    queue.remove(("c1", 2))  # placed, or withdrawn: its deadline is skipped
+    assert queue.next_deadline() == clock.now + 3
+    clock.now += 4
+    assert [r.request_id for r in queue.expire()] == [4]
+    clock.now += 1
+    assert [r.request_id for r in queue.expire()] == [1] and queue.next_deadline() is None
+    assert list(queue) == [("c1", 3)] and queue.expire() == []
+    queue.validate({}, _clients(clock, "c1"))
+
+
+def test_a_request_answers_with_the_actor_it_placed_until_that_actor_is_forgotten() -> None:
+    clock = Clock()
+    queue = PlacementQueue(clock)
+    queue.placed(Request("c1", 7), "a1")
+    queue.placed(Request("c1", -3, restart_of="a2"), "a2")  # a restart is no client's request
+    assert queue.placed_by(("c1", 7)) == "a1" and queue.placed_by(("c1", -3)) is None
+    actors = {"a1": Actor("a1", "w", 0, "e", "c1", "A", 1, (), request_id=7)}
+    queue.validate(actors, _clients(clock, "c1"))
+    with pytest.raises(TableInvariantError, match="recorded as having placed a1"):
+        queue.validate({}, _clients(clock, "c1"))
+    queue.forget_placed(("c1", 7), "another")  # not the actor it placed: kept
+    assert queue.placed_by(("c1", 7)) == "a1"
+    queue.forget_placed(("c1", 7), "a1")
+    assert queue.placed_by(("c1", 7)) is None
+    queue.validate({}, _clients(clock, "c1"))

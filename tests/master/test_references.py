@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from actorrt.master.records import Request
+from actorrt.master.records import Actor, Request
+from actorrt.master.references import VOIDED_KEPT, References
+from actorrt.master.state import TableInvariantError
 from tests.master.tables import released_ids, two_nodes
 
 pytestmark = pytest.mark.usefixtures("validate_every_table")
@@ -107,3 +109,90 @@ def test_a_detached_actor_outlives_its_creator_and_holders() -> None:
     assert t.remove_client("c1") == [] and not t.take_released()
     assert t.actors[p.actor_id].client_id == "" and t.names["ps"] == p.actor_id
     t.validate()
+
+
+# ---- References alone ---------------------------------------------------------------------------
+
+
+def _listed(*actor_ids: str) -> dict[str, Actor]:
+    return {a: Actor(a, "w", i, "e", "c1", "A", 1, ()) for i, a in enumerate(actor_ids)}
+
+
+def test_holders_and_the_clients_holdings_mirror_each_other() -> None:
+    refs, actors, clients = References(), _listed("a", "b"), {"c1", "c2"}
+    for actor_id in actors:
+        refs.listed(actor_id)
+        refs.hold("c1", actor_id)
+    refs.hold("c2", "a")
+    assert refs.holders_of("a") == {"c1", "c2"} and refs.holding("c1") == {"a", "b"}
+    assert refs.holds("c2", "a") and not refs.holds("c2", "b") and refs.count("a") == 2
+    refs.validate(actors, clients)
+    refs.let_go("c1", "a")
+    assert refs.holders_of("a") == {"c2"} and refs.holding("c1") == {"b"} and refs.held("a")
+    holders = refs.forget("a")
+    del actors["a"]
+    assert holders == {"c2"} and refs.holding("c2") == set()  # its holders, as they were
+    refs.validate(actors, clients)
+    with pytest.raises(TableInvariantError, match=r"holders \['c1'\] are not all clients holding it"):
+        refs.validate(actors, {"c2"})
+
+
+def test_a_copy_is_counted_with_a_sign_whichever_word_comes_first() -> None:
+    refs, actors = References(), _listed("a")
+    refs.listed("a")
+    refs.claimed("a", "c1.1")  # the receiver's claim came first: counted below zero
+    assert refs.tokens_of("a") == {"c1.1": -1} and refs.held("a") and not refs.in_flight("a", "c1.1")
+    refs.sent_copy("c1", "a", "c1.1")  # its sender's word: settled
+    refs.sent_copy("c1", "a", "c1.2")
+    assert refs.tokens_of("a") == {"c1.2": 1} and refs.in_flight("a", "c1.2") and refs.sent_by("c1") == {"a"}
+    refs.validate(actors, {"c1"})
+    refs.claimed("a", "c1.2")
+    assert refs.tokens_of("a") == {} and not refs.held("a")  # nobody holds it: the table releases it
+    with pytest.raises(TableInvariantError, match="nobody holds it, but it was not released"):
+        refs.validate(actors, {"c1"})
+    actors["a"].stopping = "released: no handle to it remains"
+    refs.validate(actors, {"c1"})
+
+
+def test_a_copy_void_later_is_void_when_its_receivers_process_ends_unless_claimed_first() -> None:
+    refs, actors = References(), _listed("a", "receiver")
+    for actor_id in actors:
+        refs.listed(actor_id, counted=False)
+    for token in ("c1.1", "c1.2"):
+        refs.sent_copy("c1", "a", token)
+        refs.void_later("receiver", "a", token)
+    refs.claimed("a", "c1.2")  # the receiver claimed this one before it ended
+    refs.validate(actors, {"c1"})
+    assert refs.process_ended("receiver") == ["a"] and refs.process_ended("receiver") == []
+    assert refs.tokens_of("a") == {} and list(refs.voided_of("a")) == ["c1.1"]
+    refs.claimed("a", "c1.1")  # its late claim is ignored, once
+    assert refs.tokens_of("a") == {} and not refs.voided_of("a")
+    assert not refs.void("a", "c1.9")  # not counted: nothing to void
+    refs.validate(actors, {"c1"})
+
+
+def test_voided_copies_are_bounded_per_actor() -> None:
+    refs, actors = References(), _listed("a")
+    refs.listed("a", counted=False)
+    for n in range(VOIDED_KEPT + 5):
+        refs.sent_copy("c1", "a", f"c1.{n}")
+        assert refs.void("a", f"c1.{n}")
+    voided = list(refs.voided_of("a"))
+    assert len(voided) == VOIDED_KEPT and voided[0] == "c1.5"  # the oldest forgotten first
+    refs.validate(actors, {"c1"})
+
+
+def test_a_client_that_leaves_holds_nothing_and_its_copies_on_their_way_are_void() -> None:
+    refs, actors = References(), _listed("a", "b")
+    for actor_id in actors:
+        refs.listed(actor_id)
+    refs.hold("c1", "a")
+    refs.hold("c2", "b")
+    refs.sent_copy("c1", "b", "c1.1")  # on its way: never claimed now
+    refs.claimed("b", "c1.2")  # arrived before its sender's word, which never comes
+    refs.sent_copy("c2", "b", "c2.1")
+    assert sorted(refs.client_gone("c1")) == ["a", "b"]
+    assert refs.holders_of("a") == set() and refs.holding("c1") == set() and refs.sent_by("c1") == set()
+    assert refs.tokens_of("b") == {"c2.1": 1} and list(refs.voided_of("b")) == ["c1.1"]
+    actors["a"].stopping = "released: no handle to it remains"
+    refs.validate(actors, {"c2"})

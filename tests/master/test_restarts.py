@@ -8,13 +8,16 @@ import pytest
 from actorrt.common.errors import SLOT_NOT_READY
 from actorrt.master.records import Actor, Placement, Request
 from actorrt.master.restarts import (
+    NOT_RESTARTED,
     RESTART_BACKOFF_MAX_S,
     RESTART_BACKOFF_S,
     RESTART_STABLE_S,
+    Restarts,
     restart_delay,
 )
+from actorrt.master.state import TableInvariantError
 from actorrt.master.table import ClusterTable
-from tests.master.tables import register, released_ids, table_with_worker, two_nodes
+from tests.master.tables import Clock, register, released_ids, table_with_worker, two_nodes
 
 pytestmark = pytest.mark.usefixtures("validate_every_table")
 
@@ -234,3 +237,94 @@ def test_a_killed_actor_is_not_restarted_and_a_restarting_one_ends_at_once() -> 
     t.release_actor("c1", b.actor_id, "killed")
     assert released_ids(t) == [b.actor_id] and not t.queue
     t.validate()
+
+
+# ---- Restarts alone -----------------------------------------------------------------------------
+
+
+def _placed(max_restarts: int, placed_at: float, restarts: int = 0) -> Actor:
+    return Actor("a", "w", 0, "e", "c1", "A", 1, (), max_restarts=max_restarts, restarts=restarts, placed_at=placed_at)
+
+
+def test_an_exit_restarts_counted_and_quick_exits_in_a_row_back_off() -> None:
+    clock = Clock()
+    restarts = Restarts(clock)
+    actor = _placed(-1, clock.now)
+    assert restarts.exited(actor, "exit 1", creator_connected=True) == (True, "exit 1", 0.0)  # the first: at once
+    assert actor.restarts == 1 and actor.quick_exits == 1 and not restarts.waits("a")
+    actor.placed_at = clock.now
+    assert restarts.exited(actor, "exit 1", creator_connected=True) == (True, "exit 1", RESTART_BACKOFF_S)
+    assert restarts.waits("a") and restarts.next_backoff() == clock.now + RESTART_BACKOFF_S
+    actor.restarting = True
+    restarts.validate({"a": actor}, set())
+    clock.now += RESTART_BACKOFF_S - 0.01
+    restarts.backoffs_over()
+    assert restarts.waits("a")
+    clock.now += 0.01
+    restarts.backoffs_over()
+    assert not restarts.waits("a") and restarts.next_backoff() is None
+    actor.placed_at = clock.now - RESTART_STABLE_S  # this instance lived: the count starts again
+    assert restarts.exited(actor, "exit 1", creator_connected=True) == (True, "exit 1", 0.0)
+    assert actor.quick_exits == 0 and actor.restarts == 3
+
+
+def test_an_exit_says_why_its_actor_is_not_restarted() -> None:
+    restarts = Restarts(Clock())
+    last = _placed(1, 0.0, restarts=1)
+    assert restarts.exited(last, "exit 1", True) == (False, "exit 1 (after 1 restarts, the last allowed)", 0.0)
+    assert restarts.exited(_placed(2, 0.0), "exit 1", False) == (False, f"exit 1; {NOT_RESTARTED}", 0.0)
+    assert restarts.exited(_placed(0, 0.0), "exit 1", True) == (False, "exit 1", 0.0)  # never restartable
+    killed = _placed(-1, 0.0)
+    killed.stopping = "killed by actorrt.kill()"
+    assert restarts.exited(killed, "exit 0", True) == (False, "killed by actorrt.kill()", 0.0)
+    first = _placed(3, 0.0)
+    assert restarts.exited(first, SLOT_NOT_READY, True) == (False, SLOT_NOT_READY, 0.0)  # never constructed
+    again = _placed(3, 0.0, restarts=1)
+    assert restarts.exited(again, SLOT_NOT_READY, True) == (True, SLOT_NOT_READY, 0.0)
+    assert again.restarts == 1  # placed again, uncounted
+    assert not restarts.waits("a")
+
+
+def test_a_restarts_request_is_never_a_clients_and_asks_what_the_actor_had() -> None:
+    restarts = Restarts(Clock())
+    actor = Actor("a", "", -1, "", "c1", "A", 2, (), num_gpus=1, max_memory_mb=64)
+    first, second = restarts.request(actor), restarts.request(actor)
+    assert first.request_id < 0 and second.request_id < first.request_id
+    assert (first.client_id, first.num_cpus, first.num_gpus, first.max_memory_mb, first.restart_of) == (
+        "c1",
+        2,
+        1,
+        64,
+        "a",
+    )
+
+
+def test_stale_copies_hold_a_restart_back_until_each_exit_is_in_or_its_worker_is_gone() -> None:
+    restarts = Restarts(Clock())
+    actors = {"a": Actor("a", "", -1, "", "c1", "A", 1, (), restarting=True)}
+    restarts.stale_copy("a", "w1")
+    restarts.stale_copy("a", "w2")
+    assert restarts.waits("a")
+    restarts.validate(actors, {"w1", "w2"})
+    with pytest.raises(TableInvariantError, match="on workers not in the table"):
+        restarts.validate(actors, {"w1"})
+    assert not restarts.copy_exited("a", "w3") and not restarts.copy_exited("b", "w1")
+    assert restarts.copy_exited("a", "w1") and restarts.waits("a")
+    restarts.worker_gone("w2")
+    assert not restarts.waits("a") and not restarts.copy_exited("a", "w2")
+    restarts.validate(actors, set())
+
+
+def test_validate_names_a_backoff_kept_for_an_actor_placed_or_gone() -> None:
+    clock = Clock()
+    restarts = Restarts(clock)
+    actor = _placed(-1, clock.now)
+    restarts.exited(actor, "exit 1", True)
+    actor.placed_at = clock.now
+    restarts.exited(actor, "exit 1", True)  # a backoff
+    with pytest.raises(TableInvariantError, match="waits out a restart backoff but is placed"):
+        restarts.validate({"a": actor}, set())
+    with pytest.raises(TableInvariantError, match="no longer listed"):
+        restarts.validate({}, set())
+    restarts.forget("a")
+    restarts.validate({}, set())
