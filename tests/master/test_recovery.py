@@ -9,7 +9,15 @@ import pytest
 
 from actorrt.master.records import Actor, Request
 from actorrt.master.recovery import (
+    LOST_WHILE_MASTER_DOWN,
+    READOPTED_TOLD_S,
+    Died,
+    Exit,
+    Kept,
+    Placements,
+    Readopted,
     Recovery,
+    Tell,
 )
 from actorrt.master.table import ClusterTable
 from tests.master.tables import Clock, register, released_ids, table_with_worker
@@ -135,3 +143,130 @@ def test_a_restartable_actor_a_restarted_master_lost_is_placed_again_from_its_cr
     t.clients.open("c2", "host", 2)
     assert [p.actor_id for p in t.place_waiting()] == ["a4"]
     t.validate()
+
+
+# ---- confirmations, settled by the clock ---------------------------------------------------------
+
+SETTLE_S = 4.0  # a worker timeout and a reconnect period
+
+
+def restarted_master(cpus: int = 2) -> tuple[ClusterTable, Recovery, Clock]:
+    """A master that just started (young: its workers may still be registering), with one worker
+    whose slots are ready and the clients "creator" and "holder" back."""
+    clock = Clock()
+    t = ClusterTable(clock)
+    recovery = Recovery(t, settle_after_s=SETTLE_S)
+    w = t.workers.join(node="n1", node_ip="127.0.0.1", cpus=cpus, gpus=0)
+    for slot in range(cpus):
+        t.slot_ready(w.worker_id, slot, f"127.0.0.1:{9000 + slot}")
+    for client_id in ("creator", "holder"):
+        t.clients.open(client_id, "host", 1)
+    return t, recovery, clock
+
+
+def kept(actor_id: str, *, max_restarts: int = 2, restarts: int = 0, held: bool = True) -> Kept:
+    """A restartable actor as its creator describes it in its confirm."""
+    return Kept(Actor(actor_id, "", -1, "", "creator", "R", 1, (), max_restarts=max_restarts, restarts=restarts), held)
+
+
+def test_a_confirmed_death_is_answered_at_once_an_unknown_actor_once_the_workers_had_their_time() -> None:
+    t, recovery, clock = restarted_master()
+    t.record_death(Actor("victim", "w", 0, "e", "creator", "A", 1, ()), "killed by signal 9")
+    live = t.request(Request("creator", 1))
+    assert live is not None
+    effects = recovery.confirmed("creator", ["victim", "ghost", live.actor_id])
+    assert effects == [Died("creator", "victim", "killed by signal 9"), Placements([])]
+    assert recovery.settle_at == clock.now + SETTLE_S  # ghost waits: its worker may still register
+    clock.now += SETTLE_S
+    assert recovery.settle() == [Died("creator", "ghost", LOST_WHILE_MASTER_DOWN), Placements([])]
+    assert "ghost" in t.dead and recovery.settle_at is None  # remembered: a worker with it stops it
+    clock.now += 1  # settled: an unknown id is answered at once
+    assert recovery.confirmed("holder", ["ghost2"]) == [
+        Died("holder", "ghost2", LOST_WHILE_MASTER_DOWN),
+        Placements([]),
+    ]
+
+
+def test_an_actor_its_worker_brings_back_while_pending_is_not_reported_dead() -> None:
+    t, recovery, clock = restarted_master()
+    assert recovery.confirmed("creator", ["a1"]) == [Placements([])]
+    w = t.workers.join(node="n2", node_ip="127.0.0.1", cpus=1, gpus=0)
+    assert recovery.worker_registered(w, [Actor("a1", "", 0, "e", "creator", "A", 1, ())]) == []
+    clock.now += SETTLE_S
+    assert recovery.settle() == [Placements([])] and "a1" in t.actors and "a1" not in t.dead
+
+
+def test_a_kept_actor_is_placed_again_from_its_creators_word_and_a_late_holder_is_told_once() -> None:
+    t, recovery, clock = restarted_master()
+    clock.now += SETTLE_S  # its workers had their time: settled at once
+    ghost = kept("ghost")
+    [readopted, tell, placements] = recovery.confirmed("creator", ["ghost"], [ghost])
+    actor = t.actors["ghost"]
+    assert readopted == Readopted(actor) and actor is ghost.actor and actor.restarts == 1
+    assert tell == Tell(actor, {"creator"}, placed=False)  # restarting when told: no ActorMoved yet
+    assert isinstance(placements, Placements) and [p.request.restart_of for p in placements.placements] == ["ghost"]
+    assert not actor.restarting and t.refs.holders_of("ghost") == {"creator"} and not t.refs.counted("ghost")
+    t.add_ref("holder", "ghost")  # the AddRef a reopened session sends first
+    assert recovery.confirmed("holder", ["ghost"]) == [Tell(actor, {"holder"}, placed=True), Placements([])]
+    assert recovery.confirmed("holder", ["ghost"]) == [Placements([])]  # told already
+    assert recovery.confirmed("creator", ["ghost"]) == [Placements([])]  # told when it was placed
+    t.clients.open("late", "host", 3)
+    t.add_ref("late", "ghost")
+    clock.now += READOPTED_TOLD_S  # its connection has given up waiting by now
+    assert recovery.confirmed("late", ["ghost"]) == [Placements([])]
+
+
+def test_confirms_due_together_settle_together_and_a_given_up_handle_holds_nothing() -> None:
+    t, recovery, clock = restarted_master()
+    t.clients.open("quitter", "host", 3)
+    assert recovery.confirmed("creator", ["ghost"], [kept("ghost", held=False)]) == [Placements([])]
+    assert recovery.confirmed("quitter", ["ghost"], given_up={"ghost"}) == [Placements([])]
+    due = recovery.settle_at
+    assert due == clock.now + SETTLE_S
+    clock.now = due  # due, but its timer has not run yet: the next confirm settles them all
+    effects = recovery.confirmed("holder", ["ghost"])
+    actor = t.actors["ghost"]
+    assert not any(isinstance(fx, Died) for fx in effects) and recovery.settle_at is None
+    assert t.refs.holders_of("ghost") == {"holder"}  # the creator only keeps it; the quitter gave up
+    assert Tell(actor, {"creator", "holder"}, placed=False) in effects
+
+
+def test_a_kept_actor_past_its_last_restart_or_without_its_creator_is_reported_dead() -> None:
+    t, recovery, clock = restarted_master()
+    clock.now += SETTLE_S
+    last = "gone: no worker reported it to the restarted master"
+    effects = recovery.confirmed("creator", ["spent"], [kept("spent", max_restarts=1, restarts=1)])
+    assert effects == [
+        Died("creator", "spent", f"{LOST_WHILE_MASTER_DOWN} (after 1 restarts, the last allowed)"),
+        Placements([]),
+    ]
+    assert t.dead["spent"].cause.startswith(last)
+    t.remove_client("creator")  # its creator left: nobody would construct it
+    orphan = kept("orphan")
+    assert recovery.confirmed("holder", ["orphan"], [orphan]) == [
+        Died("holder", "orphan", LOST_WHILE_MASTER_DOWN),
+        Placements([]),
+    ]
+
+
+# ---- workers registering again ------------------------------------------------------------------
+
+
+def test_a_returning_worker_ends_what_it_no_longer_reports_with_the_causes_it_sends() -> None:
+    t, wid, _ = table_with_worker(cpus=3)
+    a, b, c = (t.request(Request("c1", i)) for i in (1, 2, 3))
+    assert a is not None and b is not None and c is not None
+    recovery = Recovery(t, settle_after_s=SETTLE_S)
+    live = [Actor(a.actor_id, "", a.slot, a.endpoint, "c1", "", 1, ())]
+    exits = [
+        Exit(b.actor_id, b.slot, "killed by signal 9 (SIGKILL)", -9),
+        Exit(c.actor_id, c.slot + 1, "an exit of another instance", 1),  # not the slot it is listed on
+    ]
+    ended = {e.actor.actor_id: (e.cause, code) for e, code in recovery.worker_returning(wid, live, exits)}
+    assert ended == {
+        b.actor_id: ("killed by signal 9 (SIGKILL)", -9),
+        c.actor_id: ("lost while its worker daemon reconnected", 0),
+    }
+    assert wid not in t.workers and a.actor_id in t.actors  # kept for its registration
+    w = t.workers.join(node="n1", node_ip="127.0.0.1", cpus=3, gpus=0, worker_id=wid)
+    assert recovery.worker_registered(w, live) == [] and w.held == {a.slot: a.actor_id} and w.cpus_free == 2
