@@ -6,7 +6,7 @@ this process, on the caller's loop, and stops them when the connection closes.
 
 from __future__ import annotations
 
-from actorrt.master.servicer import Master
+from actorrt.master.server import Master
 from actorrt.worker.daemon import WorkerDaemon
 
 __all__ = ["start_embedded"]

@@ -65,7 +65,7 @@ if str(HERE.parent) not in sys.path:
 
 import actorrt  # noqa: E402 - after the sys.path line above, so the bench runs from a checkout
 from actorrt.common.errors import SLOT_NOT_READY  # noqa: E402
-from actorrt.master.servicer import HEARTBEATS_PER_S  # noqa: E402
+from actorrt.master.heartbeats import HEARTBEATS_PER_S  # noqa: E402
 from actorrt.transport import rpc as _rpc  # noqa: E402
 from actorrt.v1 import common_pb2  # noqa: E402
 from actorrt.v1 import master_pb2 as pb  # noqa: E402
@@ -113,7 +113,7 @@ def rss_mb(pid: int, key: str = "VmRSS") -> float:
 
 
 async def master_main(args: argparse.Namespace) -> None:
-    from actorrt.master.servicer import Master
+    from actorrt.master.server import Master
 
     master = Master(
         "127.0.0.1",

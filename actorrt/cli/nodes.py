@@ -160,7 +160,7 @@ async def _serve_until_signal(*services: Any, ended: asyncio.Event | None = None
 
 
 async def _run_start(args: argparse.Namespace) -> None:
-    from actorrt.master.servicer import Master
+    from actorrt.master.server import Master
     from actorrt.worker.daemon import WorkerDaemon
 
     token = home.load_token(args.token) if args.token or os.environ.get("ACTORRT_TOKEN") else home.new_token()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from actorrt.common.metrics_http import MetricsServer
     from actorrt.common.status import ClusterStatus
     from actorrt.master.dashboard import Dashboard
-    from actorrt.master.servicer import Master
+    from actorrt.master.server import Master
 
 __all__ = [
     "ClusterTarget",

@@ -33,7 +33,7 @@ from actorrt.master.dashboard_page import PAGE_CSS, PAGE_HTML, PAGE_JS
 from actorrt.v1 import master_pb2 as pb
 
 if TYPE_CHECKING:
-    from actorrt.master.servicer import Master
+    from actorrt.master.server import Master
     from actorrt.master.table import ClusterTable
 
 __all__ = ["DEATHS_SHOWN", "Dashboard", "Sightings"]

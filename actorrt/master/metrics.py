@@ -18,7 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from actorrt.master.table import ClusterTable, Request
+    from actorrt.master.records import Request
+    from actorrt.master.table import ClusterTable
 
 __all__ = ["DEATH_CAUSES", "MASTER_METRIC_NAMES", "PLACEMENT_BUCKETS", "MasterMetrics", "death_category"]
 

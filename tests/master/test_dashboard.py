@@ -14,7 +14,8 @@ import pytest
 
 import actorrt
 from actorrt.master.dashboard import Sightings
-from actorrt.master.table import Actor, ClusterTable
+from actorrt.master.records import Actor
+from actorrt.master.table import ClusterTable
 from tests.cdp import Chromium, chromium_path
 from tests.conftest import ProcCluster, free_port, wait_until
 

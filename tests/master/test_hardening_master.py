@@ -17,7 +17,9 @@ import pytest
 
 import actorrt
 from actorrt.client.control import Control
-from actorrt.master.servicer import Master, MasterServicer
+from actorrt.master.outgoing import Outgoing
+from actorrt.master.server import Master
+from actorrt.master.servicer import MasterServicer
 from actorrt.v1 import master_pb2 as pb
 from actorrt.worker.daemon import WorkerDaemon
 
@@ -118,15 +120,15 @@ async def test_confirmed_actors_are_reported_dead_at_once_if_known_dead_and_unkn
             assert cause is not None and "SIGKILL" in cause
             servicer = master.servicer
             sent: list[tuple[str, pb.ActorDied, float]] = []
-            send = servicer._send_client
+            send = servicer.out.send_client
 
             def recording(client_id: str, msg: pb.ClientNotice) -> None:
                 if msg.HasField("actor_died"):
                     sent.append((client_id, msg.actor_died, time.monotonic()))
                 send(client_id, msg)
 
-            monkeypatch.setattr(servicer, "_send_client", recording)
-            servicer.started_at = servicer.table.clock()  # as young as a master that just restarted
+            monkeypatch.setattr(servicer.out, "send_client", recording)
+            servicer.recovery.started_at = servicer.table.clock()  # as young as a master that just restarted
             t0 = time.monotonic()
             servicer._confirm(c.client_id, [victim_id, unknown_id, live_id])
             assert [(to, d.actor_id, d.cause) for to, d, _ in sent] == [(c.client_id, victim_id, cause)]
@@ -154,14 +156,14 @@ async def test_a_holder_confirming_an_actor_placed_again_late_is_told_where_it_i
         ):
             servicer = master.servicer
             sent: list[tuple[str, str, pb.ClientNotice]] = []
-            send = servicer._send_client
+            send = servicer.out.send_client
 
             def recording(client_id: str, msg: pb.ClientNotice) -> None:
                 sent.append((client_id, msg.WhichOneof("notice") or "", msg))
                 send(client_id, msg)
 
-            monkeypatch.setattr(servicer, "_send_client", recording)
-            servicer.started_at = servicer.table.clock() - 60.0  # its workers had their time: settles at once
+            monkeypatch.setattr(servicer.out, "send_client", recording)
+            servicer.recovery.started_at = servicer.table.clock() - 60.0  # its workers had their time: settles at once
             ghost = "0123456789abcdef"
             place = pb.PlaceActor(class_name="Ghost", max_restarts=2)
             place.resources.num_cpus = 1
@@ -205,25 +207,27 @@ async def test_confirms_due_together_settle_together_and_a_given_up_handle_holds
         ):
             servicer = master.servicer
             sent: list[tuple[str, str]] = []
-            send = servicer._send_client
+            send = servicer.out.send_client
 
             def recording(client_id: str, msg: pb.ClientNotice) -> None:
                 sent.append((client_id, msg.WhichOneof("notice") or ""))
                 send(client_id, msg)
 
-            monkeypatch.setattr(servicer, "_send_client", recording)
-            servicer.started_at = servicer.table.clock()  # young: the creator's confirm waits
+            monkeypatch.setattr(servicer.out, "send_client", recording)
+            servicer.recovery.started_at = servicer.table.clock()  # young: the creator's confirm waits
             ghost = "fedcba9876543210"
             place = pb.PlaceActor(class_name="Ghost", max_restarts=1)
             kept = pb.KeptActor(actor_id=ghost, placement=place, held=False)
             servicer._confirm(creator.client_id, [ghost], [kept])
             servicer._confirm(quitter.client_id, [ghost], given_up={ghost})
-            assert sent == [] and servicer._confirm_timer is not None
-            servicer.started_at -= 60.0  # now due, the timer not run yet
+            assert sent == [] and servicer._settle_timer is not None
+            servicer.recovery.started_at -= 60.0  # now due, the timer not run yet
             servicer._confirm(holder.client_id, [ghost])
             actor = servicer.table.actors[ghost]
-            assert actor.holders == {holder.client_id} and actor.restarts == 1  # the quitter holds nothing
-            assert (holder.client_id, "actor_died") not in sent and servicer._confirm_timer is None
+            assert (
+                servicer.table.refs.holders_of(ghost) == {holder.client_id} and actor.restarts == 1
+            )  # the quitter holds nothing
+            assert (holder.client_id, "actor_died") not in sent and servicer._settle_timer is None
             assert (holder.client_id, "actor_restarting") in sent and (creator.client_id, "actor_moved") in sent
             assert all(to != quitter.client_id for to, _ in sent)
             servicer.check()
@@ -387,13 +391,13 @@ async def test_a_restart_notice_lost_with_its_creators_stream_is_sent_again_when
     queued behind its restart waited for good. A creator back from a lost session is told again
     where its restarted actors are; one it has followed already is not built twice. (The loss
     is made here: the notice is dropped and the session ended, as a broken stream does.)"""
-    send = MasterServicer._send_client
+    send = Outgoing.send_client
     lost: list[pb.ClientNotice] = []
 
-    def loses_the_first_move(self: MasterServicer, client_id: str, msg: pb.ClientNotice) -> None:
+    def loses_the_first_move(self: Outgoing, client_id: str, msg: pb.ClientNotice) -> None:
         if msg.HasField("actor_moved") and not lost:
             lost.append(msg)
-            self._to_client[client_id].put_nowait(None)  # the session ends; the notice never went
+            self.to_client[client_id].put_nowait(None)  # the session ends; the notice never went
             return
         send(self, client_id, msg)
 
@@ -401,7 +405,7 @@ async def test_a_restart_notice_lost_with_its_creators_stream_is_sent_again_when
         async with actorrt.connect(master.address, token="t", log_to_driver=False, timeout=20.0):
             actor = await Echo.options(max_restarts=2).remote()
             first = await actor.pid()
-            monkeypatch.setattr(MasterServicer, "_send_client", loses_the_first_move)
+            monkeypatch.setattr(Outgoing, "send_client", loses_the_first_move)
             os.kill(first, signal.SIGKILL)
             async with asyncio.timeout(30):
                 while not lost:
@@ -409,7 +413,7 @@ async def test_a_restart_notice_lost_with_its_creators_stream_is_sent_again_when
                 assert lost[0].actor_moved.construct
                 second = await actor.pid()  # waits for the restart, built once the creator is back
             assert second != first and await actor.echo(5) == 5
-            monkeypatch.setattr(MasterServicer, "_send_client", send)
+            monkeypatch.setattr(Outgoing, "send_client", send)
             # the creator comes back again (its stream ends): the move it followed is not news
             servicer = master.servicer
             (client_id,) = servicer._to_client

@@ -12,7 +12,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 import actorrt
 from actorrt.host.stats import CallStats
 from actorrt.master.metrics import MasterMetrics, death_category
-from actorrt.master.table import ClusterTable, Request
+from actorrt.master.records import Request
+from actorrt.master.table import ClusterTable
 from actorrt.metrics import LATENCY_BUCKETS, METRIC_NAMES
 from actorrt.worker.metrics import WorkerMetrics
 from tests.conftest import actorrt_cli, free_port, wait_until
@@ -66,9 +67,9 @@ def test_worker_adds_host_deltas_per_class() -> None:
 def test_master_metrics_read_the_table() -> None:
     table = ClusterTable()
     metrics = MasterMetrics(table)
-    w, _ = table.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=1)
+    w = table.workers.join(node="n1", node_ip="127.0.0.1", cpus=2, gpus=1)
     table.slot_ready(w.worker_id, 0, "127.0.0.1:1")
-    table.open_client("c1", "h", 1)
+    table.clients.open("c1", "h", 1)
     req = Request("c1", 1, class_name="Counter")
     metrics.placement_requested("c1", 1)
     placement = table.request(req)

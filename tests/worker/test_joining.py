@@ -99,24 +99,6 @@ async def test_a_worker_refused_by_a_restarted_master_stops_its_hosts_and_exits(
         cluster.stop()
 
 
-def test_table_a_lost_slot_is_not_placed_on_until_it_is_ready_again() -> None:
-    from actorrt.master.table import ClusterTable, Request
-
-    t = ClusterTable()
-    w, _ = t.add_worker(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0)
-    t.open_client("c1", "host", 1)
-    t.slot_ready(w.worker_id, 0, "127.0.0.1:9000")
-    t.slot_ready(w.worker_id, 1, "127.0.0.1:9001")
-    assert t.slot_lost(w.worker_id, 0) and not t.slot_lost(w.worker_id, 0)  # the second: not listed
-    assert not t.slot_lost("no-such-worker", 1)
-    p = t.request(Request("c1", 1))
-    assert p is not None and p.slot == 1 and p.endpoint == "127.0.0.1:9001"
-    assert t.request(Request("c1", 2)) is None  # one cpu free, but no live host: it waits
-    assert t.slot_lost(w.worker_id, 1) is False and len(t.queue) == 1
-    placed = t.slot_ready(w.worker_id, 0, "127.0.0.1:9100")  # the respawned host
-    assert [(x.request.request_id, x.slot, x.endpoint) for x in placed] == [(2, 0, "127.0.0.1:9100")]
-
-
 def _worker_hosts(cluster: ProcCluster) -> set[int]:
     daemons = {p.pid for p in cluster.procs[1:]}
     return {pid for pid, ppid in host_pids().items() if ppid in daemons}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from actorrt.master.servicer import Master
+from actorrt.master.server import Master
 from actorrt.worker import host_runner as _host_runner
 from actorrt.worker.daemon import WorkerDaemon
 from actorrt.worker.host_pool import HostState, PoolStateError
