@@ -3,6 +3,7 @@
 - ``cluster``: a master and two worker daemons (one slot each) as real processes, started with
   the real CLI, shared by a module; each test checks afterwards that it left no actor and no
   used slot behind. ``one_worker``: a master and one worker of two slots, for one test.
+  ``master_and_worker()``: an in-process master and worker daemon, as an embedded cluster has them.
 - ``fresh_home``: an ``ACTORRT_HOME`` of the test's own, so CLI state never touches ``~``.
 - Every test checks that it left no actor host process, and no thread, behind.
 - ``async def`` tests run on uvloop via ``actorrt.run``.
@@ -27,7 +28,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,7 +36,9 @@ from typing import Any, TypeVar
 import pytest
 
 import actorrt
+from actorrt.master.server import Master
 from actorrt.transport import shm as _shm
+from actorrt.worker.daemon import WorkerDaemon
 from actorrt.worker.fork_server_link import HOST_NAME, SERVER_NAME
 
 T = TypeVar("T")
@@ -418,3 +421,27 @@ class Talker:
     def say(self, text: str) -> str:
         print(text, flush=True)
         return text
+
+
+@actorrt.remote_class
+class Echo:
+    def echo(self, x: int) -> int:
+        return x
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@contextlib.asynccontextmanager
+async def master_and_worker(
+    *, worker_timeout_s: float = 10.0, reconnect: bool = False
+) -> AsyncIterator[tuple[Master, WorkerDaemon]]:
+    """An in-process master (token "t") and a 2-slot worker daemon, closed at the end."""
+    master = await Master("127.0.0.1", 0, token="t", worker_timeout_s=worker_timeout_s).start()
+    daemon = WorkerDaemon(master.address, token="t", cpus=2, reconnect=reconnect, wait_ready=True, echo_output=False)
+    try:
+        await daemon.start()
+        yield master, daemon
+    finally:
+        await daemon.close()
+        await master.close()

@@ -1,7 +1,7 @@
 """Recovery, driven by events with an injected clock: workers registering again with the actors
 they host, clients confirming the actors they hold after a lost session, and what a restarted
-master settles once its workers had their time. (tests/master/test_hardening_master.py has the
-same through a real master.)"""
+master settles once its workers had their time. (tests/master/test_recovery_sessions.py has
+the same through a real master.)"""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
-"""What several worker test files share: an actor class and a process helper."""
+"""What several worker test files share: a process helper."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import actorrt
-
-
-@actorrt.remote_class
-class Echo:
-    def echo(self, x: int) -> int:
-        return x
-
-    def pid(self) -> int:
-        return os.getpid()
 
 
 def gone(pid: int) -> bool:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from tests.conftest import ProcCluster, host_pids, wait_until
-from tests.worker.conftest import Echo, gone
+from tests.conftest import Echo, ProcCluster, host_pids, wait_until
+from tests.worker.conftest import gone
 
 pytestmark = pytest.mark.timeout(120)
 

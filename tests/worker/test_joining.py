@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from tests.conftest import ProcCluster, host_pids, wait_until
-from tests.worker.conftest import Echo
+from tests.conftest import Echo, ProcCluster, host_pids, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
