@@ -27,7 +27,7 @@ from rl.agent import Agent
 from rl.algorithms.cmaes import CMAES
 from rl.algorithms.es import ES, NoiseTable
 from rl.bookkeeping import ReturnWindow
-from rl.learners.learner import LearnerResult
+from rl.learners.progress import LearnerResult
 from rl.learners.workers import Deaths, answer_within
 from rl.logger import TrainingLogger
 from rl.networks import MLPPolicy
