@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -34,6 +33,7 @@ import torch
 
 import actorrt
 import rl
+from rl.bookkeeping import ReturnWindow
 
 
 @dataclass
@@ -209,7 +209,7 @@ def train(config: Config) -> rl.TrainResult:
     logger = rl.TrainingLogger(
         config.run_dir, config.total_steps, tensorboard=config.tensorboard, progress=config.progress
     )
-    greediest: deque[float] = deque(maxlen=10)  # the least-exploring collector's last returns
+    greediest = ReturnWindow(10)  # the least-exploring collector's last returns
     env_steps = updates = 0
     with actorrt.connect(config.address, num_cpus=config.num_collectors + 2):
         obs_shape = q_network_obs_shape(config.env_id)
@@ -243,18 +243,15 @@ def train(config: Config) -> rl.TrainResult:
                 if returns:
                     logger.log_episodes(env_steps, np.array(returns), np.zeros(len(returns)))
                     if index == config.num_collectors - 1:
-                        greediest.extend(returns)
-                        solved = (
-                            len(greediest) == greediest.maxlen and float(np.mean(greediest)) >= config.solved_return
-                        )
+                        greediest.add(np.array(returns))
+                        solved = greediest.solved(config.solved_return)
                 tasks[collectors[index].collect()] = index
         actorrt.wait(list(tasks), num_returns=len(tasks), timeout=30).result()
     logger.close()
     logger.plot(f"Ape-X DQN on {config.env_id}", config.solved_return)
     if config.save:
         agent.save(config.save)
-    mean = float(np.mean(greediest)) if greediest else float("nan")
-    return rl.TrainResult(solved, env_steps, time.perf_counter() - started, mean, len(greediest))
+    return rl.TrainResult(solved, env_steps, time.perf_counter() - started, greediest.mean, len(greediest))
 
 
 def q_network_obs_shape(env_id: str) -> tuple[int, ...]:

@@ -11,8 +11,9 @@ product on operands laid out as BLAS takes them, and a product with a narrow res
 head, a first layer's weight gradient) taken transposed, its narrow side in the rows. Only what
 a caller needs is computed: a critic's weight gradients in its own step, its input gradient
 towards the action (those columns only) in the actor's, and for TD3's actor only the first
-critic of the pair. The algorithms apply the gradients with :func:`rl.fused.adam_`, in the same
-function (one ``torch.compile`` graph per update).
+critic of the pair. The algorithms' written-out updates (:mod:`rl.algorithms.written_out`) apply
+the gradients with :func:`rl.fused.adam_`, in the same function (one ``torch.compile`` graph per
+update).
 
 :class:`Tape` keeps a forward pass's layer inputs for its backward pass. Two kinds of network:
 
@@ -24,7 +25,7 @@ function (one ``torch.compile`` graph per update).
 
 :func:`supports` tells whether a network is one of these. The results equal autograd's to float
 rounding (``tests/rl/test_rl_backprop.py``); SAC, TD3 and DDPG use them when their fast paths
-are on (``written_out``).
+are on (``written_out``), and their updates equal the autograd ones (``tests/rl/test_rl_written_out.py``).
 """
 
 from __future__ import annotations

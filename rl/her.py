@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from rl.algorithms._off_policy import OffPolicyAlgorithm
+from rl.bookkeeping import UpdateRatio
 from rl.replay import ReplayBatch
 
 __all__ = [
@@ -221,17 +222,15 @@ def train_goal_conditioned(
         raise TypeError(f"train_goal_conditioned needs an agent around DDPG, TD3 or SAC, not {type(algo).__name__}")
     check_goal_env(env)
     history: list[GoalEpisode] = []
-    updates_due = 0.0
+    ratio = UpdateRatio(updates_per_step)
     for i in range(episodes):
         algo.uniform_exploration = i < warmup_episodes
         episode = run_goal_episode(env, agent.sample, seed=seed + i)
         replay.add_episode(episode)
         history.append(episode)
         if i + 1 >= warmup_episodes:
-            updates_due += updates_per_step * len(episode.actions)
-            while updates_due >= 1.0:
+            for _ in range(ratio.owed(len(episode.actions))):
                 agent.learn(replay.sample(batch_size))
-                updates_due -= 1.0
     algo.uniform_exploration = False
     return history
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import csv
 import os
 import time
-from collections import deque
 from typing import IO, Any
 
 import numpy as np
+
+from rl.bookkeeping import ReturnWindow
 
 __all__ = ["TrainingLogger"]
 
@@ -37,7 +38,7 @@ class TrainingLogger:
         self.previous = _move_earlier_run(run_dir)
         """Where an earlier run's outputs in ``run_dir`` were moved, or ``None``."""
         self._start = time.perf_counter()
-        self._recent: deque[float] = deque(maxlen=window)
+        self._returns = ReturnWindow(window)
         self.steps: list[int] = []
         """Env step at which each episode finished (for the curve)."""
         self.returns: list[float] = []
@@ -65,7 +66,7 @@ class TrainingLogger:
     @property
     def mean_return(self) -> float:
         """Mean return of the last ``window`` episodes (``nan`` before the first one)."""
-        return float(np.mean(self._recent)) if self._recent else float("nan")
+        return self._returns.mean
 
     @property
     def wall_s(self) -> float:
@@ -75,8 +76,8 @@ class TrainingLogger:
     def log_episodes(self, step: int, returns: np.ndarray, lengths: np.ndarray) -> None:
         """Record episodes that finished by env step ``step``."""
         wall = self.wall_s
+        self._returns.add(returns)
         for r, n in zip(returns.tolist(), lengths.tolist(), strict=True):
-            self._recent.append(r)
             self.steps.append(step)
             self.returns.append(r)
             self._episodes_csv.writerow([step, f"{wall:.3f}", r, n])
@@ -98,7 +99,7 @@ class TrainingLogger:
         if self._writer is not None:
             for k, v in stats.items():
                 self._writer.add_scalar(f"train/{k}", v, step)
-            if self._recent:
+            if len(self._returns):
                 self._writer.add_scalar(f"episode/mean_return_{self.window}", self.mean_return, step)
         if self._bar is not None:
             self._bar.update(step - self._last_step)

@@ -1,8 +1,9 @@
 """Pure return/advantage maths, named as in the papers.
 
 On-policy returns (``vtrace``, ``gae``, ``discounted_returns``) take time-major ``[T, B]`` inputs.
-Off-policy targets (``td_target``, ``clipped_double_q_target``, ``smoothed_target_action``,
-``tanh_gaussian_log_prob``, ``soft_update_``) take batches of transitions ``[N]`` / ``[N, act]``.
+Off-policy targets and losses (``td_target``, ``clipped_double_q_target``, ``smoothed_target_action``,
+``weighted_mse``, ``tanh_gaussian_log_prob``, ``soft_update_``) take batches of transitions
+``[N]`` / ``[N, act]``.
 Evolution strategies (``centered_ranks``, ``es_gradient``) take one value per perturbation.
 
 ``discounts[t]`` is the per-step discount ``gamma * (1 - done[t])``: zero where an episode ended at
@@ -37,6 +38,7 @@ __all__ = [
     "tanh_gaussian_log_prob",
     "td_target",
     "vtrace",
+    "weighted_mse",
 ]
 
 
@@ -165,6 +167,13 @@ def clipped_double_q_target(
     if next_log_prob is not None:
         next_v = next_v - alpha * next_log_prob
     return td_target(rewards, terminated, next_v, gamma)
+
+
+def weighted_mse(pred: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``mean(w_i (pred_i - target_i)^2)``: the squared TD error of a critic regressed onto its
+    target, importance-weighted for prioritised replay (Schaul et al. 2016, §3.4; ``w = 1`` for
+    uniform replay gives the plain mean squared error). Differentiable."""
+    return (weights * (pred - target).pow(2)).mean()
 
 
 @torch.no_grad()

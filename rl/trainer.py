@@ -8,24 +8,21 @@ with ``stop_when_solved``, once the mean of the last ``window`` training-episode
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from rl.agent import Agent
 from rl.algorithms._off_policy import OffPolicyAlgorithm
 from rl.algorithms.dqn import DQN
+from rl.bookkeeping import BetaAnnealing, ReturnWindow, UpdateRatio, learn_from_replay, linear_schedule
 from rl.collector import Collector, CollectorConfig
 from rl.config import use_torch_threads
 from rl.logger import TrainingLogger
-from rl.replay import PrioritizedReplay, UniformReplay
+from rl.replay import UniformReplay
 
 __all__ = [
     "TrainResult",
     "TrainingRun",
-    "linear_schedule",
     "result_line",
     "run_training",
     "train_dqn",
@@ -43,31 +40,6 @@ class TrainResult:
     wall_s: float
     mean_return: float
     episodes: int
-
-
-class _Progress:
-    """Running mean of the last ``window`` returns, and the solved test."""
-
-    def __init__(self, window: int, solved_return: float | None) -> None:
-        self.recent: deque[float] = deque(maxlen=window)
-        self.episodes = 0
-        self.solved_return = solved_return
-
-    def add(self, returns: np.ndarray) -> None:
-        self.recent.extend(returns.tolist())
-        self.episodes += len(returns)
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.recent)) if self.recent else float("nan")
-
-    @property
-    def solved(self) -> bool:
-        return (
-            self.solved_return is not None
-            and len(self.recent) == self.recent.maxlen
-            and self.mean >= self.solved_return
-        )
 
 
 @dataclass
@@ -148,28 +120,19 @@ def train_on_policy(
             f"train_on_policy learns from rollouts (PolicyGradient, A2C, PPO, IMPALA); {name} learns from a replay: use rl.{use}"
         )
     start = time.perf_counter()
-    progress = _Progress(window, solved_return)
+    returns = ReturnWindow(window)
     ever_solved = False
     while collector.total_steps < total_steps:
         rollout = collector.collect()
         stats = agent.learn(rollout)
-        progress.add(rollout.episode_returns)
+        returns.add(rollout.episode_returns)
         if logger is not None:
             logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
             logger.log_update(collector.total_steps, stats)
-        ever_solved = ever_solved or progress.solved
+        ever_solved = ever_solved or returns.solved(solved_return)
         if stop_when_solved and ever_solved:
             break
-    return TrainResult(
-        ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes
-    )
-
-
-def linear_schedule(start: float, end: float, fraction: float, progress: float) -> float:
-    """Linear interpolation from ``start`` to ``end`` over the first ``fraction`` of training."""
-    if fraction <= 0:
-        return end
-    return start + (end - start) * min(1.0, progress / fraction)
+    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, returns.mean, returns.episodes)
 
 
 def _check_learning_starts(learning_starts: int, total_steps: int) -> None:
@@ -208,33 +171,27 @@ def train_dqn(
         raise TypeError("train_dqn needs an agent around a DQN algorithm")
     _check_learning_starts(learning_starts, total_steps)
     start = time.perf_counter()
-    progress = _Progress(window, solved_return)
+    returns = ReturnWindow(window)
     ever_solved = False
-    beta_start = buffer.beta if isinstance(buffer, PrioritizedReplay) else 1.0
+    beta = BetaAnnealing(buffer)
     while collector.total_steps < total_steps:
         algo.epsilon = linear_schedule(
             epsilon_start, epsilon_end, exploration_fraction, collector.total_steps / total_steps
         )
-        if isinstance(buffer, PrioritizedReplay):
-            buffer.beta = linear_schedule(beta_start, 1.0, 1.0, collector.total_steps / total_steps)
+        beta.anneal(buffer, collector.total_steps / total_steps)
         rollout = collector.collect()
         buffer.add_rollout(rollout)
-        progress.add(rollout.episode_returns)
+        returns.add(rollout.episode_returns)
         stats: dict[str, float] = dict.fromkeys(("td_loss", "q_mean", "grad_norm"), float("nan"))
-        if collector.total_steps >= learning_starts:
-            for _ in range(gradient_steps):
-                batch = buffer.sample(batch_size)
-                stats = agent.learn(batch)
-                buffer.update_priorities(batch.indices, algo.td_errors)
+        if collector.total_steps >= learning_starts and gradient_steps > 0:
+            stats = learn_from_replay(agent, buffer, batch_size, gradient_steps)
         if logger is not None:
             logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
             logger.log_update(collector.total_steps, {**stats, "epsilon": algo.epsilon})
-        ever_solved = ever_solved or progress.solved
+        ever_solved = ever_solved or returns.solved(solved_return)
         if stop_when_solved and ever_solved:
             break
-    return TrainResult(
-        ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes
-    )
+    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, returns.mean, returns.episodes)
 
 
 def train_off_policy(
@@ -266,37 +223,29 @@ def train_off_policy(
         raise ValueError(f"updates_per_step must be > 0, got {updates_per_step}")
     _check_learning_starts(learning_starts, total_steps)
     start = time.perf_counter()
-    progress = _Progress(window, solved_return)
+    returns = ReturnWindow(window)
     ever_solved = False
-    updates_due = 0.0
+    ratio = UpdateRatio(updates_per_step)
     next_log = 0
     stats: dict[str, float] = {}
-    beta_start = replay.beta if isinstance(replay, PrioritizedReplay) else 1.0
+    beta = BetaAnnealing(replay)
     while collector.total_steps < total_steps:
         algo.uniform_exploration = collector.total_steps < learning_starts
-        if isinstance(replay, PrioritizedReplay):
-            replay.beta = linear_schedule(beta_start, 1.0, 1.0, collector.total_steps / total_steps)
+        beta.anneal(replay, collector.total_steps / total_steps)
         rollout = collector.collect()
         replay.add_rollout(rollout)
-        progress.add(rollout.episode_returns)
-        if collector.total_steps >= learning_starts:
-            updates_due += updates_per_step * rollout.num_steps
-            while updates_due >= 1.0:
-                batch = replay.sample(batch_size)
-                stats = agent.learn(batch)
-                replay.update_priorities(batch.indices, algo.td_errors)
-                updates_due -= 1.0
+        returns.add(rollout.episode_returns)
+        if collector.total_steps >= learning_starts and (owed := ratio.owed(rollout.num_steps)):
+            stats = learn_from_replay(agent, replay, batch_size, owed)
         if logger is not None:
             logger.log_episodes(collector.total_steps, rollout.episode_returns, rollout.episode_lengths)
             if stats and collector.total_steps >= next_log:  # one row per ~log_every steps, not per update
                 logger.log_update(collector.total_steps, {**stats, "updates": float(algo.updates)})
                 next_log = collector.total_steps + log_every
-        ever_solved = ever_solved or progress.solved
+        ever_solved = ever_solved or returns.solved(solved_return)
         if stop_when_solved and ever_solved:
             break
-    return TrainResult(
-        ever_solved, collector.total_steps, time.perf_counter() - start, progress.mean, progress.episodes
-    )
+    return TrainResult(ever_solved, collector.total_steps, time.perf_counter() - start, returns.mean, returns.episodes)
 
 
 def result_line(env_id: str, algo: str, result: TrainResult) -> str:

@@ -1,4 +1,5 @@
-"""The algorithms: each file reads like its paper."""
+"""The algorithms: each file reads like its paper. The off-policy updates' fast path, the same
+steps with their gradients written out by hand, is :mod:`rl.algorithms.written_out`."""
 
 from rl.algorithms.a2c import A2C
 from rl.algorithms.cmaes import CMAES

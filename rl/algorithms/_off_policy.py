@@ -1,5 +1,7 @@
 """What DDPG, TD3 and SAC share: acting in a bounded Box, uniform warm-up actions, target
-networks, the TD errors that prioritised replay needs, and mixed precision for the updates."""
+networks, the critics' regression onto a target and its step, the TD errors that prioritised
+replay needs, and the switches of the updates' fast paths (mixed precision, ``torch.compile``;
+the updates written out by hand are :mod:`rl.algorithms.written_out`)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl import backprop, ops
+from rl import ops
 from rl.algorithm import Algorithm, PolicyStep, check_gamma
-from rl.fused import AdamTensors, FusedMLPPair, adam_, adam_tensors, fused_adam_step_
+from rl.algorithms import written_out
+from rl.fused import fused_adam_step_
 from rl.model import Model
 from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, TwinQCritic
 from rl.precision import warn_if_slow_bfloat16
+from rl.replay import ReplayBatch
 
-__all__ = ["DeterministicOffPolicy", "OffPolicyAlgorithm", "check_tau", "frozen_copy", "weighted_mse"]
+__all__ = ["DeterministicOffPolicy", "OffPolicyAlgorithm", "check_non_negative", "check_tau", "frozen_copy"]
 
 
 def frozen_copy(model: Model) -> Model:
@@ -40,12 +44,6 @@ def check_non_negative(name: str, value: float) -> float:
     if not value >= 0.0:
         raise ValueError(f"{name} must be >= 0, got {value}")
     return float(value)
-
-
-def weighted_mse(pred: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``mean(w_i (pred_i - target_i)^2)``: the squared TD error, importance-weighted for
-    prioritised replay (``w = 1`` for uniform replay gives the plain mean squared error)."""
-    return (weights * (pred - target).pow(2)).mean()
 
 
 class OffPolicyAlgorithm(Algorithm):
@@ -70,7 +68,7 @@ class OffPolicyAlgorithm(Algorithm):
     with them the backward passes) run through ``torch.compile``, built at the first update (a
     few seconds; again for each new batch size), the optimiser steps staying eager; where the
     update is written out (``written_out``, float32), the whole update, optimiser and target steps
-    included, is one compiled function (``_update``). It computes the same maths
+    included, is one compiled function (:mod:`rl.algorithms.written_out`). It computes the same maths
     (``tests/rl/test_rl_compile.py``). On a CPU with AMX, with ``autocast=torch.bfloat16``, a SAC
     or TD3 step on one core takes about half of SB3's; on an AVX2-only CPU, in float32, a SAC
     env step takes ~0.54x of SB3's (``bench/README_rl.md``). SAC, TD3 and DDPG accept it.
@@ -82,10 +80,10 @@ class OffPolicyAlgorithm(Algorithm):
     model: DeterministicActor | SquashedGaussianActor
     critic: QCritic | TwinQCritic
     critic_optimizer: torch.optim.Optimizer
-    _critic_loss: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
-    """``(L, Q_1(s, a), y)`` by autograd, of the subclass's critic loss."""
-    _critic_grads: Callable[..., tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]]
-    """``(dL/d critic parameters, L, Q_1(s, a), y)``, the same loss's gradients written out."""
+    _target: Callable[..., torch.Tensor]
+    """The subclass's critic target ``y`` (no gradient), from ``(rewards, terminated, next_obs,
+    *what else it needs)`` and, as ``target_q``, how to evaluate the target critic (its forward
+    pass when not given; the written-out update passes its own)."""
 
     def __init__(
         self,
@@ -111,9 +109,10 @@ class OffPolicyAlgorithm(Algorithm):
         self.updates = 0
         """Gradient steps taken (of the critic)."""
         self.written_out = False
-        """Whether :meth:`learn` writes its update out (gradients by :mod:`rl.backprop`, Adam by
-        :func:`rl.fused.adam_`) rather than taking it by autograd (set by each algorithm where its
-        networks allow it; checked again at each update by :meth:`_written_adams`)."""
+        """Whether :meth:`learn` takes its update written out (:mod:`rl.algorithms.written_out`:
+        gradients by :mod:`rl.backprop`, Adam by :func:`rl.fused.adam_`) rather than by autograd
+        (set by each algorithm where its networks allow it, :func:`rl.algorithms.written_out.applies`;
+        checked again at each update)."""
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled functions do not pickle; a copy compiles its own at its first update.
@@ -122,8 +121,8 @@ class OffPolicyAlgorithm(Algorithm):
         return state
 
     def _maybe_compiled(self, fn: Callable[..., Any], no_autograd: bool = False) -> Callable[..., Any]:
-        """``fn`` (a bound method computing losses or gradients), or its ``torch.compile`` (built
-        once) when :attr:`compile` is set. Static shapes: the batch size is fixed in a training run.
+        """``fn`` (a loss, or a written-out update taking this algorithm first), or its
+        ``torch.compile`` (built once, kept by name) when :attr:`compile` is set. Static shapes: the batch size is fixed in a training run.
         ``no_autograd``: ``fn`` runs under ``torch.no_grad`` (gradients written out), and is
         compiled with inductor's C++ wrapper, which calls its kernels without Python in between
         (~4% of a SAC step)."""
@@ -144,68 +143,30 @@ class OffPolicyAlgorithm(Algorithm):
         else:
             optimizer.step()
 
-    def _written_adams(self, *trained: tuple[torch.optim.Optimizer, torch.nn.Module]) -> list[AdamTensors] | None:
-        """The Adam tensors of each ``(optimizer, module)`` that :meth:`learn` steps, where it takes
-        its update written out; ``None`` where it takes autograd's: not :attr:`written_out`,
-        ``autocast`` set after the algorithm was built, a parameter frozen since, or an optimiser
-        that is no longer a fused Adam (:func:`rl.fused.adam_tensors`) of exactly that module's
-        parameters. Creates the optimisers' state at the first update, as their ``step()`` would."""
-        if not self.written_out or self.autocast is not None:
-            return None
-        params = [list(module.parameters()) for _, module in trained]
-        if not all(p.requires_grad for ps in params for p in ps):
-            return None
-        adams = []
-        for (optimizer, _), ps in zip(trained, params, strict=True):
-            groups = adam_tensors(optimizer, create=True)
-            if groups is None or len(groups) != 1 or len(groups[0].params) != len(ps):
-                return None
-            if any(p is not q for p, q in zip(ps, groups[0].params, strict=True)):
-                return None
-            adams.append(groups[0])
-        return adams
+    def _critic_loss(
+        self, batch: ReplayBatch[torch.Tensor], *target_args: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L, Q_1(s, a), y)`` (the last two detached, float32): the critic regressed onto the
+        subclass's target ``y`` (:attr:`_target`, given ``target_args``),
+        ``L = sum_i mean w (Q_i(s, a) - y)^2`` over its one or two networks."""
+        with torch.no_grad(), self._mixed():
+            y = self._target(batch.rewards, batch.terminated, batch.next_obs, *target_args).float()
+        with self._mixed():
+            q = self.critic(batch.obs, batch.actions)
+            qs = q if isinstance(q, tuple) else (q,)
+            loss = ops.weighted_mse(qs[0], y, batch.weights)
+            for q_i in qs[1:]:
+                loss = loss + ops.weighted_mse(q_i, y, batch.weights)
+        return loss, qs[0].detach().float(), y
 
-    def _critic_step(self, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The critic's step on ``args`` by autograd through :meth:`_critic_loss` (compiled where
+    def _critic_step(self, batch: ReplayBatch[torch.Tensor], *target_args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The critic's step on ``batch`` by autograd through :meth:`_critic_loss` (compiled where
         :attr:`compile` is set); returns ``(L, Q_1(s, a), y)``."""
-        critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(*args)
+        critic_loss, q1, y = self._maybe_compiled(self._critic_loss)(batch, *target_args)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self._adam_step(self.critic_optimizer)
         return critic_loss, q1, y
-
-    @torch.no_grad()
-    def _critic_update(self, adam: AdamTensors, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The critic's gradients written out (:meth:`_critic_grads`) and its Adam step on them
-        (:func:`rl.fused.adam_`): the first part of each algorithm's written-out ``_update``;
-        returns ``(L, Q_1(s, a), y)``. The gradients are not kept (``p.grad`` is left alone)."""
-        grads, critic_loss, q1, y = self._critic_grads(*args)
-        adam_(adam, grads)
-        return critic_loss, q1, y
-
-    def _regression_grads(
-        self, obs: torch.Tensor, actions: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
-    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        """``(dL/d critic parameters, L, Q_1(s, a))`` of the critic regressed onto ``y``, written
-        out: ``L = sum_i mean w (Q_i(s, a) - y)^2`` over the critic's one or two networks, so
-        ``dL/dQ_i = 2 w (Q_i - y) / N``."""
-        x = torch.cat([obs, actions], dim=-1)
-        scale = weights * (2.0 / obs.shape[0])
-        critic = self.critic
-        if isinstance(critic, TwinQCritic):
-            assert isinstance(critic.nets, FusedMLPPair)
-            q1, q2, tape = backprop.pair_forward(critic.nets, x)
-            loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
-            grads, _ = backprop.pair_backward(critic.nets, tape, scale * (q1 - y), scale * (q2 - y))
-        else:
-            assert isinstance(critic.net, torch.nn.Sequential)
-            layers = backprop.mlp_layers(critic.net)
-            out, tape = backprop.mlp_forward(layers, x)
-            q1 = out.squeeze(-1)
-            loss = weighted_mse(q1, y, weights)
-            grads, _ = backprop.mlp_backward(layers, tape, (scale * (q1 - y)).unsqueeze(-1))
-        assert grads is not None
-        return grads, loss, q1
 
     @staticmethod
     @contextlib.contextmanager
@@ -244,7 +205,7 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
 
     model: DeterministicActor
     _written_critic: type[QCritic] | type[TwinQCritic]
-    """The critic whose gradients the subclass writes out (TD3: twin, DDPG: single)."""
+    """The critic the subclass's update is written out for (TD3: twin, DDPG: single)."""
 
     def __init__(
         self,
@@ -269,24 +230,12 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
         """Standard deviation of the acting noise, as a fraction of the half-range of each action."""
         self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
         self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
-        if isinstance(critic, TwinQCritic):
-            critic_written = type(critic.nets) is FusedMLPPair and backprop.supports(critic.nets)
-        else:
-            critic_written = backprop.supports(critic.net)
-        self.written_out = (
-            self.fused
-            and autocast is None
-            and type(actor) is DeterministicActor
-            and type(critic) is self._written_critic
-            and backprop.supports(actor.net)
-            and critic_written
-            and not backprop.hooked(actor)
-            and not backprop.hooked(critic)
-        )
-        """Whether :meth:`learn` writes its update out (:mod:`rl.backprop`, :meth:`_update`) rather
-        than taking it by autograd, as :attr:`rl.SAC.written_out` does: with the fast paths in
-        float32, for the default networks (ReLU MLPs; TD3's fused twin critic, DDPG's
-        :class:`rl.QCritic`) and the fused Adam optimisers it built."""
+        self.written_out = written_out.applies(self, DeterministicActor, self._written_critic)
+        """Whether :meth:`learn` takes its update written out
+        (:func:`rl.algorithms.written_out.deterministic_update`) rather than by autograd, as
+        :attr:`rl.SAC.written_out` does: with the fast paths in float32, for the default networks
+        (ReLU MLPs; TD3's fused twin critic, DDPG's :class:`rl.QCritic`) and the fused Adam
+        optimisers it built."""
 
     def sample(self, obs: torch.Tensor) -> PolicyStep:
         """``clip(mu(s) + N(0, (sigma scale)^2), low, high)`` (uniform during warm-up)."""
@@ -308,70 +257,15 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
                 q = q[0]
             return -q.float().mean()
 
-    @torch.no_grad()
-    def _actor_grads(self, obs: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """``(dJ/d actor parameters, J)`` of :meth:`_actor_loss` written out: with
-        ``a = bias + scale tanh(out)``, ``dJ/d out = -dQ_1/da scale (1 - tanh(out)^2) / N``."""
-        actor, critic = self.model, self.critic
-        actor_layers = backprop.mlp_layers(actor.net)
-        out, actor_tape = backprop.mlp_forward(actor_layers, obs)
-        tanh_out = torch.tanh(out)
-        action = actor.bias + actor.scale * tanh_out
-        if isinstance(critic, TwinQCritic):
-            assert isinstance(critic.nets, FusedMLPPair)
-            q_layers = backprop.pair_first_layers(critic.nets)
-        else:
-            q_layers = backprop.mlp_layers(critic.net)
-        q, q_tape = backprop.mlp_forward(q_layers, torch.cat([obs, action], dim=-1))
-        _, dq = backprop.mlp_backward(
-            q_layers, q_tape, torch.ones_like(q), weight_grads=False, input_grad=True, input_from=obs.shape[1]
-        )
-        assert dq is not None  # dQ_1 / da
-        d_out = -dq * actor.scale * (1.0 - tanh_out * tanh_out) / obs.shape[0]
-        grads, _ = backprop.mlp_backward(actor_layers, actor_tape, d_out)
-        assert grads is not None
-        return grads, -q.mean()
-
-    def _learn_step(
-        self, actor_step: bool, *args: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float | None]:
-        """A critic step on ``args`` (``obs`` first: the subclass's :meth:`_critic_loss`
-        arguments), then, with ``actor_step``, an actor step on ``obs`` (the critic frozen) and the
-        soft update of both targets: written out (:meth:`_update`) where
-        :meth:`_written_adams` allows, else by autograd. Returns ``(L, Q_1(s, a), y, J)``, ``J``
-        the actor's loss (``None`` without ``actor_step``)."""
-        obs = args[0]
-        adams = self._written_adams((self.critic_optimizer, self.critic), (self.actor_optimizer, self.model))
-        if adams is not None:
-            actor_adam = adams[1] if actor_step else None
-            critic_loss, q1, y, loss = self._maybe_compiled(self._update, no_autograd=True)(adams[0], actor_adam, *args)
-        else:
-            critic_loss, q1, y = self._critic_step(*args)
-            loss = None
-            if actor_step:
-                with self._frozen(self.critic):
-                    loss = self._maybe_compiled(self._actor_loss)(obs)
-                    self.actor_optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                self._adam_step(self.actor_optimizer)
-                self._soft_update_targets()
-        return critic_loss, q1, y, None if loss is None else loss.item()
-
-    @torch.no_grad()
-    def _update(
-        self, critic_adam: AdamTensors, actor_adam: AdamTensors | None, *args: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The update written out, in one function for ``torch.compile``: the critic's step
-        (:meth:`_critic_update`), then, where ``actor_adam`` is given, the actor's gradients
-        (:meth:`_actor_grads`, through the critic as that step left it), its Adam step and the
-        targets' soft update. Returns ``(L, Q_1(s, a), y, J)`` (``J`` ``None`` without an actor step)."""
-        critic_loss, q1, y = self._critic_update(critic_adam, *args)
-        loss = None
-        if actor_adam is not None:
-            grads, loss = self._actor_grads(args[0])
-            adam_(actor_adam, grads)
-            self._soft_update_targets()
-        return critic_loss, q1, y, loss
+    def _actor_step(self, obs: torch.Tensor) -> float:
+        """The actor's step by autograd through :meth:`_actor_loss` (compiled where :attr:`compile`
+        is set), the critic frozen; returns the loss ``J``."""
+        with self._frozen(self.critic):
+            loss = self._maybe_compiled(self._actor_loss)(obs)
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        self._adam_step(self.actor_optimizer)
+        return loss.item()
 
     def _soft_update_targets(self) -> None:
         """Both target networks one Polyak step towards the trained ones."""

@@ -8,14 +8,21 @@
 Exploration adds Gaussian noise ``N(0, (sigma * scale)^2)`` to ``mu(s)`` and clips to the bounds
 (the paper used an Ornstein-Uhlenbeck process; Fujimoto et al. 2018 found uncorrelated Gaussian
 noise as good, and it is what TD3 uses, so the two compare like for like).
+
+:meth:`DDPG.learn` takes these steps by autograd; where the fast paths apply (``written_out``), the
+same steps with their gradients written out by hand
+(:func:`rl.algorithms.written_out.deterministic_update`: equal to float rounding, and faster).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rl import ops
-from rl.algorithms._off_policy import DeterministicOffPolicy, weighted_mse
+from rl.algorithms import written_out
+from rl.algorithms._off_policy import DeterministicOffPolicy
 from rl.networks import DeterministicActor, QCritic
 from rl.replay import ReplayBatch
 
@@ -44,45 +51,29 @@ class DDPG(DeterministicOffPolicy):
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic and one actor step on a batch, then the soft target update."""
-        args = (batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights)
-        critic_loss, q, y, actor_loss = self._learn_step(True, *args)
+        step = written_out.deterministic_update(self, True, batch)
+        if step is not None:
+            critic_loss, q, y, actor_loss = step
+        else:
+            # 1. The critic regresses onto the target networks' one-step bootstrap y (_target).
+            critic_loss, q, y = self._critic_step(batch)
+            # 2. The actor climbs Q(s, mu(s)), the critic frozen;
+            actor_loss = self._actor_step(batch.obs)
+            # 3. and both target networks take one Polyak step.
+            self._soft_update_targets()
         assert actor_loss is not None
         self.updates += 1
         self.td_errors = (y - q).numpy()
         return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss, "q_mean": float(q.mean())}
 
-    @torch.no_grad()
-    def _critic_grads(
+    def _target(
         self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
         rewards: torch.Tensor,
         terminated: torch.Tensor,
         next_obs: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(dL/d critic parameters, L, Q(s, a), y)`` of :meth:`_critic_loss` written out
-        (:mod:`rl.backprop`)."""
-        next_q = self.target_critic(next_obs, self.target_actor(next_obs))
-        y = ops.td_target(rewards, terminated, next_q, self.gamma)
-        grads, loss, q = self._regression_grads(obs, actions, y, weights)
-        return grads, loss, q, y
-
-    def _critic_loss(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        terminated: torch.Tensor,
-        next_obs: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(L, Q(s, a), y)`` (the last two detached, float32): ``Q(s, a)`` regressed onto the
-        target networks' one-step bootstrap."""
-        with torch.no_grad(), self._mixed():
-            next_q = self.target_critic(next_obs, self.target_actor(next_obs))
-            y = ops.td_target(rewards, terminated, next_q, self.gamma).float()
-        with self._mixed():
-            q = self.critic(obs, actions)
-            loss = weighted_mse(q, y, weights)
-        return loss, q.detach().float(), y
+        target_q: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """``y = r + gamma (1 - terminated) Q'(s', mu'(s'))``. ``target_q``: how ``Q'`` is
+        evaluated (the target critic's forward pass unless given)."""
+        next_q = (target_q or self.target_critic)(next_obs, self.target_actor(next_obs))
+        return ops.td_target(rewards, terminated, next_q, self.gamma)

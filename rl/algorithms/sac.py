@@ -14,17 +14,23 @@ The policy maximises reward plus entropy, ``sum_t E[r_t + alpha H(pi(.|s_t))]``:
 shrink with ``alpha`` (as SB3 and the authors' later code do). The policy is a tanh-squashed
 Gaussian (:class:`rl.SquashedGaussianActor`, with the log-density correction of the paper's
 appendix C).
+
+:meth:`SAC.learn` takes these steps in order, by autograd. Where the fast paths apply
+(:attr:`SAC.written_out`) it takes the same steps with their gradients written out by hand
+(:func:`rl.algorithms.written_out.sac_update`: equal to float rounding, and faster).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
-from rl import backprop, ops
+from rl import ops
 from rl.algorithm import PolicyStep, check_gamma
-from rl.algorithms._off_policy import OffPolicyAlgorithm, check_tau, frozen_copy, weighted_mse
-from rl.fused import AdamTensors, FusedMLPPair, adam_
+from rl.algorithms import written_out
+from rl.algorithms._off_policy import OffPolicyAlgorithm, check_tau, frozen_copy
 from rl.networks import SquashedGaussianActor, TwinQCritic
 from rl.replay import ReplayBatch
 
@@ -84,24 +90,15 @@ class SAC(OffPolicyAlgorithm):
         self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=actor_lr, fused=True)
         self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_lr, fused=True)
         self.alpha_optimizer = torch.optim.Adam(self.temperature.parameters(), lr=alpha_lr, fused=True)
-        self.written_out = (
-            self.fused
-            and autocast is None
-            and type(actor) is SquashedGaussianActor
-            and type(critic) is TwinQCritic
-            and type(critic.nets) is FusedMLPPair
-            and backprop.supports(actor.net)
-            and backprop.supports(critic.nets)
-            and not backprop.hooked(actor)
-            and not backprop.hooked(critic)
-        )
-        """Whether :meth:`learn` writes its update out (:meth:`_update`: gradients by
-        :mod:`rl.backprop`, Adam by :func:`rl.fused.adam_`) rather than taking it by autograd: the
-        same steps to float rounding, faster (``bench/README_rl.md``). On with the fast paths
-        (``fused``) in float32, for the default networks (ReLU MLPs, the fused twin critic) and the
-        fused Adam optimisers built here; with ``compile``, that one function is what is compiled.
-        A parameter frozen later, or an optimiser replaced, sends :meth:`learn` down the autograd
-        path. ``p.grad`` is not set on this path."""
+        self.written_out = written_out.applies(self, SquashedGaussianActor, TwinQCritic)
+        """Whether :meth:`learn` takes its update written out
+        (:func:`rl.algorithms.written_out.sac_update`: gradients by :mod:`rl.backprop`, Adam by
+        :func:`rl.fused.adam_`) rather than by autograd: the same steps to float rounding, faster
+        (``bench/README_rl.md``). On with the fast paths (``fused``) in float32, for the default
+        networks (ReLU MLPs, the fused twin critic) and the fused Adam optimisers built here; with
+        ``compile``, that one function is what is compiled. A parameter frozen later, or an
+        optimiser replaced, sends :meth:`learn` down the autograd path. ``p.grad`` is not set on
+        that path."""
 
     @property
     def alpha(self) -> float:
@@ -120,41 +117,14 @@ class SAC(OffPolicyAlgorithm):
         return self.model.greedy(obs)
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
-        """One step of each of critics, actor and temperature; then the soft target update. The
-        update is written out (:attr:`written_out`) or taken by autograd: the same steps."""
+        """One step of each of critics, actor and temperature; then the soft target update."""
         alpha = self.temperature().detach()
-        trained: list[tuple[torch.optim.Optimizer, nn.Module]] = [
-            (self.critic_optimizer, self.critic),
-            (self.actor_optimizer, self.model),
-        ]
-        if self.autotune_alpha:
-            trained.append((self.alpha_optimizer, self.temperature))
-        adams = self._written_adams(*trained)
-
-        critic_args = (batch.obs, batch.actions, batch.rewards, batch.terminated, batch.next_obs, batch.weights, alpha)
+        # The standard normal draws of the reparameterised samples a' ~ pi(.|s') and a~ ~ pi(.|s).
         critic_noise, actor_noise = self._noise(batch.obs), self._noise(batch.obs)
-        if adams is not None:
-            alpha_adam = adams[2] if self.autotune_alpha else None
-            update = self._maybe_compiled(self._update, no_autograd=True)
-            critic_loss, q1, y, actor_loss, alpha_loss, log_prob = update(
-                adams[0], adams[1], alpha_adam, *critic_args, critic_noise, actor_noise
-            )
-        else:
-            # Soft policy evaluation: the critics regress onto the soft one-step target.
-            critic_loss, q1, y = self._critic_step(*critic_args, critic_noise)
-            # Soft policy improvement, through the reparameterised sample, and the temperature's
-            # step: one backward pass for both (J_pi's graph reaches no log alpha, J(alpha)'s no
-            # actor weight).
-            with self._frozen(self.critic):
-                actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(batch.obs, alpha, actor_noise)
-                self.actor_optimizer.zero_grad(set_to_none=True)
-                self.alpha_optimizer.zero_grad(set_to_none=True)
-                (actor_loss + alpha_loss).backward()
-            self._adam_step(self.actor_optimizer)
-            if self.autotune_alpha:
-                self._adam_step(self.alpha_optimizer)
-            self._soft_update(self.target_critic, self.critic, self.tau)
-
+        step = written_out.sac_update(self, batch, alpha, critic_noise, actor_noise)
+        if step is None:
+            step = self._update(batch, alpha, critic_noise, actor_noise)
+        critic_loss, q1, y, actor_loss, alpha_loss, log_prob = step
         self.updates += 1
         self.td_errors = (y - q1).numpy()
         return {
@@ -166,148 +136,46 @@ class SAC(OffPolicyAlgorithm):
             "q_mean": float(q1.mean()),
         }
 
-    @torch.no_grad()
     def _update(
         self,
-        critic_adam: AdamTensors,
-        actor_adam: AdamTensors,
-        alpha_adam: AdamTensors | None,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        terminated: torch.Tensor,
-        next_obs: torch.Tensor,
-        weights: torch.Tensor,
+        batch: ReplayBatch[torch.Tensor],
         alpha: torch.Tensor,
         critic_noise: torch.Tensor,
         actor_noise: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
-        """The whole update written out, in one function for ``torch.compile``: the critics' step
-        (:meth:`_critic_update`), then the actor's, the temperature's and the targets'
-        (:meth:`_actor_update`) with the critics as that step left them. Returns ``(J_Q, Q_1(s,
-        a), y, J_pi, J(alpha), log pi(a~|s))``."""
-        critic_loss, q1, y = self._critic_update(
-            critic_adam, obs, actions, rewards, terminated, next_obs, weights, alpha, critic_noise
-        )
-        actor_loss, alpha_loss, log_prob = self._actor_update(actor_adam, alpha_adam, obs, alpha, actor_noise)
+        """The update by autograd; returns ``(J_Q, Q_1(s, a), y, J_pi, J(alpha), log pi(a~|s))``."""
+        # 1. Soft policy evaluation: both critics regress onto the soft one-step target y (_target).
+        critic_loss, q1, y = self._critic_step(batch, alpha, critic_noise)
+        # 2. Soft policy improvement: the actor through the reparameterised sample a~ into the
+        #    critics (frozen); 3. the temperature towards H_target. One backward pass for both
+        #    (J_pi's graph reaches no log alpha, J(alpha)'s no actor weight).
+        with self._frozen(self.critic):
+            actor_loss, alpha_loss, log_prob = self._maybe_compiled(self._actor_loss)(batch.obs, alpha, actor_noise)
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            (actor_loss + alpha_loss).backward()
+        self._adam_step(self.actor_optimizer)
+        if self.autotune_alpha:
+            self._adam_step(self.alpha_optimizer)
+        # 4. The target critics: one Polyak step.
+        self._soft_update(self.target_critic, self.critic, self.tau)
         return critic_loss, q1, y, actor_loss, alpha_loss, log_prob
 
-    @torch.no_grad()
-    def _actor_update(
+    def _target(
         self,
-        adam: AdamTensors,
-        alpha_adam: AdamTensors | None,
-        obs: torch.Tensor,
-        alpha: torch.Tensor,
-        noise: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The actor's gradients written out (:meth:`_actor_grads`) and its Adam step; the
-        temperature's step where ``alpha_adam`` is given (automatic temperature), with
-        ``dJ(alpha)/dlog alpha = -mean(log pi + H_target)``; the target critics' soft update. One
-        function for ``torch.compile``; returns ``(J_pi, J(alpha), log pi(a~|s))`` as
-        :meth:`_actor_loss` does."""
-        grads, actor_loss, log_prob = self._actor_grads(obs, alpha, noise)
-        adam_(adam, grads)
-        alpha_loss = torch.zeros(())
-        if alpha_adam is not None:
-            target_gap = (log_prob + self.target_entropy).mean()
-            alpha_loss = -(self.temperature.log_alpha * target_gap)  # before its step
-            adam_(alpha_adam, [-target_gap])
-        self._soft_update(self.target_critic, self.critic, self.tau)
-        return actor_loss, alpha_loss, log_prob
-
-    @torch.no_grad()
-    def _critic_grads(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
         rewards: torch.Tensor,
         terminated: torch.Tensor,
         next_obs: torch.Tensor,
-        weights: torch.Tensor,
         alpha: torch.Tensor,
         noise: torch.Tensor,
-    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(dJ_Q/d critic parameters, J_Q, Q_1(s, a), y)`` of :meth:`_critic_loss` written out."""
-        target = self.target_critic.nets
-        assert isinstance(target, FusedMLPPair)
+        target_q: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    ) -> torch.Tensor:
+        """The soft target ``y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s'))``,
+        ``a' ~ pi(.|s')`` drawn with ``noise``. ``target_q``: how ``Q'`` is evaluated (the target
+        critics' forward pass; the written-out update passes its own)."""
         next_action, next_log_prob = self.model.sample(next_obs, noise)
-        next_q1, next_q2, _ = backprop.pair_forward(target, torch.cat([next_obs, next_action], dim=-1))
-        y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha)
-        grads, loss, q1 = self._regression_grads(obs, actions, y, weights)
-        return grads, loss, q1, y
-
-    @torch.no_grad()
-    def _actor_grads(
-        self, obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
-    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        """``(dJ_pi/d actor parameters, J_pi, log pi(a~|s))``, through the reparameterised sample
-        ``a = bias + scale tanh(u)``, ``u = mean + std eps``, with the critics as they are now:
-
-            J_pi = mean(alpha log pi(a|s) - min_i Q_i(s, a))
-
-        ``log pi = sum(-eps^2/2 - log_std) - sum log(1 - tanh(u)^2) + const`` (``eps`` is fixed), so
-
-            dJ/du       = (alpha 2 tanh(u) - dmin Q/da scale (1 - tanh(u)^2)) / N
-            dJ/dmean    = dJ/du
-            dJ/dlog_std = dJ/du eps std - alpha / N
-
-        and ``log_std = lo + (hi - lo) (tanh(raw) + 1) / 2`` gives
-        ``dJ/draw = dJ/dlog_std (hi - lo) (1 - tanh(raw)^2) / 2``.
-        """
-        n = obs.shape[0]
-        pair = self.critic.nets
-        assert isinstance(pair, FusedMLPPair)
-        actor = self.model
-        actor_layers = backprop.mlp_layers(actor.net)
-        out, actor_tape = backprop.mlp_forward(actor_layers, obs)
-        mean, log_std = actor.head(out)
-        action, log_prob, u = actor.reparameterised(mean, log_std, noise)
-        q1, q2, q_tape = backprop.pair_forward(pair, torch.cat([obs, action], dim=-1))
-        loss = (alpha * log_prob - torch.minimum(q1, q2)).mean()
-        # torch.minimum's gradient: to the smaller, halved between equal ones.
-        to_q1 = (q1 < q2).float() + 0.5 * (q1 == q2).float()
-        _, dmin_q = backprop.pair_backward(
-            pair, q_tape, to_q1, 1.0 - to_q1, weight_grads=False, input_grad=True, input_from=obs.shape[1]
-        )
-        assert dmin_q is not None  # dmin Q / da
-        tanh_u = torch.tanh(u)
-        d_u = (alpha * 2.0 * tanh_u - dmin_q * actor.scale * (1.0 - tanh_u * tanh_u)) / n
-        d_log_std = d_u * noise * log_std.exp() - alpha / n
-        lo, hi = actor.log_std_min, actor.log_std_max
-        tanh_raw = torch.tanh(out[:, actor.action_dim :])
-        d_raw = d_log_std * (0.5 * (hi - lo)) * (1.0 - tanh_raw * tanh_raw)
-        grads, _ = backprop.mlp_backward(actor_layers, actor_tape, torch.cat([d_u, d_raw], dim=-1))
-        assert grads is not None
-        return grads, loss, log_prob.detach()
-
-    def _noise(self, obs: torch.Tensor) -> torch.Tensor:
-        """The standard normal draw of a reparameterised sample for each row of ``obs`` (drawn
-        outside the compiled losses: inductor's CPU ``randn`` costs ~0.2 ms for ``[256, 6]``)."""
-        return torch.randn(obs.shape[0], self.model.action_dim)
-
-    def _critic_loss(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        terminated: torch.Tensor,
-        next_obs: torch.Tensor,
-        weights: torch.Tensor,
-        alpha: torch.Tensor,
-        noise: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(J_Q, Q_1(s, a), y)`` (the last two detached, float32)."""
-        with torch.no_grad(), self._mixed():
-            next_action, next_log_prob = self.model.sample(next_obs, noise)
-            next_q1, next_q2 = self.target_critic(next_obs, next_action)
-            y = ops.clipped_double_q_target(
-                rewards, terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha
-            ).float()
-        with self._mixed():
-            q1, q2 = self.critic(obs, actions)
-            loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
-        return loss, q1.detach().float(), y
+        next_q1, next_q2 = (target_q or self.target_critic)(next_obs, next_action)
+        return ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma, next_log_prob, alpha)
 
     def _actor_loss(
         self, obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
@@ -324,3 +192,8 @@ class SAC(OffPolicyAlgorithm):
         if self.autotune_alpha:
             alpha_loss = -(self.temperature.log_alpha * (log_prob + self.target_entropy)).mean()
         return loss, alpha_loss, log_prob
+
+    def _noise(self, obs: torch.Tensor) -> torch.Tensor:
+        """The standard normal draw of a reparameterised sample for each row of ``obs`` (drawn
+        outside the compiled losses: inductor's CPU ``randn`` costs ~0.2 ms for ``[256, 6]``)."""
+        return torch.randn(obs.shape[0], self.model.action_dim)

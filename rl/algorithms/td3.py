@@ -13,15 +13,21 @@ Three changes to DDPG against overestimation:
 Noise scales (acting ``sigma``, smoothing ``sigma~`` and clip ``c``) are fractions of each
 action's half-range, so the paper's 0.1 / 0.2 / 0.5 for actions in ``[-1, 1]`` carry over to
 other bounds.
+
+:meth:`TD3.learn` takes these steps by autograd; where the fast paths apply (``written_out``), the
+same steps with their gradients written out by hand
+(:func:`rl.algorithms.written_out.deterministic_update`: equal to float rounding, and faster).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from rl import backprop, ops
-from rl.algorithms._off_policy import DeterministicOffPolicy, check_non_negative, weighted_mse
-from rl.fused import FusedMLPPair
+from rl import ops
+from rl.algorithms import written_out
+from rl.algorithms._off_policy import DeterministicOffPolicy, check_non_negative
 from rl.networks import DeterministicActor, TwinQCritic
 from rl.replay import ReplayBatch
 
@@ -62,21 +68,23 @@ class TD3(DeterministicOffPolicy):
 
     def learn(self, batch: ReplayBatch[torch.Tensor]) -> dict[str, float]:
         """One critic step; every ``policy_delay`` steps also an actor step and the target updates."""
-        args = (
-            batch.obs,
-            batch.actions,
-            batch.rewards,
-            batch.terminated,
-            batch.next_obs,
-            batch.weights,
-            torch.randn_like(batch.actions),
-        )
+        noise = torch.randn_like(batch.actions)  # the target policy smoothing's standard normal draw
         actor_step = (self.updates + 1) % self.policy_delay == 0
-        critic_loss, q1, y, actor_loss = self._learn_step(actor_step, *args)
+        step = written_out.deterministic_update(self, actor_step, batch, noise)
+        if step is not None:
+            critic_loss, q1, y, actor_loss = step
+        else:
+            # 1. Clipped double Q: both critics regress onto y, at the smoothed target action (_target).
+            critic_loss, q1, y = self._critic_step(batch, noise)
+            actor_loss = None
+            if actor_step:
+                # 2. Delayed policy update: the actor climbs Q_1(s, mu(s)), the critics frozen;
+                actor_loss = self._actor_step(batch.obs)
+                # 3. and the target networks one Polyak step.
+                self._soft_update_targets()
         self.updates += 1
         if actor_loss is not None:
             self._last_actor_loss = actor_loss
-
         self.td_errors = (y - q1).numpy()
         return {
             "critic_loss": critic_loss.item(),
@@ -84,55 +92,25 @@ class TD3(DeterministicOffPolicy):
             "q_mean": float(q1.mean()),
         }
 
-    def _smoothed_target_action(self, next_obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """``a' = clip(mu'(s') + clip(eps, -c, c), low, high)`` with ``eps = noise sigma~ scale``."""
+    def _target(
+        self,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        noise: torch.Tensor,
+        target_q: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    ) -> torch.Tensor:
+        """``y = r + gamma (1 - terminated) min_i Q'_i(s', a')`` at the smoothed target action
+        ``a' = clip(mu'(s') + clip(eps, -c, c), low, high)``, ``eps = noise sigma~ scale``.
+        ``target_q``: how ``Q'`` is evaluated (the target critics' forward pass; the written-out
+        update passes its own)."""
         actor = self.model
-        return ops.smoothed_target_action(
+        next_action = ops.smoothed_target_action(
             self.target_actor(next_obs),
             noise * (self.policy_noise * actor.scale),
             self.noise_clip * actor.scale,
             actor.low,
             actor.high,
         )
-
-    @torch.no_grad()
-    def _critic_grads(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        terminated: torch.Tensor,
-        next_obs: torch.Tensor,
-        weights: torch.Tensor,
-        noise: torch.Tensor,
-    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(dL/d critic parameters, L, Q_1(s, a), y)`` of :meth:`_critic_loss` written out
-        (:mod:`rl.backprop`)."""
-        target = self.target_critic.nets
-        assert isinstance(target, FusedMLPPair)
-        next_action = self._smoothed_target_action(next_obs, noise)
-        next_q1, next_q2, _ = backprop.pair_forward(target, torch.cat([next_obs, next_action], dim=-1))
-        y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma)
-        grads, loss, q1 = self._regression_grads(obs, actions, y, weights)
-        return grads, loss, q1, y
-
-    def _critic_loss(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        terminated: torch.Tensor,
-        next_obs: torch.Tensor,
-        weights: torch.Tensor,
-        noise: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(L, Q_1(s, a), y)`` (the last two detached, float32); ``noise`` is the standard normal
-        draw of the target policy smoothing (drawn outside, so a compiled loss does not draw it)."""
-        with torch.no_grad(), self._mixed():
-            next_action = self._smoothed_target_action(next_obs, noise)
-            next_q1, next_q2 = self.target_critic(next_obs, next_action)
-            y = ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma).float()
-        with self._mixed():
-            q1, q2 = self.critic(obs, actions)
-            loss = weighted_mse(q1, y, weights) + weighted_mse(q2, y, weights)
-        return loss, q1.detach().float(), y
+        next_q1, next_q2 = (target_q or self.target_critic)(next_obs, next_action)
+        return ops.clipped_double_q_target(rewards, terminated, next_q1, next_q2, self.gamma)

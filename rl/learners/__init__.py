@@ -3,15 +3,9 @@ configurable :class:`Learner` with A2C, IMPALA and off-policy presets, and :clas
 evolution strategies."""
 
 from rl.learners.es import ESLearner, ESWorker
-from rl.learners.learner import (
-    Learner,
-    LearnerResult,
-    Scheme,
-    SchemeError,
-    a2c_scheme,
-    impala_scheme,
-    off_policy_scheme,
-)
+from rl.learners.learner import Learner
+from rl.learners.progress import LearnerResult
+from rl.learners.scheme import Scheme, SchemeError, a2c_scheme, impala_scheme, off_policy_scheme
 from rl.learners.workers import (
     GradientWorker,
     RemoteCollector,

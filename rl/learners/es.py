@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,8 @@ import actorrt
 from rl.agent import Agent
 from rl.algorithms.cmaes import CMAES
 from rl.algorithms.es import ES, NoiseTable
-from rl.learners.learner import LearnerResult
+from rl.bookkeeping import ReturnWindow
+from rl.learners.progress import LearnerResult
 from rl.learners.workers import Deaths, answer_within
 from rl.logger import TrainingLogger
 from rl.networks import MLPPolicy
@@ -182,8 +182,8 @@ class ESLearner:
         self.env_steps = 0
         self.replaced = 0
         self._spawned = 0
-        self._recent: deque[float] = deque(maxlen=window)
-        self._episodes = 0
+        self._returns = ReturnWindow(window)
+        """``theta``'s own evaluation episodes: "solved" is judged on these."""
         self.history: list[dict[str, float]] = []
         """Per generation: wall time, env steps, mean return of theta, of the population."""
 
@@ -250,10 +250,7 @@ class ESLearner:
     @property
     def mean_return(self) -> float:
         """Mean return of ``theta`` over the last ``window`` evaluation episodes."""
-        return float(np.mean(self._recent)) if self._recent else float("nan")
-
-    def _solved(self, solved_return: float | None) -> bool:
-        return solved_return is not None and len(self._recent) == self.window and self.mean_return >= solved_return
+        return self._returns.mean
 
     async def train(
         self, total_steps: int, solved_return: float | None = None, stop_when_solved: bool = True
@@ -295,8 +292,7 @@ class ESLearner:
             theta_lengths = np.concatenate([r[1] for r in results])
             steps = sum(r[2] for r in results)
             self.env_steps += steps
-            self._recent.extend(theta_returns.tolist())
-            self._episodes += len(theta_returns)
+            self._returns.add(theta_returns)
             self.history.append(
                 {
                     "wall_s": time.perf_counter() - start,
@@ -309,7 +305,7 @@ class ESLearner:
                 self.logger.log_episodes(self.env_steps, theta_returns, theta_lengths)
                 fps = (self.env_steps - start_steps) / max(1e-9, time.perf_counter() - start)
                 self.logger.log_update(self.env_steps, {**stats, "frames_per_s": fps}, postfix={"fps": f"{fps:,.0f}"})
-            ever_solved = ever_solved or self._solved(solved_return)
+            ever_solved = ever_solved or self._returns.solved(solved_return)
             if stop_when_solved and ever_solved:
                 break
         wall = time.perf_counter() - start
@@ -318,7 +314,7 @@ class ESLearner:
             env_steps=self.env_steps,
             wall_s=wall,
             mean_return=self.mean_return,
-            episodes=self._episodes,
+            episodes=self._returns.episodes,
             updates=self.es.generation,
             frames_per_s=(self.env_steps - start_steps) / max(wall, 1e-9),
             mean_weight_lag=0.0,

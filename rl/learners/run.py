@@ -22,7 +22,9 @@ import torch
 import actorrt
 from rl.collector import CollectorConfig
 from rl.config import parse_config, use_torch_threads, user_errors
-from rl.learners.learner import Learner, LearnerResult, Scheme
+from rl.learners.learner import Learner
+from rl.learners.progress import LearnerResult
+from rl.learners.scheme import Scheme
 from rl.logger import TrainingLogger
 from rl.metrics import LearnerMetrics
 from rl.trainer import TrainingRun

@@ -47,7 +47,7 @@ SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
             # bfloat16 where this CPU has native bfloat16 matmuls (elsewhere its steps take ~2x as long)
             *(["--bf16"] if native_bfloat16_matmul() else []),
             "--total-steps",
-            "3000",
+            "1500",
             "--learning-starts",
             "1000",
             "--buffer-size",
@@ -62,7 +62,7 @@ SHORT_RUNS: dict[str, tuple[list[str], str | None]] = {
     "td3_halfcheetah.py": (
         [
             "--total-steps",
-            "3000",
+            "1500",
             "--learning-starts",
             "1000",
             "--buffer-size",

@@ -150,6 +150,15 @@ def test_smoothed_target_action_clips_noise_then_action() -> None:
     np.testing.assert_allclose(out.numpy(), [[0.5, 2.0], [-2.0, 0.0]])
 
 
+def test_weighted_mse_is_the_importance_weighted_squared_td_error() -> None:
+    rng = np.random.default_rng(0)
+    q, y, w = rng.normal(size=30), rng.normal(size=30), rng.random(30)
+    reference = sum(w[i] * (q[i] - y[i]) ** 2 for i in range(30)) / 30
+    np.testing.assert_allclose(ops.weighted_mse(_t(q), _t(y), _t(w)).item(), reference, rtol=1e-12)
+    uniform = ops.weighted_mse(_t(q), _t(y), torch.ones(30, dtype=torch.float64))
+    torch.testing.assert_close(uniform, torch.nn.functional.mse_loss(_t(q), _t(y)))
+
+
 def test_tanh_gaussian_log_prob_matches_change_of_variables() -> None:
     """Against the naive float64 formula, torch.distributions' TanhTransform, and a density that
     integrates to 1 over (-1, 1)."""
