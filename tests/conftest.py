@@ -84,17 +84,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
-# The files that take minutes (on a 2-core AVX2 AMD EPYC: the 1,000 create/drop cycles alone 536 s,
-# the soak 331 s, the rl solve runs ~750 s together), longest first. ./dev.sh test's two
-# pytest-xdist workers take whole files in collection order (--dist loadfile
-# --no-loadscope-reorder): starting these first keeps one worker from ending on a long file alone.
+# The files that take longest (seconds of the suite on a 2-core AMD EPYC, idle: docs/development.md
+# has the table), longest first. ./dev.sh test's two pytest-xdist workers take whole files in
+# collection order (--dist loadfile --no-loadscope-reorder): starting these first keeps one worker
+# from ending on a long file alone.
 LONG_FILES_FIRST = (
-    "tests/rl/test_rl_solves.py",
-    "tests/client/test_topologies.py",
-    "tests/cluster/test_soak.py",
-    "tests/rl/test_rl_examples.py",
-    "tests/rl/test_rl_learners.py",
-    "tests/rl/test_rl_compile.py",
+    "tests/rl/test_rl_examples.py",  # 117 s
+    "tests/rl/test_rl_compile.py",  # 95 s
+    "tests/cluster/test_faults.py",  # 60 s
+    "tests/rl/test_rl_learners.py",  # 49 s
+    "tests/rl/test_rl_solves.py",  # 42 s
+    "tests/client/test_topologies.py",  # 42 s
+    "tests/rl/test_rl_learners_off_policy.py",  # 41 s
+    "tests/test_bench_smoke.py",  # 38 s
 )
 
 
