@@ -10,12 +10,12 @@ async with actorrt.connect() as cluster:      # no address: an embedded local cl
 
 from __future__ import annotations
 
-import os as _os
+# First, before anything below imports grpc: importing it turns gRPC's fork support off (also where
+# grpc was imported before actorrt, while that can still work): processes forked from a
+# connected one must never crash (transport/grpc_fork.py says why and how).
+from actorrt.transport import grpc_fork as _grpc_fork
 
-# Actor hosts are started with subprocess while gRPC threads run; gRPC's fork handlers have
-# nothing to do there and only print noise. Must be set before grpc is imported.
-_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
+# isort: split
 import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -80,6 +80,7 @@ __all__ = [
 T = TypeVar("T")
 
 logging.getLogger("actorrt").addHandler(logging.NullHandler())
+del _grpc_fork  # only its import matters (above)
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

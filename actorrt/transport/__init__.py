@@ -6,6 +6,7 @@
 - Holds: gRPC channels, servers, TLS and the token check (``rpc``: the one place where a
   ``grpc.RpcError`` becomes an actorrt error), addresses, pickling and the payload codec, large
   messages in chunks (``wire``), shared memory (``shm``), the bulk TCP side channel (``bulk``), the
-  batching writer of one stream (``outbox``), the host -> daemon statistics pipe.
+  batching writer of one stream (``outbox``), the host -> daemon statistics pipe; gRPC's fork
+  support, off in every process from the moment ``actorrt`` is imported (``grpc_fork``).
 - May import: ``common``.
 """
