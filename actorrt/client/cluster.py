@@ -46,6 +46,7 @@ from actorrt.common.errors import (
     RemoteError,
 )
 from actorrt.common.status import ClusterStatus
+from actorrt.transport import grpc_fork as _grpc_fork
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import master_pb2 as pb
@@ -78,6 +79,8 @@ class Cluster:
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
         self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
         _check_limits(timeout, placement_timeout, max_payload_mb)
+        if not actor_id:  # an actor's own connection: its host serves over gRPC already
+            _grpc_fork.check()  # before any channel or server: no child forked from here may crash
         self.max_payload_bytes = max_payload_mb * 2**20
         self.token = home.load_token(token) if self.address else (token or home.new_token())
         self.client_id = uuid.uuid4().hex[:16]

@@ -1,6 +1,7 @@
 """Processes forked from a connected client (multiprocessing's ``fork`` start method) that only
 compute: none may die, whatever was imported first (``grpc`` by TensorBoard, google-cloud or Ray,
-or actorrt) (``actorrt/transport/grpc_fork.py``)."""
+or actorrt); and where gRPC's fork support can no longer be turned off, ``connect`` says so
+instead of leaving the children to crash (``actorrt/transport/grpc_fork.py``)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,38 @@ def test_children_forked_from_a_connected_client_never_crash(
 ) -> None:
     run = run_driver(cluster, FORKING_DRIVER, first, cluster_kind, str(CHILDREN), timeout=120)
     assert children_all_right(run, CHILDREN)["calls"] == [1, 2]
+
+
+LATCHED_DRIVER = """
+import os, sys
+os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)
+if sys.argv[3] == "explicit":
+    os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "true"  # the user's own choice, before grpc is imported
+import grpc
+channel = grpc.insecure_channel("127.0.0.1:9")  # gRPC initialised, its fork support latched, before actorrt
+if sys.argv[3] != "live-channel":
+    channel.close()
+import actorrt
+try:
+    actorrt.connect(sys.argv[1], token=sys.argv[2])
+    print("connect was not refused")
+except actorrt.ClusterConnectionError as e:
+    print("refused:", e)
+os.environ["ACTORRT_ALLOW_GRPC_FORK_SUPPORT"] = "1"
+with actorrt.connect(sys.argv[1], token=sys.argv[2]) as c:
+    print("connected anyway:", c.address == sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("how", ["closed-channel", "live-channel", "explicit"])
+def test_connect_refuses_where_grpc_fork_support_can_no_longer_be_turned_off(cluster: ProcCluster, how: str) -> None:
+    """Its fork handlers would crash the children of a connected process: no configuration turns
+    them off once gRPC started with them, so connect says what to change instead."""
+    run = run_driver(cluster, LATCHED_DRIVER, how)
+    assert run.returncode == 0, run.stderr
+    refused, connected = run.stdout.strip().splitlines()[-2:]
+    assert refused.startswith("refused: connect: gRPC's fork support is on in this process (")
+    reason = "GRPC_ENABLE_FORK_SUPPORT=true in the environment" if how == "explicit" else "gRPC was set up before"
+    assert reason in refused
+    assert "GRPC_ENABLE_FORK_SUPPORT=false" in refused and "ACTORRT_ALLOW_GRPC_FORK_SUPPORT=1" in refused
+    assert connected == "connected anyway: True"
