@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from actorrt.common.lifecycle import Service
 from actorrt.common.status import ClusterStatus
+from actorrt.common.text import printable
 from actorrt.master.dashboard_page import PAGE_CSS, PAGE_HTML, PAGE_JS
 from actorrt.v1 import master_pb2 as pb
 
@@ -166,6 +167,7 @@ class Dashboard(Service):
         data["generated_at"] = now
         data["refresh_s"] = 2.0
         data["notes"] = {"calls_per_s": CALLS_NOTE, "age_s": AGE_NOTE}
+        _shown(data)
         return data
 
     # ---- HTTP -------------------------------------------------------------------------------
@@ -215,6 +217,19 @@ class Dashboard(Service):
             await _respond(writer, 404, "text/plain", b"not found: / and /api/status are served here\n")
             return
         await _respond(writer, 200, kind, body, head_only=method == "HEAD")
+
+
+def _shown(data: dict[str, Any]) -> None:
+    """Escape, in place, the text of the rows as a person will read it on the page
+    (``common.text.printable``): names and causes others chose carry no control character,
+    bidirectional override or line separator to the page (which writes them as text, never
+    HTML). Ids and numbers are unchanged (they are printable)."""
+    data["address"] = printable(data["address"])
+    for key in ("nodes", "actors", "clients", "deaths"):
+        for row in data[key]:
+            for field, value in row.items():
+                if isinstance(value, str):
+                    row[field] = printable(value)
 
 
 def _loopback_name(host_header: str) -> bool:
