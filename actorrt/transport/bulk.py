@@ -28,9 +28,9 @@ that port, sends ``MAGIC`` and the key, and the host pairs the connection with t
 key it is (each key works once) and answers ``OK``. A connection has ``HANDSHAKE_S`` from its
 accept for all of that (its TLS handshake included), whatever pace its bytes come at; at most
 ``MAX_HANDSHAKES`` are under way, and one more cuts the one that has waited longest. A client
-whose connection could not be opened asks for another offer with the reopen backoff. With TLS configured the connection is TLS
-with the cluster's certificates, both ways as on gRPC. ``ACTORRT_BULK=0`` turns the channel off
-(payloads then stream in chunks on gRPC).
+whose connection could not be opened asks for another offer with the reopen backoff. With TLS
+configured the connection is TLS with the cluster's certificates, both ways as on gRPC.
+``ACTORRT_BULK=0`` turns the channel off (payloads then stream in chunks on gRPC).
 
 When a connection breaks, what waits on it fails (that call fails with ``ActorDiedError``, at
 most once, as on a broken stream), payloads go in chunks on the stream meanwhile, and the client
