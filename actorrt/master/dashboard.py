@@ -198,6 +198,8 @@ class Dashboard(Service):
         return await asyncio.shield(self._building)  # a reader that goes does not stop the build
 
     async def _build_status(self) -> bytes:
+        """Build and keep the JSON (a task of its own on the master's loop, so that a reader
+        that goes does not cancel it). Raises what ``snapshot`` raises."""
         try:
             body = json.dumps(await self.snapshot()).encode()
             self._status = (time.monotonic(), body)
