@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from actorrt.common import home, loop
 from actorrt.common import logs as _logs
+from actorrt.common.text import printable
 from actorrt.transport import rpc as _rpc
 
 if TYPE_CHECKING:
@@ -270,16 +271,17 @@ def run_logs(args: argparse.Namespace) -> int:
                 return response
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
-                    raise CLIError(f"actorrt logs: {e.details()}") from e
+                    raise CLIError(f"actorrt logs: {printable(e.details() or '')}") from e
                 if e.code() == grpc.StatusCode.UNAVAILABLE and "no longer in the cluster" in (e.details() or ""):
-                    raise CLIError(f"actorrt logs: {e.details()}") from e
+                    raise CLIError(f"actorrt logs: {printable(e.details() or '')}") from e
                 raise target.error(e) from e
 
     msg = loop.run(fetch())
-    state = "alive" if msg.alive else f"dead: {msg.cause}" if msg.cause else "dead"
+    state = "alive" if msg.alive else f"dead: {printable(msg.cause)}" if msg.cause else "dead"
     note = " (showing the tail; --tail for more)" if msg.truncated else ""
     empty = "; it printed nothing" if not msg.data else ""
-    print(f"== actor {msg.actor_id} ({msg.class_name}) on {msg.node}, {state}{note}{empty}", file=sys.stderr)
+    head = f"{printable(msg.actor_id)} ({printable(msg.class_name)}) on {printable(msg.node)}"
+    print(f"== actor {head}, {state}{note}{empty}", file=sys.stderr)
     sys.stdout.buffer.write(msg.data)
     sys.stdout.flush()
     return 0

@@ -8,8 +8,14 @@ names); the client opens it beside the stream, in the background. One connection
       ^                |  (replies that name n       |  under ``limit`` bytes of arguments wait
       |                |   wait in its backlog)      |  unanswered on it (``route``, ``sent``)
       |                | failed(n): its backlog      | broke(link), the stream up: ask for
-      |                v  fails                      v  another after 0.5 s, doubling (``reopen_in``)
+      |                v  fails; the latest offer,   v  another after 0.5 s, doubling (``reopen_in``)
+      |                   the stream up: ask again
+      |                   after the same wait
       '-- bulk_reopen -- none open: payloads stream in chunks on the Calls stream meanwhile
+
+A connection that could not be opened (the host's listener full of strangers' handshakes, a
+firewall, a reset) is asked for again as a broken one is: both count toward the reopens one
+stream may ask (``StreamLinks.MAX_OFFERS``), with the same doubling wait.
 
     ended(): the stream ended (or moved): every link closes, every backlog fails, epochs count
     from 1 again (a new stream's host numbers its offers anew).
@@ -97,14 +103,22 @@ class BulkLinks(Generic[L]):
         self.links[epoch] = self.latest = link
         return waiting
 
-    def failed(self, epoch: int) -> list[Consumer]:
-        """Connection ``epoch`` could not be opened: the consumers that waited for it (to fail)."""
-        return [consumer for _, consumer in self.backlog.pop(epoch, [])]
+    def failed(self, epoch: int, stream_up: bool) -> tuple[list[Consumer], float | None]:
+        """Connection ``epoch`` could not be opened: the consumers that waited for it (to fail),
+        and seconds to wait before asking the host for another, or None (a later offer came,
+        the stream is down, or ``StreamLinks.MAX_OFFERS`` asked already)."""
+        consumers = [consumer for _, consumer in self.backlog.pop(epoch, [])]
+        return consumers, self._reopen_delay() if stream_up and epoch == self.offers else None
 
     def reopen_in(self, link: L, stream_up: bool) -> float | None:
         """``link`` broke: seconds to wait before asking the host for another, or None (an older
         one, the stream is down, or ``StreamLinks.MAX_OFFERS`` asked already)."""
-        if link is not self.latest or not stream_up or self.reopens >= StreamLinks.MAX_OFFERS:
+        return self._reopen_delay() if link is self.latest and stream_up else None
+
+    def _reopen_delay(self) -> float | None:
+        """One more reopen asked: the wait before asking (0.5 s, doubling to 30 s), or None
+        once ``StreamLinks.MAX_OFFERS`` were."""
+        if self.reopens >= StreamLinks.MAX_OFFERS:
             return None
         delay = min(REOPEN_MAX_S, REOPEN_FIRST_S * (1 << self.reopens))
         self.reopens += 1

@@ -162,16 +162,24 @@ class CallsStream:
             self.cluster.background(self._open_bulk(epoch, port, key))
 
     async def _open_bulk(self, epoch: int, port: int, key: bytes) -> None:
+        """Open offer ``epoch`` beside the stream (loop thread; the connect runs in the default
+        executor). When it cannot be opened, what waited for it fails and another is asked for
+        after the reopen backoff (``BulkLinks.failed``); payloads stream in chunks meanwhile."""
         call = self._call
         try:
             send_sock, recv_sock = await self.loop.run_in_executor(
                 None, _bulk.connect, self.endpoint, port, key, self.cluster.tls
             )
         except OSError as e:
+            if self._call is not call:  # the stream ended meanwhile, failing what waited with it
+                return
             _warn_no_bulk(self.endpoint, port, e)
             error = _bulk.BulkError(f"the bulk connection could not be opened: {e}")
-            for consumer in self.bulk_links.failed(epoch):
+            consumers, delay = self.bulk_links.failed(epoch, self.dead is None and self._outbox is not None)
+            for consumer in consumers:
                 consumer(error)
+            if delay is not None:
+                self.loop.call_later(delay, self._ask_reopen, call, epoch)
             return
         if self._call is not call or not self.bulk_links.opening(epoch):  # the stream ended meanwhile
             for sock in {send_sock, recv_sock}:
@@ -187,10 +195,12 @@ class CallsStream:
         stream in chunks."""
         delay = self.bulk_links.reopen_in(link, self.dead is None and self._outbox is not None)
         if delay is not None:
-            self.loop.call_later(delay, self._ask_reopen, link)
+            self.loop.call_later(delay, self._ask_reopen, self._call, link.epoch)
 
-    def _ask_reopen(self, link: _bulk.Link) -> None:
-        if link is self.bulk_links.latest and self.dead is None and self._outbox is not None:
+    def _ask_reopen(self, call: grpc.aio.StreamStreamCall[Any, Any] | None, epoch: int) -> None:
+        """Ask the host for another bulk connection after ``epoch`` broke or could not be opened
+        (loop thread), unless the stream ended or moved, or a later offer came meanwhile."""
+        if call is self._call and epoch == self.bulk_links.offers and self.dead is None and self._outbox is not None:
             self._outbox.push_encoded([pb.CallBatch(bulk_reopen=True).SerializeToString()])
 
     @property
@@ -251,7 +261,8 @@ def _warn_no_bulk(endpoint: str, port: int, error: OSError) -> None:
     _warned_no_bulk.add(host)
     print(
         f"actorrt: cannot open the bulk connection to {host}:{port} ({error}); large payloads to and "
-        "from actors there go on gRPC instead (open that port range, or set ACTORRT_BULK=0 to silence this)",
+        "from actors there go on gRPC until a later try opens it (tried again after 0.5 s, backing off to "
+        "30 s; open that port range, or set ACTORRT_BULK=0 to silence this)",
         file=sys.stderr,
     )
 

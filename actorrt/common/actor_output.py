@@ -3,6 +3,8 @@ master in the notices it adds, by the client on the user's terminal, by ``actorr
 
 from __future__ import annotations
 
+from actorrt.common.text import printable
+
 __all__ = ["DEFAULT_TAIL_BYTES", "NOTICE_PREFIX", "prefix"]
 
 # Bytes of an actor's log that ``actorrt logs`` (the master's ReadActorLog) shows unless told.
@@ -13,5 +15,6 @@ NOTICE_PREFIX = "[actorrt:"
 
 
 def prefix(class_name: str, actor_id: str, pid: int) -> str:
-    """``(Counter pid=4242 id=3f2a9c1b)``: how an actor's lines are labelled everywhere."""
-    return f"({class_name or 'actor'} pid={pid} id={actor_id[:8]})"
+    """``(Counter pid=4242 id=3f2a9c1b)``: how an actor's lines are labelled everywhere (the
+    class name escaped: ``common.text.printable``)."""
+    return f"({printable(class_name or 'actor')} pid={pid} id={printable(actor_id[:8])})"

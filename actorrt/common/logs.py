@@ -21,6 +21,8 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, TextIO
 
+from actorrt.common.text import printable
+
 __all__ = ["DAEMON_LOG_BACKUPS", "DAEMON_LOG_BYTES", "DaemonLogFile", "RepeatedFailures", "configure_logging", "ids"]
 
 _FIELDS = ("worker_id", "actor_id", "class_name", "client_id", "node", "slot", "pid", "cause", "address")
@@ -50,16 +52,22 @@ def ids(**fields: Any) -> dict[str, Any]:
 
 
 class EventFormatter(logging.Formatter):
-    """``2026-01-02T03:04:05.678Z INFO actorrt.master actor died actor_id=3f.. cause="..."``."""
+    """``2026-01-02T03:04:05.678Z INFO actorrt.master actor died actor_id=3f.. cause="..."``.
+
+    One line per event: the message and the fields carry names others chose (an actor's class,
+    a node's name, a cause), so control characters in them are escaped
+    (``common.text.printable``; quoted fields by JSON), never written to the terminal or file."""
 
     def format(self, record: logging.LogRecord) -> str:
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        parts = [ts, record.levelname, record.name, record.getMessage()]
+        parts = [ts, record.levelname, record.name, printable(record.getMessage())]
         for key in _FIELDS:
             value = record.__dict__.get(key)
             if value not in (None, ""):
                 text = str(value)
-                parts.append(f"{key}={json.dumps(text) if (' ' in text or '=' in text or not text) else text}")
+                parts.append(
+                    f"{key}={json.dumps(text) if (' ' in text or '=' in text or not text) else printable(text)}"
+                )
         line = " ".join(parts)
         if record.exc_info:
             line += " exc=" + json.dumps(self.formatException(record.exc_info))
@@ -67,6 +75,8 @@ class EventFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
+    """One JSON object per event; JSON escapes every control character (``ensure_ascii``)."""
+
     def format(self, record: logging.LogRecord) -> str:
         event: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",

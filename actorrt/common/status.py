@@ -10,6 +10,7 @@ from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from actorrt.common.text import printable
 from actorrt.v1 import master_pb2 as pb
 
 __all__ = ["ClusterStatus", "format_status"]
@@ -134,11 +135,18 @@ def _mib(n: int | str) -> str:
     return f"{int(n) / 2**20:.0f}M"
 
 
+def _cell(text: str, width: int) -> str:
+    """``text`` (chosen by a client, a worker or the user) as one cell: escaped, cut to ``width``."""
+    return printable(text)[:width]
+
+
 def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
-    """The human table of ``actorrt status``: summary, nodes, actors by class, actors, clients."""
+    """The human table of ``actorrt status``: summary, nodes, actors by class, actors, clients.
+    Every name in it is escaped (``common.text.printable``): no cell carries a control
+    character to the terminal or splits its row."""
     connected = sum(1 for c in st.clients if c.get("connected"))
     lines = [
-        f"cluster {st.address}  up {_duration(st.uptime_s)}  "
+        f"cluster {printable(st.address)}  up {_duration(st.uptime_s)}  "
         f"slots {st.slots_used}/{st.slots_total} used ({st.slots_free} free)  "
         f"actors {len(st.actors)}  clients {len(st.clients)} ({connected} connected)  "
         f"waiting {st.placements_waiting}",
@@ -147,7 +155,7 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
     ]
     for n in st.nodes:
         lines.append(
-            f"{n['node'][:20]:<20} {n['worker_id'][:14]:<14} {n['node_ip'][:16]:<16} "
+            f"{_cell(n['node'], 20):<20} {_cell(n['worker_id'], 14):<14} {_cell(n['node_ip'], 16):<16} "
             f"{n['cpus_used']:>4}/{n['cpus']:<4} {n['gpus_used']:>3}/{n['gpus']:<3} "
             f"{n['slots_ready']:>5} {n['load']:>5.2f}"
         )
@@ -155,7 +163,7 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
         by_class: dict[str, int] = {}
         for a in st.actors:
             by_class[a["class_name"]] = by_class.get(a["class_name"], 0) + 1
-        lines += ["", "ACTORS BY CLASS"] + [f"  {k:<30} {v}" for k, v in sorted(by_class.items())]
+        lines += ["", "ACTORS BY CLASS"] + [f"  {printable(k):<30} {v}" for k, v in sorted(by_class.items())]
         lines += [
             "",
             f"{'ACTOR':<18} {'CLASS':<20} {'NAME':<14} {'NODE':<16} {'SLOT':>4} {'RSS':>7} {'HOLDERS':>7} RESTARTS",
@@ -167,10 +175,10 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
             restarted = f"{restarts}/{'inf' if limit < 0 else limit}" if limit else "-"
             if a.get("restarting"):
                 restarted += " (restarting)"
-            name = (a.get("name") or "-") + (" (detached)" if a.get("detached") else "")
+            name = printable(a.get("name") or "-") + (" (detached)" if a.get("detached") else "")
             lines.append(
-                f"{a['actor_id']:<18} {a['class_name'][:20]:<20} {name[:14]:<14} {a['node'][:16]:<16} {slot:>4} "
-                f"{_mib(a['rss_bytes']):>7} {a.get('holders', 0):>7} {restarted}"
+                f"{printable(a['actor_id']):<18} {_cell(a['class_name'], 20):<20} {name[:14]:<14} "
+                f"{_cell(a['node'], 16):<16} {slot:>4} {_mib(a['rss_bytes']):>7} {a.get('holders', 0):>7} {restarted}"
             )
         if len(st.actors) > max_actors:
             lines.append(f"... and {len(st.actors) - max_actors} more (--json lists them all)")
@@ -178,5 +186,7 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
         lines += ["", f"{'CLIENT':<18} {'HOST':<20} {'PID':>8} {'ACTORS':>6}  STATE"]
         for c in st.clients:
             state = "connected" if c.get("connected") else "lost (grace period)"
-            lines.append(f"{c['client_id']:<18} {c['hostname'][:20]:<20} {c['pid']:>8} {c['actors']:>6}  {state}")
+            lines.append(
+                f"{printable(c['client_id']):<18} {_cell(c['hostname'], 20):<20} {c['pid']:>8} {c['actors']:>6}  {state}"
+            )
     return "\n".join(lines)

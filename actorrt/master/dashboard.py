@@ -15,6 +15,14 @@ Same posture as ``/metrics``: off unless a port is given, no token, loopback unl
 ``--dashboard-host`` says otherwise (logged). It is read-only, and on loopback it answers only
 requests addressed to a loopback name, so a web page elsewhere cannot read it through DNS
 rebinding. HTTP/1.1, GET and HEAD, one request per connection, request heads of at most 16 KiB.
+
+Whoever can connect costs the master little, however slowly they read: the JSON is built at
+most once per ``STATUS_PERIOD_S`` and every reader of that period is sent the same bytes (one
+build at a time; those who ask meanwhile wait for it); it is written in ``WRITE_CHUNK`` pieces,
+each once the last has left, so a reader that does not read holds one piece of the master's
+memory; a connection has ``CONNECTION_S`` from its accept for all of it (request and answer),
+then it is cut; at most ``MAX_CONNECTIONS`` are served at once, and one more is answered 503
+and closed. Names and causes in the JSON are escaped for the page (``common.text.printable``).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from actorrt.common.lifecycle import Service
 from actorrt.common.status import ClusterStatus
+from actorrt.common.text import printable
 from actorrt.master.dashboard_page import PAGE_CSS, PAGE_HTML, PAGE_JS
 from actorrt.v1 import master_pb2 as pb
 
@@ -43,7 +52,11 @@ log = logging.getLogger("actorrt.dashboard")
 DEATHS_SHOWN = 50  # the most recent deaths the JSON lists (the table keeps up to 10,000)
 SAMPLE_PERIOD_S = 1.0
 MAX_HEAD_BYTES = 16 * 1024
-READ_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 10.0  # for the request's head
+CONNECTION_S = 15.0  # for all of a connection, from its accept: 3 MB (~6,700 actors) at 200 kB/s
+MAX_CONNECTIONS = 64  # served at once; one more is answered 503
+STATUS_PERIOD_S = 1.0  # /api/status is built at most this often; its readers share it
+WRITE_CHUNK = 64 * 1024  # an answer is written in pieces this large, each once the last left
 CALLS_NOTE = (
     "calls/s: not known to the master; each worker daemon counts its actors' calls "
     "(actorrt_actor_calls_total by class at its --metrics-port /metrics)"
@@ -87,6 +100,9 @@ class Dashboard(Service):
         self._server: asyncio.base_events.Server | None = None
         self._sampler: asyncio.Task[None] | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
+        # /api/status as last built (when, by time.monotonic; its bytes), and the build under way
+        self._status: tuple[float, bytes] | None = None
+        self._building: asyncio.Task[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -108,6 +124,8 @@ class Dashboard(Service):
     async def _close(self) -> None:
         if self._sampler is not None:
             self._sampler.cancel()
+        if self._building is not None:
+            self._building.cancel()
         if self._server is not None:
             self._server.close()
             for task in list(self._handlers):
@@ -166,24 +184,56 @@ class Dashboard(Service):
         data["generated_at"] = now
         data["refresh_s"] = 2.0
         data["notes"] = {"calls_per_s": CALLS_NOTE, "age_s": AGE_NOTE}
+        _shown(data)
         return data
+
+    async def status_body(self) -> bytes:
+        """``/api/status``'s JSON, built at most once per ``STATUS_PERIOD_S`` and shared by every
+        reader of that period; a reader that comes while it is built waits for that build. Master
+        loop; raises what ``snapshot`` raises (the next reader builds it again)."""
+        if self._status is not None and time.monotonic() - self._status[0] < STATUS_PERIOD_S:
+            return self._status[1]
+        if self._building is None:
+            self._building = asyncio.create_task(self._build_status())
+        return await asyncio.shield(self._building)  # a reader that goes does not stop the build
+
+    async def _build_status(self) -> bytes:
+        """Build and keep the JSON (a task of its own on the master's loop, so that a reader
+        that goes does not cancel it). Raises what ``snapshot`` raises."""
+        try:
+            body = json.dumps(await self.snapshot()).encode()
+            self._status = (time.monotonic(), body)
+            return body
+        finally:
+            self._building = None
 
     # ---- HTTP -------------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection, on the master's loop: answered, closed and forgotten within
+        ``CONNECTION_S`` of its accept whatever the peer does (it is cut then); one over
+        ``MAX_CONNECTIONS`` is answered 503. Raises nothing."""
+        if len(self._handlers) >= MAX_CONNECTIONS:
+            writer.write(_head(503, "text/plain", len(_BUSY), {"Retry-After": "2"}) + _BUSY)
+            writer.close()  # 200 bytes: they fit the socket's buffer, nothing waits here
+            return
         task = asyncio.current_task()
         if task is not None:
             self._handlers.add(task)
         try:
-            await self._answer(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
-            pass  # the peer went away or sent something we do not read: nothing to answer
+            async with asyncio.timeout(CONNECTION_S):
+                with contextlib.suppress(
+                    ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError
+                ):
+                    await self._answer(reader, writer)  # a peer gone, or a request we do not read: done
+                writer.close()
+                await writer.wait_closed()  # the answer's last piece has left
+        except (OSError, TimeoutError):  # the peer went away, or did not read in time
+            pass
         finally:
             if task is not None:
                 self._handlers.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            writer.transport.abort()  # what it did not read is dropped (nothing after a clean close)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         async with asyncio.timeout(READ_TIMEOUT_S):
@@ -204,17 +254,30 @@ class Dashboard(Service):
         path = target.split("?", 1)[0]
         body: bytes
         if path == "/":
-            kind, body = "text/html; charset=utf-8", PAGE_HTML.encode()
+            kind, body = "text/html; charset=utf-8", _HTML
         elif path == "/dashboard.js":
-            kind, body = "text/javascript; charset=utf-8", PAGE_JS.encode()
+            kind, body = "text/javascript; charset=utf-8", _JS
         elif path == "/dashboard.css":
-            kind, body = "text/css; charset=utf-8", PAGE_CSS.encode()
+            kind, body = "text/css; charset=utf-8", _CSS
         elif path == "/api/status":
-            kind, body = "application/json", json.dumps(await self.snapshot()).encode()
+            kind, body = "application/json", await self.status_body()
         else:
             await _respond(writer, 404, "text/plain", b"not found: / and /api/status are served here\n")
             return
         await _respond(writer, 200, kind, body, head_only=method == "HEAD")
+
+
+def _shown(data: dict[str, Any]) -> None:
+    """Escape, in place, the text of the rows as a person will read it on the page
+    (``common.text.printable``): names and causes others chose carry no control character,
+    bidirectional override or line separator to the page (which writes them as text, never
+    HTML). Ids and numbers are unchanged (they are printable)."""
+    data["address"] = printable(data["address"])
+    for key in ("nodes", "actors", "clients", "deaths"):
+        for row in data[key]:
+            for field, value in row.items():
+                if isinstance(value, str):
+                    row[field] = printable(value)
 
 
 def _loopback_name(host_header: str) -> bool:
@@ -227,7 +290,16 @@ def _loopback_name(host_header: str) -> bool:
     return host in _LOOPBACK
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 421: "Misdirected Request"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    421: "Misdirected Request",
+    503: "Service Unavailable",
+}
+_HTML, _JS, _CSS = PAGE_HTML.encode(), PAGE_JS.encode(), PAGE_CSS.encode()
+_BUSY = f"busy: {MAX_CONNECTIONS} connections are being served; try again\n".encode()
 
 
 async def _respond(
@@ -239,9 +311,23 @@ async def _respond(
     head_only: bool = False,
     extra: dict[str, str] | None = None,
 ) -> None:
+    """Write the answer: its head, then ``body`` (shared by other readers, never copied whole)
+    in ``WRITE_CHUNK`` pieces, each once the last has left for the socket. Raises
+    ConnectionError when the peer went."""
+    writer.write(_head(code, kind, len(body), extra))
+    if not head_only:
+        view = memoryview(body)
+        for start in range(0, len(view), WRITE_CHUNK):
+            writer.write(view[start : start + WRITE_CHUNK])
+            await writer.drain()
+    await writer.drain()
+
+
+def _head(code: int, kind: str, length: int, extra: dict[str, str] | None = None) -> bytes:
+    """An answer's status line and headers."""
     headers = {
         "Content-Type": kind,
-        "Content-Length": str(len(body)),
+        "Content-Length": str(length),
         "Cache-Control": "no-store",
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": (
@@ -253,5 +339,4 @@ async def _respond(
         **(extra or {}),
     }
     head = f"HTTP/1.1 {code} {_REASONS[code]}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-    writer.write(head.encode("latin-1") + (b"" if head_only else body))
-    await writer.drain()
+    return head.encode("latin-1")

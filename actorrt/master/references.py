@@ -15,6 +15,11 @@ An actor is held while a client holds it, a copy of it is counted, or it is not 
 (``counted=False``: rebuilt from a worker's or its creator's word by a restarted master, who
 holds it is not known for sure). The table releases one held no more (``held``).
 
+Tokens have one form, the client's own: its client id (``CLIENT_ID_FORM``: at most 64 letters,
+digits and ``._:@-``, checked when its session opens) and a counter (``<client id>.<n>``, n of at
+most 20 digits). The servicer refuses a session that sends another form (``token_problem``): a
+copy named by an unbounded token would be kept, counted or voided, in the master's memory.
+
 Invariants (``validate``): an actor held no more was released (it is detached, or stopping);
 the holders of every listed actor are clients, and each client's holdings mirror them; a copy counted zero times is not kept; a copy is never both counted and
 voided; at most ``VOIDED_KEPT`` voided copies per actor; copies sent, copies waiting on a
@@ -23,19 +28,51 @@ receiver and uncounted actors name listed actors. Plain state on the master's lo
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Set
 
+from actorrt.common.text import printable
 from actorrt.master.records import Actor
 from actorrt.master.state import check
 
-__all__ = ["VOIDED_KEPT", "References"]
+__all__ = ["CLIENT_ID_FORM", "VOIDED_KEPT", "References", "client_id_problem", "token_problem"]
 
 # Per actor: voided handle copies whose late claim is still recognised (a claim comes soon after,
 # if at all: its receiver is gone).
 VOIDED_KEPT = 1_000
 
+# A client id as the master takes it (the client makes 16 hex digits), and a copy's token.
+CLIENT_ID_FORM = "1 to 64 letters, digits or ._:@-"
+_CLIENT_ID = re.compile(r"[A-Za-z0-9._:@-]{1,64}")
+_TOKEN = re.compile(r"([A-Za-z0-9._:@-]{1,64})\.[0-9]{1,20}")
+
 _NO_TOKENS: Mapping[str, int] = {}
+
+
+def client_id_problem(client_id: str) -> str | None:
+    """What is wrong with ``client_id`` as a session's id, or None. Pure."""
+    if _CLIENT_ID.fullmatch(client_id):
+        return None
+    return f"OpenSession.client_id must be {CLIENT_ID_FORM}; got {_shown(client_id)}"
+
+
+def token_problem(field: str, token: str, sender: str = "") -> str | None:
+    """What is wrong with the handle copy ``token`` that ``field`` carries, or None: it must be
+    ``<client id>.<n>``, and the ``sender``'s own when given (an ``AddRef``, or the ``DropRef``
+    that voids a copy its sender sent); a claim names another client's copy. Pure."""
+    match = _TOKEN.fullmatch(token)
+    if match is not None and (not sender or match.group(1) == sender):
+        return None
+    whose = f"this client's own, {sender}.<n>" if sender else "<client id>.<n>"
+    return f"{field} must be a handle copy's token, {whose} (n: at most 20 digits); got {_shown(token)}"
+
+
+def _shown(text: str) -> str:
+    """``text`` (a peer's) in a refusal: its start, escaped, and its length."""
+    return f"'{printable(text, 40)}' ({len(text)} characters)"
+
+
 _NO_IDS: Set[str] = frozenset()
 
 

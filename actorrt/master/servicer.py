@@ -22,12 +22,14 @@ import grpc
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ActorNameTakenError, PlacementError
 from actorrt.common.logs import RepeatedFailures, ids
+from actorrt.common.text import printable
 from actorrt.master.heartbeats import HEARTBEATS_PER_S, Heartbeats
 from actorrt.master.metrics import MasterMetrics
 from actorrt.master.outgoing import Outgoing
 from actorrt.master.output import ClientOutbox, MasterLogs
 from actorrt.master.records import Actor, Ended, Request
 from actorrt.master.recovery import Exit, Kept, Recovery
+from actorrt.master.references import client_id_problem, token_problem
 from actorrt.master.state import TableInvariantError
 from actorrt.master.status import cluster_status
 from actorrt.master.table import ClusterTable
@@ -45,6 +47,11 @@ FAILED_EVENT = "could not handle %s %s's %s event; its session goes on"
 # invariant ends the process (exit status 70). The test suite sets it for all its masters.
 VALIDATE_ENV = "ACTORRT_VALIDATE"
 INVARIANT_EXIT_STATUS = 70
+
+
+class _RefusedEventError(ValueError):
+    """A client's event this master does not take: its session ends with ``INVALID_ARGUMENT``
+    saying why (the message)."""
 
 
 def _live_actor(a: pb.LiveActor) -> Actor:
@@ -144,6 +151,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.closed = False
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
+        self._refusals = _rpc.RateLimitedLog(_rpc.REFUSALS_LOGGED_PER_MIN, 60.0)  # events refused
         self._init_logs()
 
     def check(self) -> None:
@@ -351,14 +359,17 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.out.announce(self.table.place_waiting())  # restarts waited for their creator to be back
         self.check()
         closed_cleanly = asyncio.Event()
+        refused: list[str] = []
         reader = None
         try:  # a client gone before SessionOpened reached it is lost like any other
             await context.write(
                 pb.ClientNotice(session_opened=pb.SessionOpened(client_id=client_id, version=_rpc.PROTOCOL_VERSION))
             )
-            reader = asyncio.create_task(self._read_client(client_id, request_iterator, queue, closed_cleanly))
+            reader = asyncio.create_task(self._read_client(client_id, request_iterator, queue, closed_cleanly, refused))
             while (notice := await queue.get()) is not None:
                 await context.write(notice)
+            if refused:  # the client is lost, as after a broken stream, and told why
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused[0])
         finally:
             if reader is not None:
                 reader.cancel()
@@ -379,7 +390,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         events: AsyncIterator[pb.ClientEvent],
         queue: ClientOutbox,
         closed_cleanly: asyncio.Event,
+        refused: list[str],
     ) -> None:
+        """Handle ``client_id``'s events in turn until its session ends; an event it refuses
+        (``_RefusedEventError``) ends it too, its reason in ``refused``."""
         try:
             async for ev in events:
                 kind = ev.WhichOneof("event")
@@ -388,6 +402,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                     break
                 try:
                     self._client_event(client_id, kind, ev)
+                except _RefusedEventError as e:
+                    self._refusals.warning("client %s refused: %s", printable(client_id), e)
+                    refused.append(str(e))
+                    break
                 except Exception:  # noqa: BLE001 - a bug handling one event must not end the session unseen
                     self._event_failures.failed(("client", kind), FAILED_EVENT, "client", client_id, kind)
                 self.check()
@@ -397,12 +415,20 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             queue.put_nowait(None)
 
     def _client_event(self, client_id: str, kind: str | None, ev: pb.ClientEvent) -> None:
+        """Carry out one of ``client_id``'s events. Raises ``_RefusedEventError`` for one it must not send."""
         if kind == "place_actor":
             self._place(client_id, ev.place_actor)
         elif kind == "add_ref":
+            if ev.add_ref.token and (problem := token_problem("AddRef.token", ev.add_ref.token, client_id)):
+                raise _RefusedEventError(problem)  # a copy it sent is named by its own token
             self.table.add_ref(client_id, ev.add_ref.actor_id, ev.add_ref.token)
         elif kind == "drop_ref":
             drop = ev.drop_ref
+            # a claim names the sender's token; a void, the sender's own
+            if drop.token and (
+                problem := token_problem("DropRef.token", drop.token, client_id if drop.receiver else "")
+            ):
+                raise _RefusedEventError(problem)
             if drop.receiver:
                 self.table.void_copy(client_id, drop.actor_id, drop.token, drop.receiver)
             else:
@@ -627,6 +653,6 @@ async def _opening(
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "ClientSession must open with OpenSession")
     opening = first.open_session
     await _same_protocol(context, opening.version)
-    if not opening.client_id:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "OpenSession.client_id must not be empty")
+    if problem := client_id_problem(opening.client_id):  # its copies' tokens start with it
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
     return opening

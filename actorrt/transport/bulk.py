@@ -25,9 +25,12 @@ size error.
 Opening: the host answers a stream's first batch with ``ReplyBatch.bulk_port`` and a fresh
 random ``bulk_key`` (on the stream, so under its token check and TLS). The client connects to
 that port, sends ``MAGIC`` and the key, and the host pairs the connection with the stream whose
-key it is (each key works once) and answers ``OK``. With TLS configured the connection is TLS
-with the cluster's certificates, both ways as on gRPC. ``ACTORRT_BULK=0`` turns the channel off
-(payloads then stream in chunks on gRPC).
+key it is (each key works once) and answers ``OK``. A connection has ``HANDSHAKE_S`` from its
+accept for all of that (its TLS handshake included), whatever pace its bytes come at; at most
+``MAX_HANDSHAKES`` are under way, and one more cuts the one that has waited longest. A client
+whose connection could not be opened asks for another offer with the reopen backoff. With TLS
+configured the connection is TLS with the cluster's certificates, both ways as on gRPC.
+``ACTORRT_BULK=0`` turns the channel off (payloads then stream in chunks on gRPC).
 
 When a connection breaks, what waits on it fails (that call fails with ``ActorDiedError``, at
 most once, as on a broken stream), payloads go in chunks on the stream meanwhile, and the client
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import itertools
 import os
 import secrets
 import socket
@@ -49,6 +53,7 @@ import struct
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +70,11 @@ MAX_BUFFERS = 1 << 16
 _NUMPY_MIN = 1 << 20
 # Each recv_into asks for at most this much (the kernel gives what it has).
 _RECV = 16 << 20
-# How long a connecting peer may take to say who it is.
+# How long a connecting peer may take to say who it is: its whole handshake (TLS and hello),
+# counted from the moment it was accepted.
 HANDSHAKE_S = 10.0
-# At most this many connections may be in their handshake at once; more are closed at once.
+# At most this many connections may be in their handshake at once; one more cuts the oldest
+# (a real client says who it is within a round trip or two; a stranger's is the one waiting).
 MAX_HANDSHAKES = 64
 # How long the listener waits after a failed accept (no file descriptor left, say) to try again.
 ACCEPT_RETRY_S = 0.05
@@ -446,7 +453,11 @@ class Server:
             bytes, tuple[Callable[[socket.socket, socket.socket], None], dict[bytes, socket.socket]]
         ] = {}
         self._lock = threading.Lock()
-        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        # The handshakes under way, oldest first (their sockets, to cut one when a newer comes),
+        # and the threads running handshakes, cut ones included (at most twice the bound).
+        self._hellos: OrderedDict[int, socket.socket] = OrderedDict()
+        self._hello_threads = 0
+        self._hello_ids = itertools.count()
         threading.Thread(target=self._accept_loop, name="actorrt-bulk-accept", daemon=True).start()
 
     def offer(self, on_link: Callable[[socket.socket, socket.socket], None]) -> bytes:
@@ -474,26 +485,41 @@ class Server:
                 # the listener stays (one error must not turn the channel off for the host's life)
                 time.sleep(ACCEPT_RETRY_S)
                 continue
-            if not self._handshakes.acquire(blocking=False):
-                conn.close()
-                continue
-            threading.Thread(target=self._handshake, args=(conn,), name="actorrt-bulk-hello", daemon=True).start()
+            deadline = time.monotonic() + HANDSHAKE_S
+            with self._lock:
+                if self._hello_threads >= 2 * MAX_HANDSHAKES:  # cut ones that have not ended yet
+                    conn.close()
+                    continue
+                if len(self._hellos) >= MAX_HANDSHAKES:
+                    _cut(self._hellos.popitem(last=False)[1])
+                hello_id = next(self._hello_ids)
+                self._hellos[hello_id] = conn
+                self._hello_threads += 1
+            threading.Thread(
+                target=self._handshake, args=(conn, hello_id, deadline), name="actorrt-bulk-hello", daemon=True
+            ).start()
 
-    def _handshake(self, conn: socket.socket) -> None:
+    def _handshake(self, conn: socket.socket, hello_id: int, deadline: float) -> None:
+        """One accepted connection's handshake, on a thread of its own, all of it by ``deadline``
+        (``time.monotonic``); a connection that does not complete one is closed. Raises nothing."""
         socks: dict[bytes, socket.socket] = {}
         complete = False
         try:
-            conn.settimeout(HANDSHAKE_S)
             if self._ssl is not None:
+                conn.settimeout(_left(deadline))  # bounds the TLS handshake as a whole (one call)
                 conn = self._ssl.wrap_socket(conn, server_side=True)
-            hello = _recv_exact(conn, len(MAGIC) + KEY_BYTES + 1)
+                with self._lock:
+                    if hello_id in self._hellos:  # cut it, not the plain socket it replaced
+                        self._hellos[hello_id] = conn
+            hello = _recv_exact(conn, len(MAGIC) + KEY_BYTES + 1, deadline)
             if hello is None or not hmac.compare_digest(hello[: len(MAGIC)], MAGIC):
                 conn.close()
                 return
             key, role = hello[len(MAGIC) : -1], hello[-1:]
             with self._lock:
                 offer = self._offers.get(key)
-                if offer is None or role not in self._roles or role in offer[1]:
+                cut = self._hellos.pop(hello_id, None) is None  # cut for a newer one: it is shut down
+                if cut or offer is None or role not in self._roles or role in offer[1]:
                     conn.close()
                     return
                 on_link, socks = offer
@@ -509,13 +535,15 @@ class Server:
             if complete:
                 recv_sock, send_sock = (conn, conn) if role == BOTH else (socks[UP], socks[DOWN])
                 self.loop.call_soon_threadsafe(on_link, recv_sock, send_sock)
-        except (OSError, RuntimeError):  # ssl.SSLError is an OSError
+        except (OSError, RuntimeError):  # ssl.SSLError and TimeoutError are OSErrors
             conn.close()
             if complete:  # the offer is spent: nobody else will close its connections
                 for sock in socks.values():
                     sock.close()
         finally:
-            self._handshakes.release()
+            with self._lock:
+                self._hellos.pop(hello_id, None)
+                self._hello_threads -= 1
 
     def close(self) -> None:
         """Stop listening: the accept thread wakes (a plain ``close`` does not wake a thread in
@@ -528,9 +556,32 @@ class Server:
             self.sock.close()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+def _left(deadline: float) -> float:
+    """Seconds left until ``deadline`` (``time.monotonic``). Raises TimeoutError once it passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the bulk handshake took too long")
+    return left
+
+
+def _cut(sock: socket.socket) -> None:
+    """Wake the thread reading ``sock`` (it closes it): a handshake cut for a newer one. The
+    plain socket's shutdown, never an SSL socket's own (which drops its SSL object under the
+    reading thread); a socket already handed to an SSL one has no descriptor any more (its
+    handshake then ends by its deadline)."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes | None:
+    """``n`` bytes from ``sock``; None at an end before them. With ``deadline``, all of them by
+    then (raises TimeoutError); else each read waits the socket's own timeout."""
     data = b""
     while len(data) < n:
+        if deadline is not None:
+            sock.settimeout(_left(deadline))
         got = sock.recv(n - len(data))
         if not got:
             return None

@@ -23,6 +23,7 @@ from actorrt.common.errors import (
     MasterUnreachableError,
     ProtocolVersionError,
 )
+from actorrt.common.text import printable
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -212,7 +213,7 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
         if hmac.compare_digest(presented, self._expected):
             return await continuation(details)
         reason = "missing token" if not presented else "wrong token"
-        self._log.warning("refused %s: %s", printable(details.method), reason)
+        self._log.warning("refused %s: %s", printable(details.method, _SHOWN_CHARS), reason)
         return _refusal(f"actorrt: {reason} (pass token=, ACTORRT_TOKEN or the token file)")
 
 
@@ -231,16 +232,6 @@ def _refusal(message: str) -> grpc.RpcMethodHandler[Any, Any]:
 
 REFUSALS_LOGGED_PER_MIN = 10
 _SHOWN_CHARS = 200
-
-
-def printable(text: str | bytes, limit: int = _SHOWN_CHARS) -> str:
-    """``text`` (chosen by a peer) fit for one log line: control characters and terminal escapes
-    escaped, cut to ``limit`` characters with the rest counted."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="backslashreplace")
-    cut = len(text) - limit
-    shown = text[:limit].encode("unicode_escape").decode("ascii")
-    return shown + (f"...[{cut} more characters]" if cut > 0 else "")
 
 
 class RateLimitedLog:

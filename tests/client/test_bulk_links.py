@@ -48,9 +48,29 @@ def test_an_offer_that_cannot_be_opened_fails_what_waited_for_it(links: BulkLink
     got: list[Arrival] = []
     links.wait_open(1, 3, got.append)
     links.wait_open(1, 4, got.append)
-    consumers = links.failed(1)
+    consumers, delay = links.failed(1, stream_up=True)
     assert len(consumers) == 2 and not links.opening(1) and links.route() is None
-    assert links.failed(1) == []  # twice is harmless
+    assert delay == 0.5  # another is asked for, as after a break
+    assert links.failed(1, stream_up=True) == ([], 1.0)  # twice is harmless (and backs off)
+
+
+def test_an_offer_that_cannot_be_opened_is_asked_for_again_with_the_reopen_backoff(
+    links: BulkLinks[FakeLink],
+) -> None:
+    """A connection the host's listener refused (its handshakes all taken by strangers) or a
+    reset: before, the stream never asked again and its large payloads went in chunks for good."""
+    links.offered(4321, enabled=True)
+    assert links.failed(1, stream_up=False) == ([], None)  # the stream is down: nothing to ask
+    links.offered(4321, enabled=True)
+    links.offered(4321, enabled=True)
+    assert links.failed(2, stream_up=True) == ([], None)  # a later offer came meanwhile
+    waits = [links.failed(3, stream_up=True)[1] for _ in range(StreamLinks.MAX_OFFERS + 1)]
+    assert waits[:6] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0] and waits[6] == 30.0
+    assert waits[-1] is None and links.reopens == StreamLinks.MAX_OFFERS  # shared with reopens after breaks
+    assert links.offered(4321, enabled=True) == 4
+    link = FakeLink(4)
+    links.opened(4, link)
+    assert links.reopen_in(link, stream_up=True) is None  # none left for a break either
 
 
 def test_payloads_take_the_latest_link_while_under_the_unanswered_bound(links: BulkLinks[FakeLink]) -> None:

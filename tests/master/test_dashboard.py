@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import socket
 import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 import actorrt
-from actorrt.master.dashboard import Sightings
+from actorrt.master.dashboard import CONNECTION_S, MAX_CONNECTIONS, Sightings
 from actorrt.master.records import Actor
 from actorrt.master.table import ClusterTable
+from actorrt.transport import rpc as _rpc
+from actorrt.v1 import common_pb2, master_pb2, master_pb2_grpc
 from tests.cdp import Chromium, chromium_path
 from tests.conftest import ProcCluster, free_port, wait_until
 
@@ -81,6 +89,7 @@ def test_api_status_has_nodes_actors_deaths_and_says_what_it_does_not_know(
         assert node["cpus_used"] == 1 and node["cpus_free"] == 0 and node["actors_rss_bytes"] > 0
         actorrt.kill(t).result()
 
+    assert wait_until(lambda: bool(_status(url)["deaths"]), 5)  # the JSON is at most a second old
     deaths = _status(url)["deaths"]
     assert deaths[0]["actor_id"] == t.actor_id and deaths[0]["cause"] == "killed by actorrt.kill()"
     assert deaths[0]["class_name"] == "Ticker" and deaths[0]["ago_s"] is not None
@@ -148,3 +157,167 @@ def test_the_page_shows_an_actor_come_and_go_in_a_real_browser(
         assert page.evaluate("window.loadedOnce") is True
     png = (tmp_path / "dashboard.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack("!II", png[16:24]) == (1280, 900)
+
+
+# ---- many actors, slow readers ------------------------------------------------------------------
+
+SIM_CLASS = "Simulated" + "x" * 1200  # long class names: a 3 MB status without 6,700 actors
+
+
+class SimCluster:
+    """One simulated worker daemon of ``actors`` slots and one client that fills them, speaking
+    the real WorkerSession and ClientSession protocols to the master (as bench/scale.py's
+    simulated nodes do), in this process: no actor host runs."""
+
+    def __init__(self, cluster: ProcCluster, actors: int) -> None:
+        self.cluster = cluster
+        self.actors = actors
+        self.channel = grpc.aio.insecure_channel(cluster.address)
+        self.stub = master_pb2_grpc.MasterStub(self.channel)
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> SimCluster:
+        metadata = _rpc.auth_metadata(self.cluster.token)
+        worker = self.stub.WorkerSession(metadata=metadata)
+        await worker.write(
+            master_pb2.WorkerEvent(
+                register_worker=master_pb2.RegisterWorker(
+                    version=_rpc.PROTOCOL_VERSION,
+                    node="sim-node",
+                    node_ip="127.0.0.1",
+                    cpus=self.actors,
+                    memory_bytes=64 << 30,
+                    pid=os.getpid(),
+                )
+            )
+        )
+        registered = await worker.read()
+        assert isinstance(registered, master_pb2.WorkerCommand) and registered.HasField("worker_registered")
+        interval = registered.worker_registered.heartbeat_interval_s
+        for slot in range(self.actors):
+            ready = master_pb2.SlotReady(slot=slot, endpoint=f"127.0.0.1:{10000 + slot}")
+            await worker.write(master_pb2.WorkerEvent(slot_ready=ready))
+        self.tasks += [asyncio.create_task(self._drain(worker)), asyncio.create_task(self._beat(worker, interval))]
+        client = self.stub.ClientSession(metadata=metadata)
+        opening = master_pb2.OpenSession(
+            version=_rpc.PROTOCOL_VERSION, client_id="sim-client", hostname="sim", mute_actor_output=True
+        )
+        await client.write(master_pb2.ClientEvent(open_session=opening))
+        for n in range(1, self.actors + 1):
+            place = master_pb2.PlaceActor(
+                request_id=n, resources=common_pb2.Resources(num_cpus=1), class_name=SIM_CLASS, timeout_s=60
+            )
+            await client.write(master_pb2.ClientEvent(place_actor=place))
+        placed = 0
+        while placed < self.actors:
+            notice = await client.read()
+            assert isinstance(notice, master_pb2.ClientNotice), notice
+            assert not notice.HasField("placement_failed"), notice
+            placed += notice.HasField("actor_placed")
+        self.tasks.append(asyncio.create_task(self._drain(client)))
+        return self
+
+    @staticmethod
+    async def _drain(call: Any) -> None:
+        with contextlib.suppress(grpc.RpcError, asyncio.CancelledError):
+            while await call.read() is not grpc.aio.EOF:
+                pass
+
+    @staticmethod
+    async def _beat(worker: Any, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await worker.write(master_pb2.WorkerEvent(heartbeat=master_pb2.Heartbeat(load=0.1)))
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await self.channel.close(grace=None)
+
+
+def _vm_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def _sockets(pid: int) -> int:
+    """The process's open sockets."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith("socket:")
+    return count
+
+
+def _slow_reader(port: int) -> socket.socket:
+    """A connection that asks for /api/status and does not read the answer (a 4 KiB receive
+    buffer: the master cannot push it all into the kernel either)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return sock
+
+
+def _cut(sock: socket.socket, full: int) -> bool:
+    """Whether the master ended ``sock`` before sending the whole answer (``full`` bytes)."""
+    got = 0
+    sock.settimeout(5)
+    try:
+        while chunk := sock.recv(1 << 20):
+            got += len(chunk)
+    except (ConnectionResetError, TimeoutError):
+        pass
+    return got < full
+
+
+@pytest.mark.timeout(120)
+async def test_slow_readers_of_a_large_status_hold_neither_memory_nor_connections(tmp_path: Path) -> None:
+    """60 connections that asked for ~3 MB of /api/status and never read: each answer was built
+    for its reader and held whole in the master until the peer left (``drain`` and
+    ``wait_closed`` had no deadline): +265-341 MiB of master RSS, every connection still held
+    after 20 s."""
+    port = free_port()
+    cluster = ProcCluster(tmp_path / "home").start(workers=0, master_args=("--dashboard-port", str(port)))
+    sim = None
+    try:
+        sim = await SimCluster(cluster, 2000).start()
+        url = f"http://127.0.0.1:{port}"
+        master = cluster.procs[0].pid
+        body = (await asyncio.to_thread(_get, url + "/api/status"))[2]
+        assert len(body) > 3_000_000 and len(json.loads(body)["actors"]) == 2000
+        # one build per period, shared: 20 readers at once see the same status (one build or two)
+        answers = await asyncio.gather(*(asyncio.to_thread(_get, url + "/api/status") for _ in range(20)))
+        assert len({json.loads(b)["generated_at"] for _, _, b in answers}) <= 2
+        del answers
+        rss0, sockets0 = _vm_rss(master), _sockets(master)
+        started = time.monotonic()
+        slow = [await asyncio.to_thread(_slow_reader, port) for _ in range(MAX_CONNECTIONS)]
+        peak = rss0
+        while time.monotonic() - started < 4:
+            peak = max(peak, _vm_rss(master))
+            await asyncio.sleep(0.1)
+        assert _sockets(master) >= sockets0 + len(slow)  # all held, for now
+        code, headers, _ = await asyncio.to_thread(_get, url + "/api/status")  # one more: busy
+        assert code == 503 and headers["Retry-After"] == "2"
+        while _sockets(master) > sockets0 and time.monotonic() - started < CONNECTION_S + 5:
+            peak = max(peak, _vm_rss(master))
+            await asyncio.sleep(0.2)
+        held = _sockets(master) - sockets0
+        print(
+            f"\nmaster RSS {rss0 / 2**20:.0f} MiB, peak +{(peak - rss0) / 2**20:.1f} MiB with "
+            f"{len(slow)} slow readers; {held} still held {time.monotonic() - started:.1f} s later"
+        )
+        assert held <= 0, f"{held} slow readers still held after {CONNECTION_S + 5:g} s"
+        assert peak - rss0 < 50 * 2**20, f"the master grew {(peak - rss0) / 2**20:.0f} MiB"
+        assert all(await asyncio.gather(*(asyncio.to_thread(_cut, s, len(body)) for s in slow)))
+        for sock in slow:
+            sock.close()
+        code, _, again = await asyncio.to_thread(_get, url + "/api/status")
+        assert code == 200 and len(json.loads(again)["actors"]) == 2000
+    finally:
+        if sim is not None:
+            await sim.close()
+        cluster.stop()

@@ -8,8 +8,10 @@ killed mid-transfer is tests/transport/test_payload_paths.py's, run on both path
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
+import select
 import socket
 import subprocess
 import sys
@@ -241,6 +243,109 @@ async def test_strangers_on_the_bulk_port_are_refused_and_the_actor_lives_on(clu
             assert s._conn.bulk_links.latest is not None and not s._conn.bulk_links.latest.closed
         finally:
             silent.close()
+        await c.kill(s)
+
+
+class _SlowHellos:
+    """``n`` connections to a bulk port that each send the hello one byte every ``every_s``
+    (a thread), noting when the host closed each one."""
+
+    def __init__(self, port: int, n: int, every_s: float) -> None:
+        self.socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
+        self.opened = time.monotonic()
+        self.closed_at: dict[int, float] = {}
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._dribble, name="slow-hellos", daemon=True)
+        self._thread.start()
+
+    def _dribble(self) -> None:
+        hello = _bulk.MAGIC + b"k" * _bulk.KEY_BYTES + _bulk.BOTH
+        sent = 0
+        next_byte = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_byte and sent < len(hello):
+                for i, sock in enumerate(self.socks):
+                    if i not in self.closed_at:
+                        with contextlib.suppress(OSError):
+                            sock.sendall(hello[sent : sent + 1])
+                sent, next_byte = sent + 1, now + self.every_s
+            open_ = [sock for i, sock in enumerate(self.socks) if i not in self.closed_at]
+            readable, _, _ = select.select(open_, [], [], 0.05) if open_ else ([], [], [])
+            for sock in readable:
+                try:
+                    ended = sock.recv(1) == b""
+                except OSError:
+                    ended = True
+                if ended:
+                    self.closed_at[self.socks.index(sock)] = time.monotonic() - self.opened
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for sock in self.socks:
+            sock.close()
+
+
+async def test_slow_hellos_are_cut_at_the_handshake_deadline_and_a_stream_attaching_meanwhile_gets_its_channel(
+    cluster: ProcCluster,
+) -> None:
+    """64 connections that send the hello one byte every 3 s: the 10 s bound was per read, so
+    all 64 handshake slots were still held at 18 s (a 32-byte hello could last ~5 minutes), and
+    a stream that attached meanwhile was refused its bulk connection (closed at once) and never
+    asked again. Each handshake now has 10 s from its accept; one more than 64 cuts the oldest."""
+    async with cluster.connect() as c:
+        s = await Store.options(name="bulk-under-attack").remote()
+        await bulk_up(s)
+        port = s._conn.bulk_links.port
+        attack = _SlowHellos(port, _bulk.MAX_HANDSHAKES, every_s=3.0)
+        try:
+            await asyncio.sleep(1.0)  # every handshake slot is taken by then
+            async with cluster.connect() as other:
+                theirs = await other.get_actor("bulk-under-attack")
+                assert await theirs.ping() == "pong"
+                link = await bulk_up(theirs, timeout_s=_bulk.HANDSHAKE_S + 8)
+                assert await theirs.keep(np.ones(8 * MIB, np.uint8)) == 8 * MIB
+                assert link.bytes_out >= 8 * MIB  # on its bulk connection
+                opened_at = time.monotonic() - attack.opened
+                deadline = time.monotonic() + _bulk.HANDSHAKE_S + 5
+                while len(attack.closed_at) < len(attack.socks) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                late = sorted(attack.closed_at.values())
+                print(
+                    f"\nthe attaching stream's bulk connection opened {opened_at:.1f} s into the attack; "
+                    f"{len(late)} of {len(attack.socks)} slow hellos closed, the last at {late[-1] if late else -1:.1f} s"
+                )
+                assert len(late) == len(attack.socks), f"{len(attack.socks) - len(late)} slow hellos still held"
+                assert late[-1] < _bulk.HANDSHAKE_S + 2, late[-5:]
+        finally:
+            attack.close()
+        assert await s.keep(np.ones(8 * MIB, np.uint8)) == 8 * MIB  # the first stream's link lives on
+        await c.kill(s)
+
+
+async def test_a_bulk_connection_that_could_not_be_opened_is_asked_for_again(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first open fails as one refused by a full listener does (a reset): before, the
+    stream never asked again, and its large payloads went in chunks on gRPC for its life."""
+    real = _bulk.connect
+    tries: list[float] = []
+
+    def flaky(*args: Any, **kwargs: Any) -> tuple[socket.socket, socket.socket]:
+        tries.append(time.monotonic())
+        if len(tries) == 1:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_bulk, "connect", flaky)
+    async with cluster.connect() as c:
+        s = await Store.remote()
+        link = await bulk_up(s)
+        assert len(tries) == 2 and tries[1] - tries[0] >= _bulk_links.REOPEN_FIRST_S * 0.9
+        assert link.epoch == 2 and s._conn.bulk_links.reopens == 1  # a second offer, taken
+        assert await s.keep(np.ones(8 * MIB, np.uint8)) == 8 * MIB and link.bytes_out >= 8 * MIB
         await c.kill(s)
 
 

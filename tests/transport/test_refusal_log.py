@@ -43,12 +43,6 @@ async def test_refusals_are_logged_rarely_short_and_escaped(cluster: ProcCluster
     assert b"\\x1b[2J" in refusals[0] and b"more characters" in refusals[0]
 
 
-def test_printable_escapes_controls_and_cuts() -> None:
-    assert _rpc.printable("/a\nb\x1b[0m") == "/a\\nb\\x1b[0m"
-    assert _rpc.printable("x" * 250, limit=10) == "x" * 10 + "...[240 more characters]"
-    assert _rpc.printable(b"\xff/m") == "\\\\xff/m"
-
-
 def test_the_refusal_log_counts_what_it_suppressed(caplog: pytest.LogCaptureFixture) -> None:
     now = [0.0]
     limited = _rpc.RateLimitedLog(burst=2, period_s=60, clock=lambda: now[0])
