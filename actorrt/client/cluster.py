@@ -312,6 +312,7 @@ class Cluster:
         if self.closed:
             return
         conns, waiters = self.control.closing()
+        await self.creator.abandon_all()  # none of them can be answered any more
         for conn in conns:
             await conn.close("its client closed the cluster connection")
         await self.control.close(waiters)
@@ -331,7 +332,23 @@ class Cluster:
         died: connection refused, or the worker said the slot was not ready) is released and
         placed again, up to ``PLACE_ATTEMPTS`` times within the placement timeout. Only a
         constructor that ran and raised, or a host that went away while constructing, fails it.
+        A creation under way when the connection closes fails then, with ClusterConnectionError,
+        having withdrawn or released what it had asked for.
         """
+        with self.creator.under_way():
+            try:
+                return await self._create(cls, args, kwargs, options)
+            except asyncio.CancelledError:
+                if not self.closed:
+                    raise
+                raise ClusterConnectionError(
+                    f"{cls.__qualname__} was not created: the cluster connection was closed while creating it"
+                ) from None
+
+    async def _create(
+        self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], options: ActorOptions | None
+    ) -> ActorHandle[Any]:
+        """``create_actor``'s steps."""
         opts = options if options is not None else options_of(cls)
         # 1. Pickle the class and its arguments once, recording the handle copies in them and,
         #    for a restartable actor, the connections those handles hold (kept with it).
