@@ -8,6 +8,7 @@ import contextlib
 import gc
 import itertools
 import os
+import pickle
 import signal
 import threading
 import time
@@ -346,6 +347,31 @@ async def test_a_handle_copy_in_a_call_its_receiver_died_before_running_is_void(
         await asyncio.sleep(0.1)  # the loop lets go of the last exception (its traceback holds the arguments)
         gc.collect()
         assert await eventually(lambda: _none_left(c)), "the copy that never arrived kept the Counter"
+
+
+_LOADS_A_HANDLE = """
+import pickle, sys, actorrt
+
+with actorrt.connect(sys.argv[1], token=sys.argv[2], log_to_driver=False):
+    handle = pickle.loads(bytes.fromhex(sys.argv[3]))
+    print("value", handle.add(1).result(), flush=True)
+"""
+
+
+async def test_a_pickled_handle_loaded_again_and_again_claims_its_copy_once(cluster: ProcCluster) -> None:
+    """The bytes of one pickled handle loaded twice claimed its copy twice: the master's count
+    of that copy went to -1, and the actor (and its slot) was kept until its creator left. A
+    copy is claimed once, however often its bytes are loaded, here or in another process."""
+    async with cluster.connect() as c:
+        counter = await Counter.remote(5)
+        data = pickle.dumps(counter)
+        first, second = pickle.loads(data), pickle.loads(data)
+        assert await first.add(1) == 6 and await second.add(1) == 7
+        out = await asyncio.to_thread(run_driver, cluster, _LOADS_A_HANDLE, data.hex())
+        assert out.returncode == 0 and "value 8" in out.stdout, out.stdout + out.stderr
+        del counter, first, second
+        gc.collect()
+        assert await eventually(lambda: _none_left(c), 5), "the copy claimed more than once kept the Counter"
 
 
 def _refuse_to_unpickle() -> None:
