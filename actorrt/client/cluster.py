@@ -233,8 +233,9 @@ class Cluster:
         return token
 
     def lost_copies(self, copies: list[tuple[str, str]], receiver: str = "") -> None:
-        """The payload these handle copies were pickled into failed without an answer (any
-        thread): taken back, or void for ``receiver`` (``Holders.lost``)."""
+        """The payload these handle copies were pickled into failed without an answer, or came
+        here in a reply nobody unpickles (any thread): taken back, or void for ``receiver``
+        (``Holders.lost``)."""
         for event in Holders.lost(copies, receiver):
             self.control.send_soon(event)
 

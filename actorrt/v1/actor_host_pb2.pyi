@@ -127,14 +127,24 @@ class ReplyBatch(_message.Message):
     def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ..., shared_memory: _Optional[bool] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., bulk_port: _Optional[int] = ..., bulk_key: _Optional[bytes] = ...) -> None: ...
 
 class Reply(_message.Message):
-    __slots__ = ("seq", "value", "error")
+    __slots__ = ("seq", "value", "error", "copies")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
     seq: int
     value: _common_pb2.Payload
     error: RemoteFailure
-    def __init__(self, seq: _Optional[int] = ..., value: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[RemoteFailure, _Mapping]] = ...) -> None: ...
+    copies: _containers.RepeatedCompositeFieldContainer[HandleCopy]
+    def __init__(self, seq: _Optional[int] = ..., value: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[RemoteFailure, _Mapping]] = ..., copies: _Optional[_Iterable[_Union[HandleCopy, _Mapping]]] = ...) -> None: ...
+
+class HandleCopy(_message.Message):
+    __slots__ = ("actor_id", "token")
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actor_id: str
+    token: str
+    def __init__(self, actor_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
 
 class RemoteFailure(_message.Message):
     __slots__ = ("type_name", "message", "traceback", "exception")

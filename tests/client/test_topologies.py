@@ -109,6 +109,16 @@ class User:
     def lookup(self, name: str) -> int:
         return actorrt.get_actor(name).result().add(1000).result()
 
+    def child_later(self, start: int, delay: float, nbytes: int) -> Any:
+        """A new Counter, returned after ``delay`` seconds beside ``nbytes`` bytes."""
+        child = Counter.remote(start).result()
+        time.sleep(delay)
+        return child, np.zeros(nbytes, np.uint8)
+
+    def child_after_poison(self, start: int) -> Any:
+        """A new Counter, after a value the caller cannot unpickle."""
+        return Poison(), Counter.remote(start).result()
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -395,6 +405,37 @@ async def test_a_handle_copy_in_a_constructor_that_never_unpickled_it_is_void(cl
         await asyncio.sleep(0.1)  # the loop lets go of the last exception (its traceback holds the arguments)
         gc.collect()
         assert await eventually(lambda: _none_left(c)), "the copy that never arrived kept the Counter"
+
+
+@pytest.mark.parametrize("way", ["inline", "shared memory", "bulk", "chunks", "undecodable"])
+async def test_a_handle_in_a_reply_nobody_unpickles_does_not_keep_its_actor(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    """The reply of a call the caller cancelled is not unpickled, nor one whose value cannot
+    be unpickled here: the handle copies in it were never claimed, and the actors they point
+    to were kept (with their slots) until the replying actor's process ended. The replying
+    host names the copies a reply carries, and the caller lets go of those it does not
+    unpickle, whichever way the value came (in the message, shared memory, the bulk
+    connection, chunks)."""
+    monkeypatch.setenv("ACTORRT_SHM", "1" if way == "shared memory" else "0")
+    monkeypatch.setenv("ACTORRT_BULK", "0" if way == "chunks" else "1")
+    nbytes = 0 if way in ("inline", "undecodable") else 4 << 20
+    async with cluster.connect() as c:
+        user = await User.remote()
+        if way == "undecodable":
+            with pytest.raises(RuntimeError, match="cannot be unpickled"):
+                await user.child_after_poison(1)
+        else:
+            reply = user.child_later(1, 1.0, nbytes)
+            assert await eventually(lambda: _counters(c, 1)), "the child was not created"
+            reply.cancel()
+            del reply
+            assert await user.pid()  # answered after the cancelled call's reply came
+        assert await eventually(lambda: _counters(c, 0)), "the handle in the reply kept its Counter"
+
+
+async def _counters(c: actorrt.Cluster, n: int) -> bool:
+    return len(await actors_named(c, "Counter")) == n
 
 
 async def _only(c: actorrt.Cluster, class_name: str) -> bool:
