@@ -35,7 +35,7 @@ from actorrt.client.future import CallFuture, spawn
 from actorrt.client.handle import ActorHandle, member_kinds
 from actorrt.client.holders import Effects, Holders
 from actorrt.client.loop_thread import LoopThread
-from actorrt.client.options import ActorOptions, options_of
+from actorrt.client.options import ActorOptions, check_name, options_of
 from actorrt.client.output import OutputPrinter
 from actorrt.client.state import ClientState
 from actorrt.common import home
@@ -288,8 +288,7 @@ class Cluster:
 
     async def get_actor(self, name: str) -> ActorHandle[Any]:
         """The named actor's handle (cluster loop); raises ActorNotFoundError."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"get_actor: name must be a non-empty str, got {name!r}")
+        check_name(name, "get_actor")
         if self.closed:
             raise ClusterConnectionError("the cluster connection is closed")
         found = await self.control.look_up(pb.LookupActor(name=name))
@@ -512,7 +511,9 @@ def connect(
 def get_actor(name: str) -> CallFuture[ActorHandle[Any]]:
     """A handle to the live actor named ``name`` (``Cls.options(name=...)``) in the current
     cluster, from any client or actor; await it (or ``.result()``). The class need not be
-    importable here. Raises ``ActorNotFoundError`` when no live actor has that name."""
+    importable here. Raises ``ActorNotFoundError`` when no live actor has that name, and at the
+    call ``ValueError`` for what cannot be a name (over ``NAME_MAX`` characters, say)."""
+    check_name(name, "get_actor")
     cluster = current_cluster()
     return spawn(cluster.loop, lambda: cluster.get_actor(name))
 

@@ -7,9 +7,25 @@ from typing import Literal
 
 from actorrt.common.resources import MAX_CPUS, MAX_GPUS
 
-__all__ = ["INT32_MAX", "ActorOptions", "options_of"]
+__all__ = ["INT32_MAX", "NAME_MAX", "ActorOptions", "check_name", "options_of"]
 
 INT32_MAX = 2**31 - 1  # the largest value the placement's fields carry
+NAME_MAX = 256  # characters of an actor's name (``options(name=)``, ``get_actor``)
+_NAME_SHOWN = 40  # characters of a refused name an error repeats
+
+
+def check_name(name: object, what: str) -> None:
+    """Refuse what cannot name an actor, before anything is sent: ``options(name=)`` and
+    ``get_actor`` (``what`` says which, in the error). Any thread. Raises ValueError for a
+    name that is not a str, empty, or over ``NAME_MAX`` characters; the error names its length
+    and repeats at most its first ``_NAME_SHOWN`` characters."""
+    if isinstance(name, str) and 0 < len(name) <= NAME_MAX:
+        return
+    if isinstance(name, str) and name:
+        got = f"a str of {len(name):,} characters ({name[:_NAME_SHOWN]!r}...)"
+    else:
+        got = repr(name)[:_NAME_SHOWN]
+    raise ValueError(f"{what}: name must be a non-empty str of at most {NAME_MAX} characters, got {got}")
 
 
 @dataclass(frozen=True)
@@ -48,8 +64,8 @@ class ActorOptions:
             or not -1 <= self.max_restarts <= INT32_MAX
         ):
             raise ValueError(f"max_restarts must be an int in -1..{INT32_MAX} (-1: forever), got {self.max_restarts!r}")
-        if self.name is not None and (not isinstance(self.name, str) or not self.name or len(self.name) > 256):
-            raise ValueError(f"name must be a non-empty str of at most 256 characters, got {self.name!r}")
+        if self.name is not None:
+            check_name(self.name, "options")
         if self.lifetime not in (None, "detached"):
             raise ValueError(f"lifetime must be None or 'detached', got {self.lifetime!r}")
         if self.scheduling not in ("pack", "spread"):

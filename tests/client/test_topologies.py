@@ -283,6 +283,29 @@ async def test_a_named_actor_is_found_by_a_client_that_cannot_import_its_class(c
         await c.kill(again)
 
 
+async def test_a_name_over_the_bound_is_refused_at_the_call_naming_its_length(cluster: ProcCluster) -> None:
+    """``get_actor`` sent any name to the master: a 5 MB one was over the master's 4 MiB bound,
+    which ended the client's session, and the call waited its whole timeout; a 1 MB one came
+    back as a 2 MB error (the name twice). Names are refused at the call, as ``options(name=)``
+    does, by the same check, and no error repeats a long name whole."""
+    async with cluster.connect(timeout=10) as c:
+        for size in (257, 1 << 20, 5 << 20):
+            started = time.monotonic()
+            with pytest.raises(ValueError, match=f"at most 256 characters, got a str of {size:,} characters") as e:
+                await actorrt.get_actor("x" * size)
+            assert time.monotonic() - started < 1 and len(str(e.value)) < 300, str(e.value)[:300]
+            with pytest.raises(ValueError, match=f"at most 256 characters, got a str of {size:,} characters") as e:
+                Counter.options(name="x" * size)
+            assert len(str(e.value)) < 300, str(e.value)[:300]
+        not_names: list[Any] = ["", None, 3]
+        for bad in not_names:
+            with pytest.raises(ValueError, match="get_actor: name must be a non-empty str"):
+                await actorrt.get_actor(bad)
+        named = await Counter.options(name="n" * 256).remote(4)  # the session serves on
+        assert await (await actorrt.get_actor("n" * 256)).add(1) == 5
+        await c.kill(named)
+
+
 async def test_a_detached_actor_outlives_its_creator_until_killed(cluster: ProcCluster) -> None:
     async with cluster.connect() as c:
         out = await asyncio.to_thread(run_driver, cluster, DETACHED_CREATOR, "keeper", "7")
