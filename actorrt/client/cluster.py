@@ -46,6 +46,7 @@ from actorrt.common.errors import (
     RemoteError,
 )
 from actorrt.common.status import ClusterStatus
+from actorrt.transport import addresses
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import actor_host_pb2
 from actorrt.v1 import master_pb2 as pb
@@ -76,6 +77,8 @@ class Cluster:
         self._preload = tuple(preload)
         self.actor_id = actor_id  # set when this is an actor's own connection (``_actor_client``)
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
+        if self.address:  # before anything is dialled with the token
+            addresses.check_address(self.address, "connect: address" if address else "ACTORRT_ADDRESS")
         self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
         _check_limits(timeout, placement_timeout, max_payload_mb)
         self.max_payload_bytes = max_payload_mb * 2**20
