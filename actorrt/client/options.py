@@ -7,9 +7,13 @@ from typing import Literal
 
 from actorrt.common.resources import MAX_CPUS, MAX_GPUS
 
-__all__ = ["INT32_MAX", "NAME_MAX", "ActorOptions", "check_name", "options_of"]
+__all__ = ["INT32_MAX", "MAX_MEMORY_MB", "NAME_MAX", "ActorOptions", "check_name", "options_of"]
 
 INT32_MAX = 2**31 - 1  # the largest value the placement's fields carry
+# The largest memory limit an actor may be given, in MB (MiB): 1 PiB, more than any node has.
+# A limit past it is a mistake (1e300, or a float that overflowed), never one that could be
+# reached.
+MAX_MEMORY_MB = 2**30
 NAME_MAX = 256  # characters of an actor's name (``options(name=)``, ``get_actor``)
 _NAME_SHOWN = 40  # characters of a refused name an error repeats
 
@@ -54,8 +58,13 @@ class ActorOptions:
             raise ValueError(f"remote_class: num_gpus must be 0..{MAX_GPUS} (no worker has more), got {self.num_gpus}")
         if not 1 <= self.max_concurrency <= INT32_MAX:
             raise ValueError(f"remote_class: max_concurrency must be 1..{INT32_MAX}, got {self.max_concurrency}")
-        if self.max_memory_mb is not None and (not isinstance(self.max_memory_mb, int) or self.max_memory_mb < 1):
-            raise ValueError(f"remote_class: max_memory_mb must be a positive int or None, got {self.max_memory_mb!r}")
+        memory = self.max_memory_mb
+        if memory is not None and (
+            not isinstance(memory, int) or isinstance(memory, bool) or not 1 <= memory <= MAX_MEMORY_MB
+        ):
+            raise ValueError(
+                f"remote_class: max_memory_mb must be an int in 1..{MAX_MEMORY_MB} or None, got {memory!r:.60}"
+            )
         if self.placement_timeout is not None and self.placement_timeout < 0:
             raise ValueError(f"remote_class: placement_timeout must be >= 0, got {self.placement_timeout}")
         if (
