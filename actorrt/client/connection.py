@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import grpc
@@ -511,9 +511,9 @@ class ActorConnection(CallsStream):
         await self._teardown()
 
 
-def _copies(named: Sequence[pb.HandleCopy]) -> Copies:
-    """The (actor id, token) of the handle copies a reply names (``Reply.copies``)."""
-    return tuple((copy.actor_id, copy.token) for copy in named)
+def _copies(named: Mapping[str, str]) -> Copies:
+    """The (actor id, token) of the handle copies a reply names (``Reply.copies``: token -> actor id)."""
+    return tuple((actor_id, token) for token, actor_id in named.items())
 
 
 def _no_release(name: str) -> None:

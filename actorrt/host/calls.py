@@ -112,7 +112,9 @@ class CallStream:
 
     def _name_copies(self, reply: pb.Reply) -> None:
         """Name in ``reply`` the handle copies its encoding made (``copies``), and forget them."""
-        reply.copies.extend(pb.HandleCopy(actor_id=actor_id, token=token) for actor_id, token in self.copies)
+        named = reply.copies
+        for actor_id, token in self.copies:
+            named[token] = actor_id
         self.copies.clear()
 
     def reply_value(self, seq: int, method: str, value: Any) -> None:

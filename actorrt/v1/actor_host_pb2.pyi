@@ -128,6 +128,13 @@ class ReplyBatch(_message.Message):
 
 class Reply(_message.Message):
     __slots__ = ("seq", "value", "error", "copies")
+    class CopiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SEQ_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -135,16 +142,8 @@ class Reply(_message.Message):
     seq: int
     value: _common_pb2.Payload
     error: RemoteFailure
-    copies: _containers.RepeatedCompositeFieldContainer[HandleCopy]
-    def __init__(self, seq: _Optional[int] = ..., value: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[RemoteFailure, _Mapping]] = ..., copies: _Optional[_Iterable[_Union[HandleCopy, _Mapping]]] = ...) -> None: ...
-
-class HandleCopy(_message.Message):
-    __slots__ = ("actor_id", "token")
-    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
-    actor_id: str
-    token: str
-    def __init__(self, actor_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+    copies: _containers.ScalarMap[str, str]
+    def __init__(self, seq: _Optional[int] = ..., value: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[RemoteFailure, _Mapping]] = ..., copies: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RemoteFailure(_message.Message):
     __slots__ = ("type_name", "message", "traceback", "exception")
