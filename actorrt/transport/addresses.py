@@ -28,8 +28,8 @@ __all__ = [
 
 PORT_MAX = 65535
 # A host name or an IPv4 address: letters, digits, dots, dashes, underscores (a DNS name is at
-# most 253 characters). IPv6 addresses come in brackets.
-_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9_])?")
+# most 253 characters, and may end with the root's dot). IPv6 addresses come in brackets.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9_])?\.?")
 _PORT = re.compile(r"[0-9]{1,5}")
 _SHOWN = 100  # characters of a refused address an error repeats
 
