@@ -21,6 +21,7 @@ from actorrt.cli import ops as _ops
 from actorrt.cli.ops import CLIError
 from actorrt.cli.records import alive, read_records, start_time
 from actorrt.common.errors import ActorRTError
+from actorrt.transport import addresses
 
 DEFAULT_PORT = _ops.DEFAULT_PORT
 
@@ -120,18 +121,11 @@ def _xparl_gpu(text: str) -> int:
     )
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
-    return value
-
-
 def _address(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return text
+    try:
+        return addresses.check_address(text, "")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     start = sub.add_parser("start", help="start a master and a local worker")
     start.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    start.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"master port (default {DEFAULT_PORT})")
+    start.add_argument(
+        "--port", type=_ops.listen_port, default=DEFAULT_PORT, help=f"master port (default {DEFAULT_PORT})"
+    )
     start.add_argument(
         "--cpus",
         "--cpu_num",  # xparl's name for it

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from actorrt.common import home, loop
 from actorrt.common import logs as _logs
 from actorrt.common.text import printable
+from actorrt.transport import addresses
 from actorrt.transport import rpc as _rpc
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 def add_daemon_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
-        type=_port,
+        type=listen_port,
         default=0,
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off)",
     )
@@ -114,7 +115,7 @@ def add_dashboard_args(parser: argparse.ArgumentParser) -> None:
         "--dashboard-port",
         "--monitor_port",  # xparl's name for its status page's port
         dest="dashboard_port",
-        type=_port,
+        type=listen_port,
         default=0,
         help="serve the web status page at http://HOST:PORT/ and its JSON at /api/status (default 0: off); "
         "--monitor_port: the same, xparl's name",
@@ -157,13 +158,16 @@ def add_cluster_args(parser: argparse.ArgumentParser, address_type: Callable[[st
 
 
 def default_address() -> str:
-    """``ACTORRT_ADDRESS``, else the address the last ``actorrt start`` on this machine wrote."""
+    """``ACTORRT_ADDRESS``, else the address the last ``actorrt start`` on this machine wrote;
+    raises ValueError when the one found is not ``HOST:PORT`` (``addresses.check_address``)."""
     if os.environ.get("ACTORRT_ADDRESS"):
-        return os.environ["ACTORRT_ADDRESS"]
+        return addresses.check_address(os.environ["ACTORRT_ADDRESS"], "ACTORRT_ADDRESS")
+    written = home.state_dir() / "address"
     try:
-        return (home.state_dir() / "address").read_text().strip()
+        address = written.read_text().strip()
     except OSError:
         return f"127.0.0.1:{DEFAULT_PORT}"
+    return addresses.check_address(address, f"the address in {written}")
 
 
 @dataclass(frozen=True)
@@ -186,7 +190,11 @@ class ClusterTarget:
             tls = _rpc.TLS.from_env(args.tls_ca, args.tls_cert, args.tls_key)
         except (ValueError, FileNotFoundError) as e:
             raise CLIError(f"actorrt {args.command}: {e}") from e
-        return cls(args.command, args.address or default_address(), home.load_token(args.token), tls)
+        try:
+            address = args.address or default_address()
+        except ValueError as e:
+            raise CLIError(f"actorrt {args.command}: {e}") from e
+        return cls(args.command, address, home.load_token(args.token), tls)
 
     def channel(self) -> grpc.aio.Channel:
         return _rpc.open_channel(self.address, self.tls)
@@ -290,11 +298,12 @@ def run_logs(args: argparse.Namespace) -> int:
 # ---- argument types ------------------------------------------------------------------------------
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
-    return value
+def listen_port(text: str) -> int:
+    """A port to listen on (0: any free one), as argparse takes it (``addresses.check_port``)."""
+    try:
+        return addresses.check_port(text, listen=True)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _positive(text: str) -> float:

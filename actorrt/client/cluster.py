@@ -35,7 +35,7 @@ from actorrt.client.future import CallFuture, spawn
 from actorrt.client.handle import ActorHandle, member_kinds
 from actorrt.client.holders import Effects, Holders
 from actorrt.client.loop_thread import LoopThread
-from actorrt.client.options import ActorOptions, options_of
+from actorrt.client.options import ActorOptions, check_name, options_of
 from actorrt.client.output import OutputPrinter
 from actorrt.client.state import ClientState
 from actorrt.common import home
@@ -46,6 +46,7 @@ from actorrt.common.errors import (
     RemoteError,
 )
 from actorrt.common.status import ClusterStatus
+from actorrt.transport import addresses
 from actorrt.transport import grpc_fork as _grpc_fork
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import actor_host_pb2
@@ -77,6 +78,8 @@ class Cluster:
         self._preload = tuple(preload)
         self.actor_id = actor_id  # set when this is an actor's own connection (``_actor_client``)
         self.address = address or os.environ.get("ACTORRT_ADDRESS") or ""
+        if self.address:  # before anything is dialled with the token
+            addresses.check_address(self.address, "connect: address" if address else "ACTORRT_ADDRESS")
         self.tls = tls if self.address else None  # the embedded cluster stays on loopback, in-process
         _check_limits(timeout, placement_timeout, max_payload_mb)
         if not actor_id:  # an actor's own connection: its host serves over gRPC already
@@ -236,8 +239,9 @@ class Cluster:
         return token
 
     def lost_copies(self, copies: list[tuple[str, str]], receiver: str = "") -> None:
-        """The payload these handle copies were pickled into failed without an answer (any
-        thread): taken back, or void for ``receiver`` (``Holders.lost``)."""
+        """The payload these handle copies were pickled into failed without an answer, or came
+        here in a reply nobody unpickles (any thread): taken back, or void for ``receiver``
+        (``Holders.lost``)."""
         for event in Holders.lost(copies, receiver):
             self.control.send_soon(event)
 
@@ -290,8 +294,7 @@ class Cluster:
 
     async def get_actor(self, name: str) -> ActorHandle[Any]:
         """The named actor's handle (cluster loop); raises ActorNotFoundError."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"get_actor: name must be a non-empty str, got {name!r}")
+        check_name(name, "get_actor")
         if self.closed:
             raise ClusterConnectionError("the cluster connection is closed")
         found = await self.control.look_up(pb.LookupActor(name=name))
@@ -315,6 +318,7 @@ class Cluster:
         if self.closed:
             return
         conns, waiters = self.control.closing()
+        await self.creator.abandon_all()  # none of them can be answered any more
         for conn in conns:
             await conn.close("its client closed the cluster connection")
         await self.control.close(waiters)
@@ -334,7 +338,23 @@ class Cluster:
         died: connection refused, or the worker said the slot was not ready) is released and
         placed again, up to ``PLACE_ATTEMPTS`` times within the placement timeout. Only a
         constructor that ran and raised, or a host that went away while constructing, fails it.
+        A creation under way when the connection closes fails then, with ClusterConnectionError,
+        having withdrawn or released what it had asked for.
         """
+        with self.creator.under_way():
+            try:
+                return await self._create(cls, args, kwargs, options)
+            except asyncio.CancelledError:
+                if not self.closed:
+                    raise
+                raise ClusterConnectionError(
+                    f"{cls.__qualname__} was not created: the cluster connection was closed while creating it"
+                ) from None
+
+    async def _create(
+        self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], options: ActorOptions | None
+    ) -> ActorHandle[Any]:
+        """``create_actor``'s steps."""
         opts = options if options is not None else options_of(cls)
         # 1. Pickle the class and its arguments once, recording the handle copies in them and,
         #    for a restartable actor, the connections those handles hold (kept with it).
@@ -497,7 +517,9 @@ def connect(
 def get_actor(name: str) -> CallFuture[ActorHandle[Any]]:
     """A handle to the live actor named ``name`` (``Cls.options(name=...)``) in the current
     cluster, from any client or actor; await it (or ``.result()``). The class need not be
-    importable here. Raises ``ActorNotFoundError`` when no live actor has that name."""
+    importable here. Raises ``ActorNotFoundError`` when no live actor has that name, and at the
+    call ``ValueError`` for what cannot be a name (over ``NAME_MAX`` characters, say)."""
+    check_name(name, "get_actor")
     cluster = current_cluster()
     return spawn(cluster.loop, lambda: cluster.get_actor(name))
 

@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import grpc
@@ -40,6 +41,8 @@ __all__ = ["ActorConnection", "Owner"]
 log = logging.getLogger("actorrt.client")
 # A call's arguments as sent: encoded whole, or (seq, messages, bulk link) when streamed.
 Packed = Encoded | tuple[int, list[bytes], "_bulk.Link | None"]
+# The handle copies a reply carries: (actor id, token) each.
+Copies = tuple[tuple[str, str], ...]
 # How long a restartable actor's connection, cut off, waits for the master to say whether the
 # actor restarts or died (a lost node is noticed within the worker timeout, 10 s by default).
 RESTART_VERDICT_S = 60.0
@@ -80,8 +83,9 @@ class Owner(StreamOwner, Protocol):
         ...
 
     def lost_copies(self, copies: list[tuple[str, str]], receiver: str = "") -> None:
-        """These handle copies' payload failed without an answer: it never left this process
-        (no ``receiver``), or ``receiver`` may not have claimed them. Any thread."""
+        """These handle copies' payload failed without an answer: it never left this process,
+        or it reached this one in a reply nobody unpickles here (no ``receiver``: claimed,
+        holding nothing), or ``receiver`` may not have claimed them. Any thread."""
         ...
 
 
@@ -118,8 +122,8 @@ class ActorConnection(CallsStream):
         # seq -> (future, method name, call kind) of every call sent and not answered yet
         self._pending: dict[int, tuple[CallFuture[Any], str, int]] = {}
         # The reply whose streamed value is arriving in chunks: its buffers, and its future
-        # with the pickle (None when nobody waits for it any more).
-        self._incoming: tuple[_wire.Incoming, CallFuture[Any] | None, bytes] | None = None
+        # (None when nobody waits for it any more) with the pickle and the handle copies in it.
+        self._incoming: tuple[_wire.Incoming, CallFuture[Any] | None, bytes, Copies] | None = None
         self._loop_thread = cluster.loop_thread
 
     async def open(self, construct: pb.ConstructActor, timeout_s: float) -> None:
@@ -357,6 +361,8 @@ class ActorConnection(CallsStream):
             if reply.HasField("error"):
                 if entry is not None and not entry[0].done():
                     self._fail(entry, reply.error)
+                if reply.copies:  # a value that failed to pickle whole, or the exception's (claimed if unpickled)
+                    self._unclaimed(_copies(reply.copies))
                 continue
             value = reply.value
             if not value.pickle:  # a reply with no outcome reads as None
@@ -365,14 +371,17 @@ class ActorConnection(CallsStream):
                 continue
             if value.streamed:  # its chunks come next, whether or not anyone waits
                 live = entry[0] if entry is not None and not entry[0].done() else None
+                copies = _copies(reply.copies) if reply.copies else ()  # not the message: it may be large
                 if value.bulk:  # or its buffers come on a bulk connection
-                    self._expect_bulk(reply.seq, live, value.pickle, value.bulk)
+                    self._expect_bulk(reply.seq, live, value.pickle, value.bulk, copies)
                     continue
-                self._incoming = (_wire.Incoming(value.streamed, keep=live is not None), live, value.pickle)
+                self._incoming = (_wire.Incoming(value.streamed, keep=live is not None), live, value.pickle, copies)
                 continue
             if entry is None or entry[0].done():  # cancelled, or timed out: nobody maps its segments
                 if value.shared and self.exchange is not None:
                     self.exchange.unused(value.shared)
+                if reply.copies:
+                    self._unclaimed(_copies(reply.copies))
                 continue
             if value.shared and self.exchange is not None:
                 self.exchange.saw(value.shared)
@@ -380,25 +389,44 @@ class ActorConnection(CallsStream):
                 entry[0].set_result(decode(value, self.exchange.on_release if self.exchange else _no_release))
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 entry[0].set_exception(e)
+                if reply.copies:
+                    self._unclaimed(_copies(reply.copies))
 
-    def _expect_bulk(self, seq: int, fut: CallFuture[Any] | None, pickled: bytes, epoch: int) -> None:
+    def _unclaimed(self, copies: Copies) -> None:
+        """The handle copies in a reply this process did not unpickle (nobody waited for it any
+        more, or its value could not be unpickled here): claimed, holding nothing, so that they
+        hold their actors no more. After the claims of the handles a failed unpickling made
+        before it failed (queued on the loop first: the master ignores a copy's second claim).
+        Loop thread."""
+        self.loop.call_soon(self.cluster.lost_copies, list(copies))
+
+    def _expect_bulk(self, seq: int, fut: CallFuture[Any] | None, pickled: bytes, epoch: int, copies: Copies) -> None:
         """Reply ``seq``'s buffers come on bulk connection ``epoch``: unpickle them into
-        ``fut``'s value once there (or drop them when nobody waits)."""
+        ``fut``'s value once there (or drop them when nobody waits, letting go of the handle
+        ``copies`` in it)."""
 
         def consume(got: _bulk.Arrival) -> None:
             if fut is None or fut.done():
+                if copies:
+                    self._unclaimed(copies)
                 return
             if isinstance(got, BaseException) or got is None:
                 fut.set_exception(ActorDiedError(self.actor_id, f"the reply's value was lost: {got}"))
+                if copies:
+                    self._unclaimed(copies)
                 return
             try:
                 fut.set_result(decode_streamed(pickled, got))
             except Exception as e:  # noqa: BLE001 - e.g. a class missing here
                 fut.set_exception(e)
+                if copies:
+                    self._unclaimed(copies)
 
         if (link := self.bulk_links.link(epoch)) is not None:
             if fut is None:
                 link.drop(seq)
+                if copies:
+                    self._unclaimed(copies)
             else:
                 link.expect(seq, consume)
         elif not self.bulk_links.wait_open(epoch, seq, consume):
@@ -415,16 +443,20 @@ class ActorConnection(CallsStream):
     def _take_chunk(self, data: memoryview) -> None:
         if self._incoming is None:
             raise ValueError("a chunk came with no streamed reply before it")
-        incoming, fut, pickled = self._incoming
+        incoming, fut, pickled, copies = self._incoming
         if not incoming.add(data):
             return
         self._incoming = None
         if fut is None or fut.done():
+            if copies:
+                self._unclaimed(copies)
             return
         try:
             fut.set_result(decode_streamed(pickled, incoming.buffers))
         except Exception as e:  # noqa: BLE001 - e.g. a class missing here
             fut.set_exception(e)
+            if copies:
+                self._unclaimed(copies)
 
     def mark_dead(self, cause: str) -> None:
         """Fail every pending and later call with ActorDiedError(cause). Loop thread only."""
@@ -448,10 +480,12 @@ class ActorConnection(CallsStream):
         for fut in futures:
             self._settle_copies(fut, sent=True)
         if self._incoming is not None:
-            _, streamed, _ = self._incoming  # it ran: the receiver claimed what it carried
+            _, streamed, _, copies = self._incoming  # it ran: the receiver claimed what it carried
             self._incoming = None
             if streamed is not None:
                 futures.append(streamed)
+            if copies:  # its value, never unpickled here
+                self._unclaimed(copies)
         if not self.waiting:
             for *_, fut in self._queued:
                 self._settle_copies(fut, sent=False)
@@ -475,6 +509,11 @@ class ActorConnection(CallsStream):
     async def close(self, cause: str) -> None:
         self.mark_dead(cause)
         await self._teardown()
+
+
+def _copies(named: Mapping[str, str]) -> Copies:
+    """The (actor id, token) of the handle copies a reply names (``Reply.copies``: token -> actor id)."""
+    return tuple((actor_id, token) for token, actor_id in named.items())
 
 
 def _no_release(name: str) -> None:

@@ -11,7 +11,9 @@ and opens the connection whose first batch constructs the actor, bounding every 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -26,12 +28,21 @@ from actorrt.transport.serialization import dumps, name_culprit, ship_local_modu
 from actorrt.v1 import actor_host_pb2, common_pb2
 from actorrt.v1 import master_pb2 as pb
 
-__all__ = ["PLACE_ATTEMPTS", "Creator", "construct_step", "dump_spec", "never_constructed", "placement"]
+__all__ = [
+    "ABANDON_WAIT_S",
+    "PLACE_ATTEMPTS",
+    "Creator",
+    "construct_step",
+    "dump_spec",
+    "never_constructed",
+    "placement",
+]
 
 log = logging.getLogger("actorrt.client")
 
 PLACE_ATTEMPTS = 5  # placements of one actor whose host was gone before its constructor ran
 DEATH_GRACE_S = 2.0  # how long a construction reported dead may still say how it ended
+ABANDON_WAIT_S = 5.0  # how long a closing cluster connection waits for its creations to clean up
 
 
 def placement(class_name: str, opts: ActorOptions, kinds: dict[str, bool]) -> pb.PlaceActor:
@@ -120,6 +131,34 @@ class Creator:
         self.placement_timeout = placement_timeout  # the default wait for a slot (0: forever)
         self.max_payload_bytes = max_payload_bytes
         self.files: list[actor_host_pb2.ShippedFile] = []  # ``connect(files=...)``, collected at the start
+        # The creations under way (the tasks running them), until each is done: a closing
+        # connection ends them (``abandon_all``), so that none waits for an answer that cannot come.
+        self._under_way: set[asyncio.Task[Any]] = set()
+
+    @contextlib.contextmanager
+    def under_way(self) -> Iterator[None]:
+        """Count the current task as a creation under way while the block runs. Cluster loop."""
+        task = asyncio.current_task()
+        if task is None:  # driven by hand, not by a loop: nothing could cancel it anyway
+            yield
+            return
+        self._under_way.add(task)
+        try:
+            yield
+        finally:
+            self._under_way.discard(task)
+
+    async def abandon_all(self) -> None:
+        """The cluster connection closes: cancel every creation under way and wait (at most
+        ``ABANDON_WAIT_S``) until each has cleaned up what it made (its placement withdrawn or
+        its actor's connection closed, its shared-memory probe removed). Each then raises what
+        its caller makes of the cancellation (``Cluster.create_actor``: ClusterConnectionError).
+        Cluster loop; raises nothing."""
+        tasks = [task for task in self._under_way if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=ABANDON_WAIT_S)
 
     def pickle_spec(
         self,

@@ -210,7 +210,9 @@ class Holders(Generic[C]):
     def claim(actor_id: str, token: str, first: bool) -> list[pb.ClientEvent]:
         """A handle to ``actor_id`` arrived here (copy ``token``; "" for a lookup's answer, or a
         restart's arguments, whose copies its first construction claimed): this client holds the
-        actor, said once per new connection (``first``), and the copy arrived."""
+        actor, said once per new connection (``first``), and the copy arrived. The bytes of one
+        pickled handle loaded again (here or elsewhere) claim its copy again: the master counts
+        only a copy's first claim (``References.claimed``)."""
         return ([add_ref(actor_id)] if first else []) + ([drop_ref(actor_id, token)] if token else [])
 
     # ---- placements, constructions and lookups (loop) -----------------------------------------

@@ -19,7 +19,9 @@ handles in them (its creator holds those actors as long as it keeps the argument
 
 copies_made: ContextVar[list[tuple[str, str]] | None] = ContextVar("actorrt_copies_made", default=None)
 """A list while a call's arguments or an actor's constructor arguments are pickled: (actor id,
-token) of each handle copy made, taken back if the payload never leaves this process."""
+token) of each handle copy made, taken back if the payload never leaves this process. In an
+actor host, also for the life of each Calls stream (``host.calls.CallStream``): the copies its
+replies carry, named in them (``Reply.copies``)."""
 
 claimed_before: ContextVar[bool] = ContextVar("actorrt_claimed_before", default=False)
 """True while an actor host unpickles the arguments of a restart's constructor: the handles in

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from actorrt.client import pickling as _pickling
 from actorrt.common.errors import SerializationError
 from actorrt.host.actor import HostedActor, attribute_names
 from actorrt.host.failures import EXIT_CODE_SHOWN, failure_of
@@ -79,19 +80,48 @@ class CallStream:
         self.incoming: tuple[pb.CallBatch, _wire.Incoming] | None = None
         # The stream's bulk connections (``_bulk``); None when it was offered none.
         self.links = links
+        # The handle copies pickled on this stream's task (and the tasks of its async methods,
+        # which inherit its context): those a reply's encoding made are named in the reply,
+        # so that a caller that does not unpickle it claims them (``Reply.copies``). One list
+        # for the stream's life: no context change per reply. Copies pickled outside a reply
+        # (the actor's own ``pickle.dumps``) are dropped before the next reply is encoded.
+        self.copies: list[tuple[str, str]] = []
+        _pickling.copies_made.set(self.copies)
 
     def reply(self, msg: pb.Reply) -> None:
         self.outbox.batch.replies.append(msg)
 
     def reply_error(self, seq: int, error: BaseException, skip_frames: int = 1) -> None:
+        """Answer call ``seq`` with ``error``. Host loop."""
+        if self.copies:  # pickled outside this reply: not its to name
+            self.copies.clear()
+        self._reply_failure(seq, error, skip_frames)
+
+    def _reply_failure(self, seq: int, error: BaseException, skip_frames: int) -> None:
+        """``reply_error``, naming the copies pickled since the reply began (a value that failed
+        to pickle whole, the exception)."""
         failure, size = failure_of(error, skip_frames)
+        reply = pb.Reply(seq=seq, error=failure)
+        if self.copies:
+            self._name_copies(reply)
         if size <= _wire.CHUNK_BYTES:
-            self.reply(pb.Reply(seq=seq, error=failure))
+            self.reply(reply)
             self.outbox.added(size)
         else:  # alone, as a large value goes
-            self.outbox.push_encoded([pb.ReplyBatch(replies=[pb.Reply(seq=seq, error=failure)]).SerializeToString()])
+            self.outbox.push_encoded([pb.ReplyBatch(replies=[reply]).SerializeToString()])
+
+    def _name_copies(self, reply: pb.Reply) -> None:
+        """Name in ``reply`` the handle copies its encoding made (``copies``), and forget them."""
+        named = reply.copies
+        for actor_id, token in self.copies:
+            named[token] = actor_id
+        self.copies.clear()
 
     def reply_value(self, seq: int, method: str, value: Any) -> None:
+        """Answer call ``seq`` with ``value``, or with why it cannot be sent. Host loop."""
+        copies = self.copies
+        if copies:  # pickled outside this reply (the actor's own pickling): not its to name
+            copies.clear()
         if value is None:  # the common case, made cheap: a reply with no outcome reads as None
             self.outbox.batch.replies.add(seq=seq)
             return
@@ -106,25 +136,31 @@ class CallStream:
             )
         else:
             if not encoded.streamed:
+                reply = pb.Reply(seq=seq, value=encoded.payload)
+                if copies:
+                    self._name_copies(reply)
                 if encoded.in_message <= _wire.CHUNK_BYTES:
-                    self.reply(pb.Reply(seq=seq, value=encoded.payload))
+                    self.reply(reply)
                     self.outbox.added(encoded.in_message)
                 else:  # alone: two large replies in one batch could pass what protobuf encodes
-                    alone = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
-                    self.outbox.push_encoded([alone.SerializeToString()])
-            elif (
-                self.links is not None and (link := self.links.current) is not None and link.send(seq, encoded.streamed)
-            ):
+                    self.outbox.push_encoded([pb.ReplyBatch(replies=[reply]).SerializeToString()])
+                return
+            link = self.links.current if self.links is not None else None
+            if link is not None and link.send(seq, encoded.streamed):
                 encoded.payload.bulk = link.epoch  # its buffers went on the bulk connection
                 self.actor.stats.bytes_out += sum(b.nbytes for b in encoded.streamed)
-                self.reply(pb.Reply(seq=seq, value=encoded.payload))
+            reply = pb.Reply(seq=seq, value=encoded.payload)
+            if copies:
+                self._name_copies(reply)
+            if encoded.payload.bulk:
+                self.reply(reply)
             else:  # its buffers are streamed in chunks after a header (``_wire``)
-                header = pb.ReplyBatch(replies=[pb.Reply(seq=seq, value=encoded.payload)])
+                header = pb.ReplyBatch(replies=[reply])
                 self.outbox.push_encoded(
                     [header.SerializeToString(), *_wire.chunks(_wire.REPLY_CHUNK, encoded.streamed)]
                 )
             return
-        self.reply_error(seq, err, skip_frames=0)
+        self._reply_failure(seq, err, skip_frames=0)  # naming the copies the failed pickling made
 
     async def run(
         self, requests: AsyncIterator[pb.CallBatch | memoryview], joiner: _wire.Joiner, first: pb.CallBatch

@@ -5,11 +5,17 @@ A client holds an actor from its creation (the creator), an ``AddRef`` or a look
 counted with a sign: the sender's ``AddRef`` counts +1 and the receiver's claim -1, in either
 order). A copy goes::
 
-    (none) --sent_copy +1--> COUNTED (>0) --claimed -1--> (none)
-    (none) --claimed -1: before its sender's word--> COUNTED (<0) --sent_copy +1--> (none)
-    COUNTED (>0) --void: its sender left, or its receiver's process is gone--> VOIDED --claimed: ignored--> (none)
+    (none) --sent_copy +1--> COUNTED (>0) --claimed -1--> SETTLED
+    (none) --claimed -1: before its sender's word--> COUNTED (<0) --sent_copy +1--> SETTLED
+    COUNTED (<0) --claimed again (its bytes loaded again)--> ignored
+    COUNTED (>0) --void: its sender left, or its receiver's process is gone--> SETTLED
+    COUNTED (<0) --its sender left--> SETTLED
     COUNTED (>0) --void_later: the call carrying it failed, its receiver's process lives--> WAITING ON
-        THE RECEIVER --process_ended(receiver)--> VOIDED (unless claimed first)
+        THE RECEIVER --process_ended(receiver)--> SETTLED (voided, unless claimed first)
+    SETTLED --claimed: its bytes loaded again, here or in another process; a void copy's late claim--> ignored
+
+A copy is claimed once, however often its bytes are loaded: the settled ones are remembered
+(the newest ``SETTLED_KEPT`` per actor), and a claim of one changes nothing.
 
 An actor is held while a client holds it, a copy of it is counted, or it is not refcounted
 (``counted=False``: rebuilt from a worker's or its creator's word by a restarted master, who
@@ -22,7 +28,7 @@ copy named by an unbounded token would be kept, counted or voided, in the master
 
 Invariants (``validate``): an actor held no more was released (it is detached, or stopping);
 the holders of every listed actor are clients, and each client's holdings mirror them; a copy counted zero times is not kept; a copy is never both counted and
-voided; at most ``VOIDED_KEPT`` voided copies per actor; copies sent, copies waiting on a
+settled; at most ``SETTLED_KEPT`` settled copies per actor; copies sent, copies waiting on a
 receiver and uncounted actors name listed actors. Plain state on the master's loop, no I/O.
 """
 
@@ -36,11 +42,12 @@ from actorrt.common.text import printable
 from actorrt.master.records import Actor
 from actorrt.master.state import check
 
-__all__ = ["CLIENT_ID_FORM", "VOIDED_KEPT", "References", "client_id_problem", "token_problem"]
+__all__ = ["CLIENT_ID_FORM", "SETTLED_KEPT", "References", "client_id_problem", "token_problem"]
 
-# Per actor: voided handle copies whose late claim is still recognised (a claim comes soon after,
-# if at all: its receiver is gone).
-VOIDED_KEPT = 1_000
+# Per actor: settled handle copies (claimed or voided) whose later claim is still recognised and
+# ignored: a void copy's late claim, or the bytes of a pickled handle loaded again. The oldest
+# are forgotten first (a claim of one of those counts again).
+SETTLED_KEPT = 1_000
 
 # A client id as the master takes it (the client makes 16 hex digits), and a copy's token.
 CLIENT_ID_FORM = "1 to 64 letters, digits or ._:@-"
@@ -77,13 +84,13 @@ _NO_IDS: Set[str] = frozenset()
 
 
 class References:
-    """The handles to each listed actor: holders, copies on their way, voided copies."""
+    """The handles to each listed actor: holders, copies on their way, settled copies."""
 
     def __init__(self) -> None:
         self._holders: dict[str, set[str]] = {}  # every listed actor -> clients holding a handle
         self._holding: dict[str, set[str]] = {}  # client -> the actors it holds
         self._tokens: dict[str, dict[str, int]] = {}  # actor -> copies on their way (token -> count)
-        self._voided: dict[str, OrderedDict[str, None]] = {}  # actor -> copies voided (newest last)
+        self._settled: dict[str, OrderedDict[str, None]] = {}  # actor -> copies claimed or voided (newest last)
         self._voids: dict[str, list[tuple[str, str]]] = {}  # receiver -> (actor id, token) to void
         self._sent: dict[str, set[str]] = {}  # client -> the actors it sent copies of
         self._senders: dict[str, set[str]] = {}  # actor -> the clients that sent copies of it
@@ -106,9 +113,9 @@ class References:
         """The copies of ``actor_id``'s handle on their way: token -> count."""
         return self._tokens.get(actor_id, _NO_TOKENS)
 
-    def voided_of(self, actor_id: str) -> Set[str]:
-        """The voided copies of ``actor_id``'s handle whose late claim is still ignored."""
-        return self._voided.get(actor_id, {}).keys()
+    def settled_of(self, actor_id: str) -> Set[str]:
+        """The settled (claimed or voided) copies of ``actor_id``'s handle whose claim is still ignored."""
+        return self._settled.get(actor_id, {}).keys()
 
     def sent_by(self, client_id: str) -> Set[str]:
         """The actors ``client_id`` sent copies of a handle to."""
@@ -143,7 +150,7 @@ class References:
             if holding is not None:
                 holding.discard(actor_id)
         self._tokens.pop(actor_id, None)
-        self._voided.pop(actor_id, None)
+        self._settled.pop(actor_id, None)
         for sender in self._senders.pop(actor_id, _NO_IDS):  # a long-lived client must not remember every actor
             sent = self._sent.get(sender)
             if sent is not None:
@@ -178,8 +185,10 @@ class References:
             holding.discard(actor_id)
 
     def sent_copy(self, client_id: str, actor_id: str, token: str) -> None:
-        """``client_id`` sent a copy of its handle to ``actor_id`` under ``token``."""
-        self._count(actor_id, token, +1)
+        """``client_id`` sent a copy of its handle to ``actor_id`` under ``token`` (settled, if
+        its receiver's claim came first)."""
+        if not self._count(actor_id, token, +1):
+            self._settle(actor_id, token)
         sent = self._sent.get(client_id)
         if sent is None:
             sent = self._sent[client_id] = set()
@@ -190,12 +199,14 @@ class References:
         senders.add(client_id)
 
     def claimed(self, actor_id: str, token: str) -> None:
-        """The copy ``token`` of a handle to ``actor_id`` arrived; a claim of a voided one is ignored."""
-        voided = self._voided.get(actor_id)
-        if voided is not None and token in voided:
-            del voided[token]
-        else:
-            self._count(actor_id, token, -1)
+        """The copy ``token`` of a handle to ``actor_id`` arrived. Only its first claim counts: a
+        claim of a settled copy (claimed, or voided) is ignored, and so is a second one before
+        its sender's word (its bytes were loaded again, here or in another process)."""
+        settled = self._settled.get(actor_id)
+        if (settled is not None and token in settled) or self._tokens.get(actor_id, _NO_TOKENS).get(token, 0) < 0:
+            return
+        if not self._count(actor_id, token, -1):
+            self._settle(actor_id, token)
 
     def in_flight(self, actor_id: str, token: str) -> bool:
         """Whether the copy ``token`` is counted and not claimed yet."""
@@ -216,12 +227,7 @@ class References:
         if tokens is None or tokens.get(token, 0) <= 0:
             return False
         del tokens[token]
-        voided = self._voided.get(actor_id)
-        if voided is None:
-            voided = self._voided[actor_id] = OrderedDict()
-        voided[token] = None
-        while len(voided) > VOIDED_KEPT:
-            voided.popitem(last=False)
+        self._settle(actor_id, token)
         return True
 
     def client_gone(self, client_id: str) -> list[str]:
@@ -243,13 +249,16 @@ class References:
             for token in [t for t in tokens if t.startswith(prefix)]:
                 if tokens[token] > 0:  # on its way still: a claim that comes is ignored
                     self.void(actor_id, token)
-                else:
+                else:  # claimed, and its sender's word never comes: settled
                     del tokens[token]
+                    self._settle(actor_id, token)
             self._senders.get(actor_id, set()).discard(client_id)
             touched.append(actor_id)
         return touched
 
-    def _count(self, actor_id: str, token: str, step: int) -> None:
+    def _count(self, actor_id: str, token: str, step: int) -> int:
+        """Add ``step`` to the copy's count; the new count (0: its sender's word and its claim
+        are both in, and it is no longer kept)."""
         tokens = self._tokens.get(actor_id)
         if tokens is None:
             tokens = self._tokens[actor_id] = {}
@@ -258,6 +267,16 @@ class References:
             tokens[token] = count
         else:
             tokens.pop(token, None)
+        return count
+
+    def _settle(self, actor_id: str, token: str) -> None:
+        """The copy ``token`` is settled: a claim of it, from now on, is ignored."""
+        settled = self._settled.get(actor_id)
+        if settled is None:
+            settled = self._settled[actor_id] = OrderedDict()
+        settled[token] = None
+        while len(settled) > SETTLED_KEPT:
+            settled.popitem(last=False)
 
     # ---- invariants -------------------------------------------------------------------------
 
@@ -285,12 +304,12 @@ class References:
             check(aid in actors, f"copies of {aid} are counted, but it is not listed")
             check(all(tokens.values()), f"actor {aid}: a handle copy counted zero times is kept")
             check(
-                not self._voided.get(aid, {}).keys() & tokens.keys(),
-                f"actor {aid}: a handle copy both counted and voided",
+                not self._settled.get(aid, {}).keys() & tokens.keys(),
+                f"actor {aid}: a handle copy both counted and settled",
             )
         check(
-            all(aid in actors and len(v) <= VOIDED_KEPT for aid, v in self._voided.items()),
-            f"voided copies are kept for an actor not listed, or more than {VOIDED_KEPT} for one",
+            all(aid in actors and len(v) <= SETTLED_KEPT for aid, v in self._settled.items()),
+            f"settled copies are kept for an actor not listed, or more than {SETTLED_KEPT} for one",
         )
         check(self._voids.keys() <= actors.keys(), "copies wait on a receiver that is not listed")
         for cid, sent in self._sent.items():

@@ -11,7 +11,7 @@ The table lists the live actors (``actors``) and composes one plain state object
     workers   Workers          the workers, their slots, the free-slot index (pack, spread, pinned)
     queue     PlacementQueue   requests waiting for a slot, their deadlines, requests answered
     names     Names            actor names, reserved while their request waits
-    refs      References       holders, handle copies on their way, voided copies
+    refs      References       holders, handle copies on their way, settled copies
     restarts  Restarts         the restart policy, backoffs, stale copies being stopped
     clients   Clients          clients, connected or in their grace period
     dead      Deaths           actors already reported dead (the newest DEAD_ACTORS_KEPT)

@@ -1,16 +1,72 @@
-"""Addresses: ``HOST:PORT`` as gRPC reads it, and which of this machine's addresses a peer reaches.
+"""Addresses: ``HOST:PORT`` as gRPC reads it, checked where users give one, and which of this
+machine's addresses a peer reaches.
 
 Plain functions asked of the kernel (ioctls, a connected UDP socket); nothing is ever sent.
-Used by the CLI (what address to advertise), the master and the daemons (endpoints they hand out).
+Used by the CLI (what address to advertise), the master and the daemons (endpoints they hand out),
+and every entry point that takes a master's address (``check_address``: the CLI's ``--address``,
+``actorrt.connect``, ``parl.connect``, ``ACTORRT_ADDRESS``) before anything is dialled.
 """
 
 from __future__ import annotations
 
 import fcntl
+import ipaddress
+import re
 import socket
 import struct
 
-__all__ = ["LOOPBACK_HOSTS", "WILDCARD_HOSTS", "host_port", "interface_addresses", "route_source"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "PORT_MAX",
+    "WILDCARD_HOSTS",
+    "check_address",
+    "check_port",
+    "host_port",
+    "interface_addresses",
+    "route_source",
+]
+
+PORT_MAX = 65535
+# A host name or an IPv4 address: letters, digits, dots, dashes, underscores (a DNS name is at
+# most 253 characters, and may end with the root's dot). IPv6 addresses come in brackets.
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9_])?\.?")
+_PORT = re.compile(r"[0-9]{1,5}")
+_SHOWN = 100  # characters of a refused address an error repeats
+
+
+def check_port(text: str, *, listen: bool = False) -> int:
+    """A port as given on a command line, checked: 1..65535, or 0..65535 for one to ``listen``
+    on (0: any free port). Raises ValueError saying the range."""
+    least = 0 if listen else 1
+    if not _PORT.fullmatch(text) or not least <= int(text) <= PORT_MAX:
+        raise ValueError(f"must be {least}..{PORT_MAX}, got {text[:_SHOWN]!r}")
+    return int(text)
+
+
+def check_address(address: object, what: str) -> str:
+    """``address`` if it is ``HOST:PORT`` as a user may give a master's: a host name, IPv4
+    address or bracketed IPv6 address (``[::1]:8010``), and a port of 1..65535 in plain
+    digits. gRPC would read more (a port past 65535 modulo 65536, spaces, ``dns:///`` targets),
+    and dial another address than the one meant, with the cluster token. Raises ValueError
+    naming ``what`` (``connect: address``, ``ACTORRT_ADDRESS``, ...; "" for an argparse type)
+    and the address, cut."""
+    if isinstance(address, str):
+        host, sep, port = address.rpartition(":")
+        if sep and _PORT.fullmatch(port) and 1 <= int(port) <= PORT_MAX and _valid_host(host):
+            return address
+    shown = repr(address[:_SHOWN] if isinstance(address, str) else address)[: _SHOWN + 2]
+    form = f"HOST:PORT with a port in 1..{PORT_MAX} (an IPv6 host in brackets: [::1]:8010), got {shown}"
+    raise ValueError(f"{what} must be {form}" if what else form)
+
+
+def _valid_host(host: str) -> bool:
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return False
+        return True
+    return _HOST_NAME.fullmatch(host) is not None
 
 
 def host_port(host: str, port: int | str) -> str:

@@ -127,14 +127,23 @@ class ReplyBatch(_message.Message):
     def __init__(self, replies: _Optional[_Iterable[_Union[Reply, _Mapping]]] = ..., shared_memory: _Optional[bool] = ..., released: _Optional[_Iterable[str]] = ..., chunk: _Optional[_Union[Chunk, _Mapping]] = ..., bulk_port: _Optional[int] = ..., bulk_key: _Optional[bytes] = ...) -> None: ...
 
 class Reply(_message.Message):
-    __slots__ = ("seq", "value", "error")
+    __slots__ = ("seq", "value", "error", "copies")
+    class CopiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SEQ_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
     seq: int
     value: _common_pb2.Payload
     error: RemoteFailure
-    def __init__(self, seq: _Optional[int] = ..., value: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[RemoteFailure, _Mapping]] = ...) -> None: ...
+    copies: _containers.ScalarMap[str, str]
+    def __init__(self, seq: _Optional[int] = ..., value: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[RemoteFailure, _Mapping]] = ..., copies: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RemoteFailure(_message.Message):
     __slots__ = ("type_name", "message", "traceback", "exception")

@@ -117,7 +117,7 @@ def test_wrong_token_is_refused(started, fresh_home: Path) -> None:
     [
         (["start", "--cpus", "-1"], "must be >= 0"),
         (["start", "--port", "70000"], "must be 0..65535"),
-        (["connect", "--address", "nohost"], "expected HOST:PORT"),
+        (["connect", "--address", "nohost"], "--address: HOST:PORT with a port in 1..65535"),
         (["connect"], "--address"),
         (["frobnicate"], "invalid choice"),
         (["start", "--gpu", "0,1"], "xparl's --gpu listed device ids; actorrt takes a count, --gpus N"),

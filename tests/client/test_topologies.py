@@ -8,6 +8,7 @@ import contextlib
 import gc
 import itertools
 import os
+import pickle
 import signal
 import threading
 import time
@@ -107,6 +108,16 @@ class User:
 
     def lookup(self, name: str) -> int:
         return actorrt.get_actor(name).result().add(1000).result()
+
+    def child_later(self, start: int, delay: float, nbytes: int) -> Any:
+        """A new Counter, returned after ``delay`` seconds beside ``nbytes`` bytes."""
+        child = Counter.remote(start).result()
+        time.sleep(delay)
+        return child, np.zeros(nbytes, np.uint8)
+
+    def child_after_poison(self, start: int) -> Any:
+        """A new Counter, after a value the caller cannot unpickle."""
+        return Poison(), Counter.remote(start).result()
 
     def pid(self) -> int:
         return os.getpid()
@@ -272,6 +283,29 @@ async def test_a_named_actor_is_found_by_a_client_that_cannot_import_its_class(c
         await c.kill(again)
 
 
+async def test_a_name_over_the_bound_is_refused_at_the_call_naming_its_length(cluster: ProcCluster) -> None:
+    """``get_actor`` sent any name to the master: a 5 MB one was over the master's 4 MiB bound,
+    which ended the client's session, and the call waited its whole timeout; a 1 MB one came
+    back as a 2 MB error (the name twice). Names are refused at the call, as ``options(name=)``
+    does, by the same check, and no error repeats a long name whole."""
+    async with cluster.connect(timeout=10) as c:
+        for size in (257, 1 << 20, 5 << 20):
+            started = time.monotonic()
+            with pytest.raises(ValueError, match=f"at most 256 characters, got a str of {size:,} characters") as e:
+                await actorrt.get_actor("x" * size)
+            assert time.monotonic() - started < 1 and len(str(e.value)) < 300, str(e.value)[:300]
+            with pytest.raises(ValueError, match=f"at most 256 characters, got a str of {size:,} characters") as e:
+                Counter.options(name="x" * size)
+            assert len(str(e.value)) < 300, str(e.value)[:300]
+        not_names: list[Any] = ["", None, 3]
+        for bad in not_names:
+            with pytest.raises(ValueError, match="get_actor: name must be a non-empty str"):
+                await actorrt.get_actor(bad)
+        named = await Counter.options(name="n" * 256).remote(4)  # the session serves on
+        assert await (await actorrt.get_actor("n" * 256)).add(1) == 5
+        await c.kill(named)
+
+
 async def test_a_detached_actor_outlives_its_creator_until_killed(cluster: ProcCluster) -> None:
     async with cluster.connect() as c:
         out = await asyncio.to_thread(run_driver, cluster, DETACHED_CREATOR, "keeper", "7")
@@ -348,6 +382,31 @@ async def test_a_handle_copy_in_a_call_its_receiver_died_before_running_is_void(
         assert await eventually(lambda: _none_left(c)), "the copy that never arrived kept the Counter"
 
 
+_LOADS_A_HANDLE = """
+import pickle, sys, actorrt
+
+with actorrt.connect(sys.argv[1], token=sys.argv[2], log_to_driver=False):
+    handle = pickle.loads(bytes.fromhex(sys.argv[3]))
+    print("value", handle.add(1).result(), flush=True)
+"""
+
+
+async def test_a_pickled_handle_loaded_again_and_again_claims_its_copy_once(cluster: ProcCluster) -> None:
+    """The bytes of one pickled handle loaded twice claimed its copy twice: the master's count
+    of that copy went to -1, and the actor (and its slot) was kept until its creator left. A
+    copy is claimed once, however often its bytes are loaded, here or in another process."""
+    async with cluster.connect() as c:
+        counter = await Counter.remote(5)
+        data = pickle.dumps(counter)
+        first, second = pickle.loads(data), pickle.loads(data)
+        assert await first.add(1) == 6 and await second.add(1) == 7
+        out = await asyncio.to_thread(run_driver, cluster, _LOADS_A_HANDLE, data.hex())
+        assert out.returncode == 0 and "value 8" in out.stdout, out.stdout + out.stderr
+        del counter, first, second
+        gc.collect()
+        assert await eventually(lambda: _none_left(c), 5), "the copy claimed more than once kept the Counter"
+
+
 def _refuse_to_unpickle() -> None:
     raise RuntimeError("this argument cannot be unpickled")
 
@@ -369,6 +428,37 @@ async def test_a_handle_copy_in_a_constructor_that_never_unpickled_it_is_void(cl
         await asyncio.sleep(0.1)  # the loop lets go of the last exception (its traceback holds the arguments)
         gc.collect()
         assert await eventually(lambda: _none_left(c)), "the copy that never arrived kept the Counter"
+
+
+@pytest.mark.parametrize("way", ["inline", "shared memory", "bulk", "chunks", "undecodable"])
+async def test_a_handle_in_a_reply_nobody_unpickles_does_not_keep_its_actor(
+    cluster: ProcCluster, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    """The reply of a call the caller cancelled is not unpickled, nor one whose value cannot
+    be unpickled here: the handle copies in it were never claimed, and the actors they point
+    to were kept (with their slots) until the replying actor's process ended. The replying
+    host names the copies a reply carries, and the caller lets go of those it does not
+    unpickle, whichever way the value came (in the message, shared memory, the bulk
+    connection, chunks)."""
+    monkeypatch.setenv("ACTORRT_SHM", "1" if way == "shared memory" else "0")
+    monkeypatch.setenv("ACTORRT_BULK", "0" if way == "chunks" else "1")
+    nbytes = 0 if way in ("inline", "undecodable") else 4 << 20
+    async with cluster.connect() as c:
+        user = await User.remote()
+        if way == "undecodable":
+            with pytest.raises(RuntimeError, match="cannot be unpickled"):
+                await user.child_after_poison(1)
+        else:
+            reply = user.child_later(1, 1.0, nbytes)
+            assert await eventually(lambda: _counters(c, 1)), "the child was not created"
+            reply.cancel()
+            del reply
+            assert await user.pid()  # answered after the cancelled call's reply came
+        assert await eventually(lambda: _counters(c, 0)), "the handle in the reply kept its Counter"
+
+
+async def _counters(c: actorrt.Cluster, n: int) -> bool:
+    return len(await actors_named(c, "Counter")) == n
 
 
 async def _only(c: actorrt.Cluster, class_name: str) -> bool:

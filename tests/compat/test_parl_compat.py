@@ -6,6 +6,7 @@ workers joining and leaving, and clients in forked processes."""
 from __future__ import annotations
 
 import gc
+import math
 import multiprocessing
 import os
 import signal
@@ -448,6 +449,25 @@ def test_max_memory_counts_growth_as_parl_does(cluster: ProcCluster) -> None:
     assert isinstance(info.value.__cause__, actorrt.ActorDiedError)
     with pytest.raises(exceptions.RemoteError, match="reset"):
         grower.ping()
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, 1e300, 10**400])
+def test_a_memory_limit_that_cannot_be_is_refused_at_decoration(cluster: ProcCluster, bad: float) -> None:
+    """``max_memory=nan``, ``inf`` or ``1e300`` passed the decorator (only ``<= 0`` was refused)
+    and every creation of the class failed with a raw ``ValueError: cannot convert float NaN
+    to integer``, ``OverflowError`` or protobuf's "Value out of range". Refused where the class
+    is decorated, naming the bound; actorrt's own ``max_memory_mb`` the same way, and a limit
+    within the bound still creates the object."""
+    with pytest.raises(ValueError, match=r"max_memory must be a finite number of MB in \(0, 1073741824\]"):
+        parl.remote_class(max_memory=bad)(_Env)
+    as_given: Any = bad  # what a caller may pass, whatever the hint says
+    with pytest.raises(ValueError, match=r"max_memory_mb must be an int in 1\.\.1073741824 or None"):
+        actorrt.remote_class(max_memory_mb=as_given)(_Env)
+    parl.connect(cluster.address)
+    roomy = parl.remote_class(max_memory=2**30)(_Env)()  # the bound itself: no limit it could reach
+    assert roomy.reset() == 0
+    [row] = cluster.status()["actors"]
+    assert int(row["resources"]["max_memory_mb"]) == 2**30
 
 
 # ---- lifetime ----------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from actorrt.master.records import Actor, Request
-from actorrt.master.references import VOIDED_KEPT, References
+from actorrt.master.references import SETTLED_KEPT, References
 from actorrt.master.state import TableInvariantError
 from tests.master.tables import released_ids, two_nodes
 
@@ -77,7 +77,7 @@ def test_a_copy_whose_receiver_died_before_claiming_it_is_void() -> None:
     t.void_copy("c1", x.actor_id, "c1.2", s.actor_id)
     assert set(t.refs.tokens_of(x.actor_id)) == {"c1.3"}
     t.drop_ref("c3", x.actor_id, "c1.1")  # a claim of a void copy comes after all: ignored
-    assert list(t.refs.voided_of(x.actor_id)) == ["c1.2"]
+    assert list(t.refs.settled_of(x.actor_id)) == ["c1.4", "c1.1", "c1.2"]  # claimed, voided, voided
     t.validate()
     t.drop_ref("c1", x.actor_id)
     assert not t.take_released()  # c1.3 is on its way still
@@ -164,21 +164,44 @@ def test_a_copy_void_later_is_void_when_its_receivers_process_ends_unless_claime
     refs.claimed("a", "c1.2")  # the receiver claimed this one before it ended
     refs.validate(actors, {"c1"})
     assert refs.process_ended("receiver") == ["a"] and refs.process_ended("receiver") == []
-    assert refs.tokens_of("a") == {} and list(refs.voided_of("a")) == ["c1.1"]
-    refs.claimed("a", "c1.1")  # its late claim is ignored, once
-    assert refs.tokens_of("a") == {} and not refs.voided_of("a")
+    assert refs.tokens_of("a") == {} and list(refs.settled_of("a")) == ["c1.2", "c1.1"]
+    for _ in range(2):
+        refs.claimed("a", "c1.1")  # its late claim is ignored, however often it comes
+    assert refs.tokens_of("a") == {} and list(refs.settled_of("a")) == ["c1.2", "c1.1"]
     assert not refs.void("a", "c1.9")  # not counted: nothing to void
     refs.validate(actors, {"c1"})
 
 
-def test_voided_copies_are_bounded_per_actor() -> None:
+def test_a_copy_is_claimed_once_however_often_its_bytes_are_loaded() -> None:
+    """One pickled handle's bytes loaded twice (or in two processes) claim its copy twice: the
+    count went to -1 and held the actor until its sender left. Only the first claim counts,
+    whether it comes before or after the sender's word."""
+    refs, actors = References(), _listed("a")
+    refs.listed("a")
+    refs.hold("c1", "a")
+    refs.sent_copy("c1", "a", "c1.1")
+    refs.claimed("a", "c1.1")
+    refs.claimed("a", "c1.1")  # loaded again, after the copy was settled
+    refs.claimed("a", "c1.2")  # before its sender's word ...
+    refs.claimed("a", "c1.2")  # ... and again
+    assert refs.tokens_of("a") == {"c1.2": -1}
+    refs.sent_copy("c1", "a", "c1.2")
+    refs.claimed("a", "c1.2")
+    assert refs.tokens_of("a") == {} and list(refs.settled_of("a")) == ["c1.1", "c1.2"]
+    refs.let_go("c1", "a")
+    assert not refs.held("a")  # nobody holds it: released
+    actors["a"].stopping = "released: no handle to it remains"
+    refs.validate(actors, {"c1"})
+
+
+def test_settled_copies_are_bounded_per_actor() -> None:
     refs, actors = References(), _listed("a")
     refs.listed("a", counted=False)
-    for n in range(VOIDED_KEPT + 5):
+    for n in range(SETTLED_KEPT + 5):
         refs.sent_copy("c1", "a", f"c1.{n}")
         assert refs.void("a", f"c1.{n}")
-    voided = list(refs.voided_of("a"))
-    assert len(voided) == VOIDED_KEPT and voided[0] == "c1.5"  # the oldest forgotten first
+    voided = list(refs.settled_of("a"))
+    assert len(voided) == SETTLED_KEPT and voided[0] == "c1.5"  # the oldest forgotten first
     refs.validate(actors, {"c1"})
 
 
@@ -193,6 +216,8 @@ def test_a_client_that_leaves_holds_nothing_and_its_copies_on_their_way_are_void
     refs.sent_copy("c2", "b", "c2.1")
     assert sorted(refs.client_gone("c1")) == ["a", "b"]
     assert refs.holders_of("a") == set() and refs.holding("c1") == set() and refs.sent_by("c1") == set()
-    assert refs.tokens_of("b") == {"c2.1": 1} and list(refs.voided_of("b")) == ["c1.1"]
+    assert refs.tokens_of("b") == {"c2.1": 1} and list(refs.settled_of("b")) == ["c1.1", "c1.2"]
+    refs.claimed("b", "c1.2")  # claimed again: settled, ignored
+    assert refs.tokens_of("b") == {"c2.1": 1}
     actors["a"].stopping = "released: no handle to it remains"
     refs.validate(actors, {"c2"})

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import pickle
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +286,67 @@ def test_tls_flags_are_checked(fresh_home: Path) -> None:
     assert out.returncode == 1 and "TLS cert file not found: /nonexistent.pem" in out.stderr
     out = actorrt_cli("start", "--tls-cert", __file__)
     assert out.returncode == 1 and "both a certificate and its key" in out.stderr
+
+
+class _TokenTrap(grpc.ServerInterceptor):
+    """A gRPC server on a port of its own that records the token of every RPC it gets (and
+    answers none): what a stranger's server on a port a mistyped address wraps to would see."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+        self.server = grpc.server(ThreadPoolExecutor(2), interceptors=[self])
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
+        for key, value in details.invocation_metadata:
+            if key == _rpc.AUTH_KEY:
+                self.tokens.append(value.decode() if isinstance(value, bytes) else value)
+        return None  # UNIMPLEMENTED
+
+
+def test_an_address_with_a_port_over_65535_is_refused_before_the_token_leaves(
+    fresh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gRPC reads a port modulo 65536: ``actorrt.connect("host:P+65536")``, ``parl.connect``
+    and ``ACTORRT_ADDRESS`` (for them and for the CLI) dialled port P, and whatever listened
+    there got the cluster token. Only the CLI's ``--address`` refused such ports. Every entry
+    point checks the address with one function (``addresses.check_address``), before it dials."""
+    from actorrt.compat import parl
+    from tests.conftest import actorrt_cli
+
+    trap = _TokenTrap()
+    try:
+        p = trap.port
+        with pytest.raises(
+            actorrt.ClusterConnectionError, match="UNIMPLEMENTED"
+        ):  # the trap works: a good address reaches it
+            with actorrt.connect(f"127.0.0.1:{p}", token="secret-0", timeout=5):
+                pass
+        assert set(trap.tokens) == {"Bearer secret-0"}  # once or twice: the session may be tried again
+        trap.tokens.clear()
+        bad = [f"127.0.0.1:{p + 65536}", "127.0.0.1:-1", f"127.0.0.1: {p}", "127.0.0.1:0", f":{p}", f"::1:{p}"]
+        bad += [f"127.0.0.1:{p}x", "127.0.0.1:\u00b2", f"dns:///127.0.0.1:{p}", f"[::1:{p}", f"127.0.0.1 x:{p}"]
+        for address in bad:
+            with pytest.raises(ValueError, match=r"connect: address must be HOST:PORT .*got '"):
+                with actorrt.connect(address, token="secret-1", timeout=3):
+                    pass
+            with pytest.raises(ValueError, match=r"connect: master_address must be HOST:PORT .*got '"):
+                parl.connect(address, token="secret-2")
+            monkeypatch.setenv("ACTORRT_ADDRESS", address)
+            with pytest.raises(ValueError, match=r"ACTORRT_ADDRESS must be HOST:PORT .*got '"):
+                with actorrt.connect(token="secret-3", timeout=3):
+                    pass
+            monkeypatch.delenv("ACTORRT_ADDRESS")
+        wrapped = f"127.0.0.1:{p + 65536}"
+        out = actorrt_cli("status", "--address", wrapped, "--token", "secret-4", "--timeout", "5")
+        assert out.returncode == 2 and "--address: HOST:PORT with a port in 1..65535" in out.stderr, out.stderr
+        env = dict(os.environ, ACTORRT_ADDRESS=wrapped)
+        out = actorrt_cli("status", "--token", "secret-5", "--timeout", "5", env=env)
+        assert out.returncode == 1 and "actorrt status: ACTORRT_ADDRESS must be HOST:PORT" in out.stderr, out.stderr
+        assert len(out.stderr.splitlines()) == 1, out.stderr
+        assert trap.tokens == [], "a token went to the port the address wrapped to"
+        for good in ("localhost:8010", "[::1]:8010", "node-7.example.org:65535", "10.0.0.1:1"):
+            assert actorrt.connect(good).address == good  # accepted (nothing dialled until it is entered)
+    finally:
+        trap.server.stop(None)

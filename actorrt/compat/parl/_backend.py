@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 from actorrt.client.cluster import connect, kill
 from actorrt.client.future import CallFuture
 from actorrt.client.handle import ActorHandle
-from actorrt.client.options import ActorOptions
+from actorrt.client.options import MAX_MEMORY_MB, ActorOptions
 from actorrt.client.remote_attrs import call_method, get_attr, list_attrs
 
 __all__ = ["Backend", "CallKind", "DirectBackend", "memory_limit_mb"]
@@ -70,8 +70,9 @@ def memory_limit_mb(max_memory: float, baseline_bytes: int) -> int:
     """actorrt's ``max_memory_mb`` for PARL's ``max_memory``: PARL stops a job that grows more
     than ``max_memory`` MB over its memory at start; actorrt stops an actor whose host's process
     tree holds more than ``max_memory_mb``. The warm host's memory plus ``max_memory``, rounded
-    up (MB = MiB, as both count)."""
-    return math.ceil(baseline_bytes / 2**20 + max_memory)
+    up (MB = MiB, as both count), and at most ``MAX_MEMORY_MB`` (the bound ``max_memory`` is
+    checked against when the class is decorated: a limit that high is never reached)."""
+    return min(MAX_MEMORY_MB, math.ceil(baseline_bytes / 2**20 + max_memory))
 
 
 class DirectBackend:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from actorrt.compat.parl._backend import Backend, DirectBackend
+from actorrt.transport import addresses
 
 __all__ = ["ActorCount", "GlobalClient", "connect", "disconnect", "get_global_client"]
 
@@ -101,8 +102,7 @@ def connect(master_address: str, distributed_files: Sequence[str] = (), *, token
     start`` wrote on this machine); PARL had none.
     """
     global _client
-    if not isinstance(master_address, str) or ":" not in master_address:
-        raise ValueError(f"connect: master_address must be 'host:port', got {master_address!r}")
+    addresses.check_address(master_address, "connect: master_address")
     files = [distributed_files] if isinstance(distributed_files, str) else list(distributed_files or ())
     with _lock:
         if _client is not None and _client.pid == os.getpid() and not _client.closed:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from actorrt.client.handle import member_kinds
+from actorrt.client.options import MAX_MEMORY_MB
 from actorrt.common.errors import ActorDiedError, ClusterConnectionError, PlacementError, SerializationError
 from actorrt.common.errors import RemoteError as ActorRemoteError
 from actorrt.compat.parl._backend import memory_limit_mb
@@ -386,8 +387,10 @@ def _make(cls: type, wait: bool, max_memory: float | None, n_gpu: int) -> type:
         raise TypeError(f"remote_class decorates classes, not {type(cls).__name__}")
     if max_memory is not None and (isinstance(max_memory, bool) or not isinstance(max_memory, (int, float))):
         raise TypeError(f"remote_class: max_memory must be a number of MB or None, got {max_memory!r}")
-    if max_memory is not None and max_memory <= 0:
-        raise ValueError(f"remote_class: max_memory must be > 0 MB, got {max_memory!r}")
+    if max_memory is not None and not 0 < max_memory <= MAX_MEMORY_MB:  # NaN fails it too
+        raise ValueError(
+            f"remote_class: max_memory must be a finite number of MB in (0, {MAX_MEMORY_MB}], got {max_memory!r:.60}"
+        )
     if isinstance(n_gpu, bool) or not isinstance(n_gpu, int) or n_gpu < 0:
         raise ValueError(f"remote_class: n_gpu must be an int >= 0, got {n_gpu!r}")
     spec = _Spec(cls, bool(wait), max_memory, n_gpu, _method_names(cls), hasattr(cls, "__getattr__"))
