@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from actorrt.common.resources import MAX_CPUS, MAX_GPUS
+from actorrt.common.text import NAME_MAX
 
 __all__ = ["INT32_MAX", "MAX_MEMORY_MB", "NAME_MAX", "ActorOptions", "check_name", "options_of"]
 
@@ -14,7 +15,6 @@ INT32_MAX = 2**31 - 1  # the largest value the placement's fields carry
 # A limit past it is a mistake (1e300, or a float that overflowed), never one that could be
 # reached.
 MAX_MEMORY_MB = 2**30
-NAME_MAX = 256  # characters of an actor's name (``options(name=)``, ``get_actor``)
 _NAME_SHOWN = 40  # characters of a refused name an error repeats
 
 

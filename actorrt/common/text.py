@@ -15,7 +15,9 @@ any script are kept as they are. Pure; any thread.
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+__all__ = ["NAME_MAX", "name_problem", "printable"]
+
+NAME_MAX = 256  # characters of an actor's name, wherever one is given (options, get_actor, the wire)
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
@@ -45,3 +47,13 @@ def printable(text: str | bytes, limit: int | None = None) -> str:
     if not text.isprintable() or "\\" in text:  # the common case, a plain name, costs one scan
         text = "".join(c if c.isprintable() and c != "\\" else _escape(c) for c in text)
     return text + (f"...[{cut} more characters]" if cut > 0 else "")
+
+
+def name_problem(name: str, field: str) -> str | None:
+    """What is wrong with ``name`` as an actor's name given as ``field``, or None: empty names are
+    the caller's business (no name), longer than ``NAME_MAX`` is refused. The answer names the
+    length and shows at most the first 40 characters, escaped: a refusal never carries the whole
+    name back. Pure."""
+    if len(name) <= NAME_MAX:
+        return None
+    return f"{field} must be at most {NAME_MAX} characters; got {len(name):,} ('{printable(name, 40)}')"

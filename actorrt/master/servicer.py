@@ -22,7 +22,7 @@ import grpc
 from actorrt.common import resources as _resources
 from actorrt.common.errors import ActorNameTakenError, PlacementError
 from actorrt.common.logs import RepeatedFailures, ids
-from actorrt.common.text import printable
+from actorrt.common.text import name_problem, printable
 from actorrt.master.heartbeats import HEARTBEATS_PER_S, Heartbeats
 from actorrt.master.metrics import MasterMetrics
 from actorrt.master.outgoing import Outgoing
@@ -466,6 +466,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _lookup(self, client_id: str, msg: pb.LookupActor) -> None:
         found = pb.ActorFound(request_id=msg.request_id)
+        if problem := name_problem(msg.name, "LookupActor.name"):  # a client's check, skipped
+            found.reason = problem
+            self.out.send_client(client_id, pb.ClientNotice(actor_found=found))
+            return
         actor = self.table.lookup(client_id, msg.name, msg.actor_id)
         if actor is None and msg.name and msg.name in self.table.names:  # reserved by a queued placement
             found.reason = f"no live actor is named {msg.name!r} yet: a placement waiting for a slot reserved the name"
@@ -483,6 +487,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             self.out.fail_placement(
                 client_id, msg.request_id, "PlaceActor needs a request_id > 0 and max_restarts >= -1"
             )
+            return
+        if problem := name_problem(msg.name, "PlaceActor.name"):  # a client's check, skipped
+            self.out.fail_placement(client_id, msg.request_id, problem)
             return
         req = _request(client_id, msg)
         self.metrics.placement_requested(client_id, msg.request_id)

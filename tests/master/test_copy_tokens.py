@@ -139,3 +139,31 @@ def test_the_client_id_form() -> None:
     for bad in ("", "c" * 65, "a b", "a\x1b[2J"):
         problem = client_id_problem(bad)
         assert problem is not None and "\x1b" not in problem, bad
+
+
+async def test_names_over_the_bound_in_raw_lookups_and_placements_are_refused_without_their_text(
+    cluster: ProcCluster,
+) -> None:
+    """The client refuses a name over 256 characters before it is sent; a peer that skips that
+    check got a 1 MB name echoed back whole (a 1.9 MB reason). The master refuses it, naming its
+    length and the first characters only, and the session goes on."""
+    long_name = "n" * (1 << 20)
+    async with grpc.aio.insecure_channel(cluster.address, options=_OPTIONS) as channel:
+        stub = pb_grpc.MasterStub(channel)
+        call = await _session(stub, cluster, "namer-1")
+        opened = await call.read()
+        assert isinstance(opened, pb.ClientNotice) and opened.HasField("session_opened")
+        await call.write(pb.ClientEvent(lookup_actor=pb.LookupActor(request_id=1, name=long_name)))
+        found = await call.read()
+        assert isinstance(found, pb.ClientNotice) and found.HasField("actor_found")
+        assert not found.actor_found.actor_id and len(found.actor_found.reason) < 200, len(found.actor_found.reason)
+        assert "at most 256 characters; got 1,048,576" in found.actor_found.reason
+        await call.write(pb.ClientEvent(place_actor=pb.PlaceActor(request_id=2, name=long_name)))
+        failed = await call.read()
+        assert isinstance(failed, pb.ClientNotice) and failed.HasField("placement_failed")
+        assert len(failed.placement_failed.reason) < 200 and "PlaceActor.name" in failed.placement_failed.reason
+        # the session goes on: a short name is looked up as usual
+        await call.write(pb.ClientEvent(lookup_actor=pb.LookupActor(request_id=3, name="nobody")))
+        again = await call.read()
+        assert isinstance(again, pb.ClientNotice) and "no live actor is named 'nobody'" in again.actor_found.reason
+        await call.done_writing()
