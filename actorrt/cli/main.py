@@ -194,7 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="address actor hosts listen on and advertise (default: the address this machine reaches "
         "the master from; loopback for a master on loopback)",
     )
-    conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
+    conn.add_argument(
+        "--token",
+        default=None,
+        help="cluster token (default: an embedded cluster's on that address, else ACTORRT_TOKEN, else the token file)",
+    )
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
     conn.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
     _add_tls_flags(conn)

@@ -271,7 +271,7 @@ def _connect_node_ip(args: argparse.Namespace) -> str:
 async def _run_connect(args: argparse.Namespace) -> None:
     from actorrt.worker.daemon import WorkerDaemon
 
-    token = home.load_token(args.token)
+    token = home.load_token(args.token, args.address)
     if not token:
         raise CLIError(
             f"actorrt connect: no token: pass --token, set ACTORRT_TOKEN, or copy {home.token_path()} from the master"
