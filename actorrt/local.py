@@ -10,6 +10,8 @@ connect to it as to a cluster ``actorrt start`` started.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from pathlib import Path
 
 from actorrt.common import home
@@ -56,6 +58,10 @@ async def start_embedded(token: str, cpus: int | None, preload: tuple[str, ...])
     cores), and record the token under the master's address; returns that address and the
     services, to close in reverse order. On failure whatever started is closed again."""
     master = Master("127.0.0.1", 0, token=token)
+    # Closing it ends the cluster: workers that joined from elsewhere are told why, and exit.
+    master.stop_reason = (
+        f"the script that ran it (pid {os.getpid()} on {socket.gethostname()}) closed its embedded cluster"
+    )
     await master.start()
     # The daemon does not echo actors' lines here: they reach this process's terminal as
     # forwarded ActorOutput, like on a real cluster, so log_to_driver=False silences them.

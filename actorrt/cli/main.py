@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
     start.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
+    start.add_argument(
+        "--keep-workers",
+        action="store_true",
+        help="a stop (SIGTERM, Ctrl-C, actorrt stop) ends the master alone: its workers keep their actors and "
+        "join the next master on this address, as after a crash (a master restarted under its workers). "
+        "Default: a stop ends the whole cluster, every worker included",
+    )
     _add_tls_flags(start)
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -28,6 +28,7 @@ __all__ = [
     "state_dir",
     "token_path",
     "write_cluster_token",
+    "write_private",
     "write_token",
 ]
 
@@ -76,6 +77,20 @@ def write_token(token: str, path: Path | None = None) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+    return path
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it), readable
+    by its owner only (0600, whatever the umask, before a byte is written); its folder is made
+    with :func:`private_dir`. Raises OSError."""
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), stat.S_IRUSR | stat.S_IWUSR)
+        f.write(text)
+    tmp.replace(path)
     return path
 
 
@@ -143,13 +158,7 @@ def write_cluster_token(address: str, token: str) -> Path:
     if path is None:
         raise ValueError(f"an embedded cluster's address needs a port, got {address!r}")
     record = {"address": address, "token": token, "pid": os.getpid(), "start_time": start_time(os.getpid())}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        os.fchmod(f.fileno(), stat.S_IRUSR | stat.S_IWUSR)  # whatever the umask, before the token
-        json.dump({**record, "machine": machine()}, f)
-    tmp.replace(path)
-    return path
+    return write_private(path, json.dumps({**record, "machine": machine()}))
 
 
 def remove_cluster_token(path: Path) -> None:
