@@ -47,6 +47,8 @@ FAILED_EVENT = "could not handle %s %s's %s event; its session goes on"
 # invariant ends the process (exit status 70). The test suite sets it for all its masters.
 VALIDATE_ENV = "ACTORRT_VALIDATE"
 INVARIANT_EXIT_STATUS = 70
+# The workers lost (not back yet) a master remembers, for a deliberate stop to note.
+LOST_KEPT = 1000
 
 
 def _live_actor(a: pb.LiveActor) -> Actor:
@@ -149,6 +151,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         # Workers an earlier deliberate stop did not reach, by id (``Master`` loads them): told
         # ClusterStopped when they register.
         self.unreached: dict[str, Unreached] = {}
+        # Workers this master lost (their session broke, or they fell silent) that have not
+        # registered again, the newest LOST_KEPT: a stop cannot tell them, and notes them.
+        self._lost: dict[str, Worker] = {}
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
         self._init_logs()
@@ -181,8 +186,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         """The master is stopped on purpose, and the cluster with it (master loop). Every client
         is told each actor it holds died ("the cluster was stopped: ``reason``"), every worker
         ``ClusterStopped``; nothing is placed from now on. Waits up to ``wait_s`` for the
-        workers to acknowledge by ending their sessions; returns those still listed then (cut off
-        at this moment, or between two sessions): they did not hear it. Raises nothing."""
+        workers to acknowledge by ending their sessions; returns those that did not hear it: still
+        listed then (cut off at this moment, or between two sessions), or lost earlier and not
+        back (cut off for longer than the worker timeout: they may run on). Raises nothing."""
         self.stopping = reason
         self.out.stopped = True
         cause = f"the cluster was stopped: {reason}"
@@ -207,7 +213,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
                 wait_s,
                 extra=ids(worker_id=worker.worker_id),
             )
-        return missed
+        return missed + [w for w in self._lost.values() if w.worker_id not in self.table.workers]
 
     def _fail_waiting(self, reason: str) -> None:
         """Fail every placement still queued (the cluster stops: none will be placed)."""
@@ -297,6 +303,7 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             )
             await context.write(pb.WorkerCommand(cluster_stopped=pb.ClusterStopped(reason=stopped)))
             return
+        self._lost.pop(reg.worker_id, None)
         live = [_live_actor(a) for a in reg.live_actors]
         old_queue = self._to_worker.pop(reg.worker_id, None) if reg.worker_id else None
         if old_queue is not None:
@@ -394,6 +401,10 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             return
         worker = self.table.workers.get(worker_id)
         node = worker.node if worker is not None else ""
+        if worker is not None:  # it may run on, cut off, and come back
+            self._lost[worker_id] = worker
+            while len(self._lost) > LOST_KEPT:
+                del self._lost[next(iter(self._lost))]
         dead = self.table.remove_worker(worker_id, f"node lost: {cause}")
         level = logging.WARNING if dead else logging.INFO
         log.log(level, "worker %s left: %s (%d actors lost)", worker_id, cause, len(dead))
