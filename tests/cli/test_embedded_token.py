@@ -167,3 +167,30 @@ def test_a_killed_scripts_token_file_is_never_trusted_and_does_not_pile_up(fresh
     assert wait_until(lambda: not list((fresh_home / "clusters").iterdir()), 5), list(
         (fresh_home / "clusters").iterdir()
     )
+
+
+def test_a_worker_joined_to_an_embedded_cluster_ends_with_it(fresh_home: Path, scripts: _Scripts) -> None:
+    """`actorrt connect --address ADDR` from a second terminal joins a script's embedded cluster
+    (the token found by the address); when the script closes its cluster, the worker is told
+    the cluster was stopped on purpose and exits with status 3, saying who stopped it."""
+    proc, address, _ = scripts.start()
+    log_path = fresh_home / "joined.log"
+    with open(log_path, "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "actorrt", "connect", "--address", address, "--cpus", "1", "--block"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+        )
+    try:
+        assert wait_until(lambda: " joined " in log_path.read_text() or worker.poll() is not None, 60)
+        status = json.loads(actorrt_cli("status", "--json", "--address", address, env=_env()).stdout)
+        assert len(status["nodes"]) == 2, status
+        proc.communicate("close\n", timeout=60)
+        assert worker.wait(10) == 3, log_path.read_text()
+        assert "closed its embedded cluster" in log_path.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
