@@ -165,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--worker-timeout", type=float, default=10.0, help="seconds before a silent worker is dropped")
     start.add_argument("--client-grace", type=float, default=10.0, help="seconds a lost client's actors survive")
     start.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
+    start.add_argument(
+        "--keep-workers",
+        action="store_true",
+        help="a stop (SIGTERM, Ctrl-C, actorrt stop) ends the master alone: its workers keep their actors and "
+        "join the next master on this address, as after a crash (a master restarted under its workers). "
+        "Default: a stop ends the whole cluster, every worker included",
+    )
     _add_tls_flags(start)
     start.add_argument("--block", action="store_true", help="stay in the foreground")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -190,7 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="address actor hosts listen on and advertise (default: the address this machine reaches "
         "the master from; loopback for a master on loopback)",
     )
-    conn.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
+    conn.add_argument(
+        "--token",
+        default=None,
+        help="cluster token (default: an embedded cluster's on that address, else ACTORRT_TOKEN, else the token file)",
+    )
     conn.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the master")
     conn.add_argument("--preload", help="modules warm actor hosts import ahead, e.g. torch,gymnasium")
     _add_tls_flags(conn)

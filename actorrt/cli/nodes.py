@@ -11,9 +11,11 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +29,11 @@ from actorrt.transport import addresses
 from actorrt.transport import rpc as _rpc
 
 DEFAULT_PORT = _ops.DEFAULT_PORT
+# `actorrt connect` exits with this status when its master stopped the cluster on purpose
+# (`actorrt stop` on the head): not an error of its own (1), not its own SIGTERM (0).
+EXIT_CLUSTER_STOPPED = 3
+# Under the head's home: the workers a deliberate stop did not reach (actorrt.master.unreached).
+UNREACHED_FILE = "unreached.json"
 log = logging.getLogger("actorrt")
 
 T = TypeVar("T")
@@ -146,12 +153,21 @@ def _end_child(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-async def _serve_until_signal(*services: Any, ended: asyncio.Event | None = None) -> None:
-    """Serve until SIGTERM/SIGINT, or until ``ended`` is set; then close ``services``."""
+async def _serve_until_signal(
+    *services: Any, ended: asyncio.Event | None = None, on_signal: Callable[[signal.Signals], None] | None = None
+) -> None:
+    """Serve until SIGTERM/SIGINT (``on_signal`` is told which first), or until ``ended`` is
+    set; then close ``services``, last first."""
     stop = ended or asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def stopped(sig: signal.Signals) -> None:
+        if on_signal is not None and not stop.is_set():
+            on_signal(sig)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopped, sig)
     try:
         await stop.wait()
     finally:
@@ -179,6 +195,8 @@ async def _run_start(args: argparse.Namespace) -> None:
         worker_timeout_s=args.worker_timeout,
         client_grace_s=args.client_grace,
         metrics_registry=registry,
+        keep_workers=args.keep_workers,
+        unreached_file=home.state_dir() / UNREACHED_FILE,
     )
     try:
         await master.start()
@@ -228,8 +246,13 @@ async def _run_start(args: argparse.Namespace) -> None:
     )
     cpus = services[1].cpus if len(services) > 1 else 0
     print(f"actorrt master running at {master.address} with a local worker of {cpus} cpus", flush=True)
+
+    def stopping(sig: signal.Signals) -> None:  # what ClusterStopped tells the workers
+        master.stop_reason = f"{sig.name} to the master (pid {os.getpid()} on {socket.gethostname()})"
+
+    extra = [*([metrics] if metrics else []), *([dashboard] if dashboard else [])]
     try:
-        await _serve_until_signal(*services, *([metrics] if metrics else []), *([dashboard] if dashboard else []))
+        await _serve_until_signal(*services, *extra, on_signal=stopping)
     finally:
         record.unlink(missing_ok=True)
 
@@ -268,10 +291,12 @@ def _connect_node_ip(args: argparse.Namespace) -> str:
     return found
 
 
-async def _run_connect(args: argparse.Namespace) -> None:
+async def _run_connect(args: argparse.Namespace) -> int:
+    """Run a worker daemon until a signal (exit status 0), a refusal (CLIError: 1), or until its
+    master stops the cluster on purpose (``EXIT_CLUSTER_STOPPED``)."""
     from actorrt.worker.daemon import WorkerDaemon
 
-    token = home.load_token(args.token)
+    token = home.load_token(args.token, args.address)
     if not token:
         raise CLIError(
             f"actorrt connect: no token: pass --token, set ACTORRT_TOKEN, or copy {home.token_path()} from the master"
@@ -313,9 +338,13 @@ async def _run_connect(args: argparse.Namespace) -> None:
     )
     print(f"actorrt worker {worker.worker_id} joined {args.address} with {worker.cpus} cpus", flush=True)
     try:
-        await _serve_until_signal(worker, *([metrics] if metrics else []), ended=worker.refused)
+        await _serve_until_signal(worker, *([metrics] if metrics else []), ended=worker.ended)
     finally:
         record.unlink(missing_ok=True)
+    if worker.cluster_stopped:
+        log.info("exiting with status %d: the cluster was stopped (%s)", EXIT_CLUSTER_STOPPED, worker.cluster_stopped)
+        return EXIT_CLUSTER_STOPPED
+    return 0
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -358,8 +387,7 @@ def cmd_connect(args: argparse.Namespace, argv: list[str]) -> int:
     _check_counts(args)
     if args.block:
         _configure_logging(args)
-        _ops.run(_run_connect(args))
-        return 0
+        return _ops.run(_run_connect(args))
     record = _background(args, argv, "worker", timeout_s=args.timeout + 30)
     print(f"actorrt worker {record['worker_id']} joined {record['address']} (pid {record['pid']}, log {record['log']})")
     if record.get("metrics"):

@@ -149,7 +149,11 @@ DEFAULT_PORT = 8010
 def add_cluster_args(parser: argparse.ArgumentParser, address_type: Callable[[str], str]) -> None:
     """The flags of every command that talks to a running cluster: address, token and TLS."""
     parser.add_argument("--address", type=address_type, default=None, help="master HOST:PORT (default: the last start)")
-    parser.add_argument("--token", default=None, help="cluster token (default: ACTORRT_TOKEN or the token file)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="cluster token (default: an embedded cluster's on that address, else ACTORRT_TOKEN, else the token file)",
+    )
     parser.add_argument(
         "--tls-ca", help="PEM CA that the cluster's certificates are signed by (turns TLS on; default ACTORRT_TLS_CA)"
     )
@@ -175,7 +179,8 @@ class ClusterTarget:
     """Where and how a CLI command reaches a running cluster: the one channel factory.
 
     Address, token and TLS come from the flags of :func:`add_cluster_args`, then the
-    environment (``ACTORRT_ADDRESS``, ``ACTORRT_TOKEN``, ``ACTORRT_TLS_*``), then the state dir.
+    environment (``ACTORRT_ADDRESS``, ``ACTORRT_TOKEN``, ``ACTORRT_TLS_*``), then the state dir
+    (an embedded cluster's token, recorded under its address, comes before the variable).
     With TLS configured the token only ever travels inside TLS.
     """
 
@@ -194,7 +199,7 @@ class ClusterTarget:
             address = args.address or default_address()
         except ValueError as e:
             raise CLIError(f"actorrt {args.command}: {e}") from e
-        return cls(args.command, address, home.load_token(args.token), tls)
+        return cls(args.command, address, home.load_token(args.token, address), tls)
 
     def channel(self) -> grpc.aio.Channel:
         return _rpc.open_channel(self.address, self.tls)

@@ -12,25 +12,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from actorrt.common import home
+from actorrt.common import home, procfs
+from actorrt.common.procfs import machine
 
 
 def records_dir() -> Path:
     return home.state_dir() / "processes"
-
-
-def machine() -> str:
-    """This boot of this machine, and this PID namespace: a shared ``ACTORRT_HOME`` (an NFS
-    home) holds the records of processes on several machines, which a PID names only on its own."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        boot = socket.gethostname()
-    try:
-        namespace = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        namespace = 0
-    return f"{boot}/{namespace}"
 
 
 def record_path(pid: int) -> Path:
@@ -39,15 +26,13 @@ def record_path(pid: int) -> Path:
 
 
 def start_time(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat).
+    """When process ``pid`` started, in clock ticks since boot (``procfs.start_time``), as records
+    hold it; None if there is no such process.
 
     With the PID it names one process for good: a recycled PID has another start time.
     """
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[19])  # fields[0] is field 3, the state
-    except (OSError, IndexError, ValueError):
-        return None
+    found = procfs.start_time(pid)
+    return int(found) if found else None
 
 
 def write_record(**fields: Any) -> Path:

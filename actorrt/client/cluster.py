@@ -85,7 +85,7 @@ class Cluster:
         if not actor_id:  # an actor's own connection: its host serves over gRPC already
             _grpc_fork.check()  # before any channel or server: no child forked from here may crash
         self.max_payload_bytes = max_payload_mb * 2**20
-        self.token = home.load_token(token) if self.address else (token or home.new_token())
+        self.token = home.load_token(token, self.address) if self.address else (token or home.new_token())
         self.client_id = uuid.uuid4().hex[:16]
         self.timeout = timeout
         self.placement_timeout = placement_timeout
@@ -482,7 +482,9 @@ def connect(
         address: the master's ``host:port``; else ``ACTORRT_ADDRESS``; else start an embedded
             cluster (a master and a worker with ``num_cpus`` slots, default all cores) that stops
             when the block ends.
-        token: the cluster token; else ``ACTORRT_TOKEN``; else the file ``actorrt start`` wrote.
+        token: the cluster token; else, for the address of an embedded cluster another process
+            of this user runs on this machine, its token (``home.cluster_token``); else
+            ``ACTORRT_TOKEN``; else the file ``actorrt start`` wrote.
         files: glob patterns of data files copied into every actor's working directory.
         timeout: seconds to wait for the master, and for an actor's constructor to answer.
         placement_timeout: default seconds an actor waits for a free slot (0: forever).

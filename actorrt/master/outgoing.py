@@ -52,6 +52,9 @@ class Outgoing:
         self.metrics = metrics
         self.to_worker = to_worker
         self.to_client = to_client
+        # Set once the cluster is being stopped on purpose: nothing is started or announced any
+        # more (the workers are told to stop, the clients that their actors died).
+        self.stopped = False
 
     def send_worker(self, worker_id: str, msg: pb.WorkerCommand) -> None:
         queue = self.to_worker.get(worker_id)
@@ -69,7 +72,9 @@ class Outgoing:
 
     def announce(self, placements: list[Placement]) -> None:
         """Start each placed actor on its worker; tell its creator where it is (a restart's
-        creator constructs it again there, its other holders attach)."""
+        creator constructs it again there, its other holders attach). Nothing once ``stopped``."""
+        if self.stopped:
+            return
         for p in placements:
             self.metrics.placement_done(p.request)
             actor = self.table.actors[p.actor_id]

@@ -33,6 +33,8 @@ from actorrt.master.references import client_id_problem, token_problem
 from actorrt.master.state import TableInvariantError
 from actorrt.master.status import cluster_status
 from actorrt.master.table import ClusterTable
+from actorrt.master.unreached import Unreached
+from actorrt.master.workers import Worker
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
@@ -47,6 +49,8 @@ FAILED_EVENT = "could not handle %s %s's %s event; its session goes on"
 # invariant ends the process (exit status 70). The test suite sets it for all its masters.
 VALIDATE_ENV = "ACTORRT_VALIDATE"
 INVARIANT_EXIT_STATUS = 70
+# The workers lost (not back yet) a master remembers, for a deliberate stop to note.
+LOST_KEPT = 1000
 
 
 class _RefusedEventError(ValueError):
@@ -149,6 +153,14 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self._settle_timer: asyncio.TimerHandle | None = None
         self._settle_at = 0.0  # the table's clock, when the timer is armed
         self.closed = False
+        # Set by ``stop_cluster``: why the cluster is being stopped on purpose ("": it is not).
+        self.stopping = ""
+        # Workers an earlier deliberate stop did not reach, by id (``Master`` loads them): told
+        # ClusterStopped when they register.
+        self.unreached: dict[str, Unreached] = {}
+        # Workers this master lost (their session broke, or they fell silent) that have not
+        # registered again, the newest LOST_KEPT: a stop cannot tell them, and notes them.
+        self._lost: dict[str, Worker] = {}
         self.validating = os.environ.get(VALIDATE_ENV) == "1"
         self._event_failures = RepeatedFailures(log)  # by (side, kind): the session reads on
         self._refusals = _rpc.RateLimitedLog(_rpc.REFUSALS_LOGGED_PER_MIN, 60.0)  # events refused
@@ -178,6 +190,57 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         for outbox in self._to_client.values():
             outbox.put_nowait(None)
 
+    async def stop_cluster(self, reason: str, wait_s: float) -> list[Worker]:
+        """The master is stopped on purpose, and the cluster with it (master loop). Every client
+        is told each actor it holds died ("the cluster was stopped: ``reason``"), every worker
+        ``ClusterStopped``; nothing is placed from now on. Waits up to ``wait_s`` for the
+        workers to acknowledge by ending their sessions; returns those that did not hear it: still
+        listed then (cut off at this moment, or between two sessions), or lost earlier and not
+        back (cut off for longer than the worker timeout: they may run on). Raises nothing."""
+        self.stopping = reason
+        self.out.stopped = True
+        cause = f"the cluster was stopped: {reason}"
+        self._fail_waiting(cause)
+        for actor in list(self.table.actors.values()):
+            self.out.died(actor, cause, self.table.refs.holders_of(actor.actor_id))
+        told = set(self._to_worker)
+        for queue in self._to_worker.values():
+            queue.put_nowait(pb.WorkerCommand(cluster_stopped=pb.ClusterStopped(reason=reason)))
+        log.info("stopping the cluster (%s): told %d workers", reason, len(told))
+        deadline = self.table.clock() + wait_s
+        while told.intersection(self.table.workers) and self.table.clock() < deadline:
+            await asyncio.sleep(0.02)  # each leaves the table as its session ends
+        missed = list(self.table.workers.values())
+        for worker in missed:
+            log.warning(
+                "worker %s (%s, pid %d) did not acknowledge the stop within %gs: it may run on, cut off; "
+                "the next master started from this home tells it the cluster was stopped",
+                worker.worker_id,
+                worker.node,
+                worker.pid,
+                wait_s,
+                extra=ids(worker_id=worker.worker_id),
+            )
+        return missed + [w for w in self._lost.values() if w.worker_id not in self.table.workers]
+
+    def _fail_waiting(self, reason: str) -> None:
+        """Fail every placement still queued (the cluster stops: none will be placed)."""
+        for client_id, request_id in [key for key in self.table.queue if key[1] > 0]:  # not restarts
+            if self.table.withdraw(client_id, request_id):
+                self.metrics.placement_dropped(client_id, request_id)
+                self.out.fail_placement(client_id, request_id, reason)
+
+    def _told_stopped(self, reg: pb.RegisterWorker) -> str:
+        """Why a registering worker is to be told its cluster was stopped (``ClusterStopped``):
+        this master is stopping it, or an earlier one from this home stopped it while the worker
+        was cut off. "" to take the worker in."""
+        if self.stopping:
+            return self.stopping
+        unreached = self.unreached.get(reg.worker_id) if reg.worker_id else None
+        if unreached is not None and unreached.is_worker(reg.worker_id, reg.node, reg.pid):
+            return unreached.told()
+        return ""
+
     def _retune_heartbeats(self) -> None:
         """Tell every worker the new interval once the cluster's size moved it (``Heartbeats``): a
         WorkerRegistered in a running session only updates the interval (older daemons ignore it)."""
@@ -196,6 +259,8 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _ended(self, ended: Ended, exit_code: int = 0, node: str = "") -> None:
         """An actor's process ended: what it created dies with it; report its restart, or its death."""
+        if self.stopping:  # every holder was told the cluster stopped; nothing restarts
+            return
         actor = ended.actor
         for client_id in self.table.clients.of_actor(actor.actor_id):
             self._client_gone(client_id)
@@ -234,6 +299,19 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         context: grpc.aio.ServicerContext[pb.WorkerEvent, pb.WorkerCommand],
     ) -> None:
         reg = await _registration(request_iterator, context)
+        stopped = self._told_stopped(reg)
+        if stopped:  # its actors are not taken in: the cluster they ran in was ended on purpose
+            log.warning(
+                "worker %s from %s (pid %d) registers after its cluster was stopped: telling it so (%s)",
+                reg.worker_id or "(new)",
+                reg.node,
+                reg.pid,
+                stopped,
+                extra=ids(worker_id=reg.worker_id),
+            )
+            await context.write(pb.WorkerCommand(cluster_stopped=pb.ClusterStopped(reason=stopped)))
+            return
+        self._lost.pop(reg.worker_id, None)
         live = [_live_actor(a) for a in reg.live_actors]
         old_queue = self._to_worker.pop(reg.worker_id, None) if reg.worker_id else None
         if old_queue is not None:
@@ -324,8 +402,17 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
 
     def _worker_gone(self, worker_id: str, cause: str) -> None:
         self._to_worker.pop(worker_id, None)
+        if self.stopping:  # it heard the stop; its actors' holders were told already
+            self.table.remove_worker(worker_id, f"the cluster was stopped: {self.stopping}")
+            log.info("worker %s stopped with the cluster", worker_id)
+            self.check()
+            return
         worker = self.table.workers.get(worker_id)
         node = worker.node if worker is not None else ""
+        if worker is not None:  # it may run on, cut off, and come back
+            self._lost[worker_id] = worker
+            while len(self._lost) > LOST_KEPT:
+                del self._lost[next(iter(self._lost))]
         dead = self.table.remove_worker(worker_id, f"node lost: {cause}")
         level = logging.WARNING if dead else logging.INFO
         log.log(level, "worker %s left: %s (%d actors lost)", worker_id, cause, len(dead))
@@ -483,6 +570,9 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
         self.out.send_client(client_id, pb.ClientNotice(actor_found=found))
 
     def _place(self, client_id: str, msg: pb.PlaceActor) -> None:
+        if self.stopping:
+            self.out.fail_placement(client_id, msg.request_id, f"the cluster is being stopped: {self.stopping}")
+            return
         if msg.request_id == 0 or msg.max_restarts < -1:
             self.out.fail_placement(
                 client_id, msg.request_id, "PlaceActor needs a request_id > 0 and max_restarts >= -1"

@@ -136,16 +136,18 @@ class ActorExited(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., cause: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
 class WorkerCommand(_message.Message):
-    __slots__ = ("worker_registered", "start_actor", "stop_actor", "read_actor_log")
+    __slots__ = ("worker_registered", "start_actor", "stop_actor", "read_actor_log", "cluster_stopped")
     WORKER_REGISTERED_FIELD_NUMBER: _ClassVar[int]
     START_ACTOR_FIELD_NUMBER: _ClassVar[int]
     STOP_ACTOR_FIELD_NUMBER: _ClassVar[int]
     READ_ACTOR_LOG_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_STOPPED_FIELD_NUMBER: _ClassVar[int]
     worker_registered: WorkerRegistered
     start_actor: StartActor
     stop_actor: StopActor
     read_actor_log: ReadActorLog
-    def __init__(self, worker_registered: _Optional[_Union[WorkerRegistered, _Mapping]] = ..., start_actor: _Optional[_Union[StartActor, _Mapping]] = ..., stop_actor: _Optional[_Union[StopActor, _Mapping]] = ..., read_actor_log: _Optional[_Union[ReadActorLog, _Mapping]] = ...) -> None: ...
+    cluster_stopped: ClusterStopped
+    def __init__(self, worker_registered: _Optional[_Union[WorkerRegistered, _Mapping]] = ..., start_actor: _Optional[_Union[StartActor, _Mapping]] = ..., stop_actor: _Optional[_Union[StopActor, _Mapping]] = ..., read_actor_log: _Optional[_Union[ReadActorLog, _Mapping]] = ..., cluster_stopped: _Optional[_Union[ClusterStopped, _Mapping]] = ...) -> None: ...
 
 class WorkerRegistered(_message.Message):
     __slots__ = ("worker_id", "heartbeat_interval_s")
@@ -188,6 +190,12 @@ class StopActor(_message.Message):
     actor_id: str
     reason: str
     def __init__(self, actor_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ClusterStopped(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class ClientEvent(_message.Message):
     __slots__ = ("open_session", "place_actor", "release_actor", "close_session", "add_ref", "drop_ref", "lookup_actor", "withdraw_placement", "confirm_actors")

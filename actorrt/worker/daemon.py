@@ -5,8 +5,9 @@ Three parts: ``HostPool`` (``_host_pool``) is the pool's state, with no I/O; ``H
 transitions return; this module is the daemon around them: its lifecycle, the heartbeat and the
 session with the master. If the master goes away the daemon reconnects with backoff and
 re-reports its live actors, so a restarted master rebuilds its table; if the master refuses it
-(a new token), it stops its hosts and ends. Hosts work in folders under one temp folder per
-daemon, which a later daemon removes should this one die uncleanly. Runs on one event loop;
+(a new token), or says the cluster was stopped on purpose (``ClusterStopped``: ``actorrt stop``
+on the head, an embedded cluster closing), it stops its hosts and ends. Hosts work in folders
+under one temp folder per daemon, which a later daemon removes should this one die uncleanly. Runs on one event loop;
 with ``ACTORRT_VALIDATE=1`` the pool checks its invariants after every transition, and
 ``close()`` raises the first violation.
 """
@@ -110,8 +111,11 @@ class WorkerDaemon(Service):
         self._monitor_task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._fatal: BaseException | None = None
-        # Set once a master we had joined refused us and our hosts are stopped: the daemon is done.
-        self.refused = asyncio.Event()
+        # Why the master stopped the cluster on purpose (ClusterStopped), once it said so.
+        self.cluster_stopped = ""
+        # Set once the daemon is done, its hosts stopped: a master we had joined refused us, or
+        # said the cluster was stopped on purpose. Whoever runs the daemon then closes it.
+        self.ended = asyncio.Event()
         self._closing = False
         self._workdirs = ""  # this daemon's folder of host working directories (make_workdirs)
         self.echo_output = echo_output
@@ -154,6 +158,8 @@ class WorkerDaemon(Service):
         while self.wait_ready and self.pool.started() < len(self.pool):
             if self._fatal is not None:
                 raise self._fatal
+            if self.cluster_stopped:  # its hosts are stopping: none will be ready
+                raise ClusterConnectionError(self._stopped_text())
             if asyncio.get_running_loop().time() > deadline:
                 started = self.pool.started()
                 if not started:
@@ -271,6 +277,9 @@ class WorkerDaemon(Service):
             try:
                 await self._session_once()
                 backoff = 0.1
+                if self.cluster_stopped:
+                    await self._stopped_by_master()
+                    return
             except grpc.RpcError as e:
                 err = _rpc.translate(e, "worker session", self.master_address)
                 if e.code() in (
@@ -302,7 +311,7 @@ class WorkerDaemon(Service):
     async def _refused(self, err: BaseException) -> None:
         """The master we had joined refuses us now (a new token, another version): the actors
         we host must not keep running code sent under the old trust. Stop every host and set
-        ``refused``; whoever runs the daemon then closes it, and ``close()`` raises ``err`` (so
+        ``ended``; whoever runs the daemon then closes it, and ``close()`` raises ``err`` (so
         ``actorrt connect`` exits non-zero saying why)."""
         hosted = sum(1 for _ in self.pool.serving())
         log.error(
@@ -313,7 +322,29 @@ class WorkerDaemon(Service):
             extra=_logs.ids(worker_id=self.worker_id, address=self.master_address),
         )
         await self._stop_hosts()
-        self.refused.set()
+        self.ended.set()
+
+    async def _stopped_by_master(self) -> None:
+        """The master said the cluster was stopped on purpose (``cluster_stopped`` says why):
+        stop every host and set ``ended``; whoever runs the daemon then closes it (``actorrt
+        connect`` exits with status 3). Before it ever joined, ``start()`` raises instead."""
+        hosted = sum(1 for _ in self.pool.serving())
+        if not self._registered.is_set():
+            self._fatal = ClusterConnectionError(self._stopped_text())
+        log.warning(
+            "the master at %s stopped the cluster on purpose (%s): stopping this worker's %d actor hosts "
+            "(%d actors) and exiting",
+            self.master_address,
+            self.cluster_stopped,
+            len(self.pool),
+            hosted,
+            extra=_logs.ids(worker_id=self.worker_id, address=self.master_address),
+        )
+        await self._stop_hosts()
+        self.ended.set()
+
+    def _stopped_text(self) -> str:
+        return f"the master at {self.master_address} says its cluster was stopped: {self.cluster_stopped}"
 
     async def _session_once(self) -> None:
         if self._channel is None:
@@ -332,6 +363,10 @@ class WorkerDaemon(Service):
         registration.register_worker.exited.extend(self._unsent_exits)
         await call.write(registration)
         reply = await call.read()
+        if reply is not grpc.aio.EOF and reply.HasField("cluster_stopped"):  # while we were cut off
+            self.cluster_stopped = reply.cluster_stopped.reason or "no reason given"
+            call.cancel()
+            return
         if reply is grpc.aio.EOF or not reply.HasField("worker_registered"):
             raise ClusterConnectionError("the master closed the worker session during registration")
         self._unsent_exits = []
@@ -354,6 +389,9 @@ class WorkerDaemon(Service):
                     self._emit(pb.WorkerEvent(actor_log=answer_log_read(self.output, cmd.read_actor_log)))
                 elif kind == "worker_registered":  # mid-session: the master retuned the interval
                     self.heartbeat_interval_s = cmd.worker_registered.heartbeat_interval_s or self.heartbeat_interval_s
+                elif kind == "cluster_stopped":  # ending the session says we heard it
+                    self.cluster_stopped = cmd.cluster_stopped.reason or "no reason given"
+                    return
         finally:
             self._connected = False
             writer.cancel()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import asyncio
 
-from actorrt.common.procfs import pid_namespace
+from actorrt.common.procfs import pid_namespace, start_time
 
 __all__ = [
     "HostProcess",
@@ -178,16 +178,6 @@ def kill_group(pgid: int) -> None:
 
 _WORKDIRS_PREFIX = "actorrt-worker-"
 _OWNER_FILE = "owner"
-
-
-def start_time(pid: int) -> str:
-    """When ``pid`` started (clock ticks since boot), or "" if no such process: a pid plus its
-    start time names one process even after the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
 
 
 def make_workdirs() -> str:

@@ -202,6 +202,7 @@ def test_kubernetes_manifests_fit_together() -> None:
 
     margs = build_parser().parse_args(_pod_container(master)["args"])
     assert margs.command == "start" and margs.host == "0.0.0.0" and margs.cpus == 0
+    assert margs.keep_workers  # a master pod moved by Kubernetes leaves the workers' actors alive
     assert service["spec"]["selector"].items() <= master["spec"]["template"]["metadata"]["labels"].items()
     grpc_port = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
     assert grpc_port["port"] == margs.port

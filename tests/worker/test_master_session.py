@@ -147,6 +147,7 @@ async def test_a_daemon_keeps_no_output_or_heartbeats_queued_while_its_master_is
         async with actorrt.connect(master.address, token="t", log_to_driver=False) as c:
             loud = await Loud.remote()
             assert await loud.shout(1) == 1
+            master.keep_workers = True  # it goes as a crashed one would: the worker waits for the next
             await master.close()  # calls go on without it: the data plane bypasses the master
             deadline = time.monotonic() + 10
             while daemon._connected:
