@@ -3,7 +3,9 @@
 Run from anywhere: `python docs/dashboard_screenshot.py` (needs Debian's chromium). It starts
 a master with `--dashboard-port` and two worker daemons (state in a temporary ACTORRT_HOME),
 creates a few actors, ends three of them in three different ways so the page has deaths with
-causes, takes the screenshot, and stops every process it started by its PID.
+causes, keeps two collectors busy (CPU %, calls/s, the history line) for `--history-s`, clicks
+one of them so the page shows its last lines, takes the screenshot (driving chromium over its
+DevTools protocol, `tests/cdp.py`), and stops every process it started by its PID.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,7 +31,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @actorrt.remote_class
 class Collector:
+    def __init__(self) -> None:
+        self.steps = 0
+
     def step(self) -> int:
+        started = time.perf_counter()
+        while time.perf_counter() - started < 0.004:  # an environment step's CPU
+            pass
+        self.steps += 1
+        if self.steps % 50 == 0:
+            print(f"episode {self.steps // 50}: return {np.random.normal(200, 20):.1f} over 50 steps", flush=True)
         return 1
 
 
@@ -63,11 +75,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard.png")
     parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=820)
+    parser.add_argument("--height", type=int, default=1200)
+    parser.add_argument("--history-s", type=float, default=65, help="how long the collectors run first")
     args = parser.parse_args()
-    chromium = shutil.which("chromium")
-    if chromium is None:
+    if shutil.which("chromium") is None:
         raise SystemExit("chromium is not installed (Debian: apt-get install chromium)")
+    sys.path.insert(0, str(ROOT))  # tests/cdp.py drives it: the repository's root, wherever this runs from
+    from tests.cdp import Chromium
+
     home = Path(tempfile.mkdtemp(prefix="actorrt-screenshot-"))
     env = dict(os.environ, ACTORRT_HOME=str(home), PYTHONPATH=str(ROOT))
     env.pop("ACTORRT_TOKEN", None)
@@ -77,9 +92,9 @@ def main() -> None:
 
     def spawn(*argv: str) -> None:
         procs.append(subprocess.Popen([sys.executable, "-m", "actorrt", *argv, "--block"], env=env))
-        record = home / "processes" / f"{procs[-1].pid}.json"
+        records = home / "processes"  # the daemon's record, <pid>@<pid namespace>.json, once it serves
         deadline = time.monotonic() + 30
-        while not record.exists():
+        while not any(records.glob(f"{procs[-1].pid}@*.json")):
             if procs[-1].poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"actorrt {argv[0]} did not start")
             time.sleep(0.05)
@@ -101,23 +116,27 @@ def main() -> None:
                     call().result(30)
                 except actorrt.ActorDiedError:
                     pass  # what it is for: the page lists the death and its cause
-            time.sleep(3)  # heartbeats carry every actor's memory
-            subprocess.run(
-                [
-                    chromium,
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--hide-scrollbars",
-                    f"--screenshot={args.out}",
-                    f"--window-size={args.width},{args.height}",
-                    "--virtual-time-budget=4000",
-                    f"http://127.0.0.1:{dash}/",
-                ],
-                check=True,
-                capture_output=True,
-                timeout=60,
-            )
+            stop = threading.Event()
+
+            def collect(collector: actorrt.ActorHandle) -> None:
+                while not stop.wait(0.015):  # a fifth of a core each
+                    collector.step().result()
+
+            threads = [threading.Thread(target=collect, args=(c,), daemon=True) for c in collectors]
+            for thread in threads:
+                thread.start()
+            time.sleep(args.history_s)  # the history line: one point per 10 s
+            with Chromium(home / "chromium") as browser:
+                page = browser.page()
+                page.navigate(f"http://127.0.0.1:{dash}/")
+                row = f"#actors tr[data-actor-id='{collectors[0].actor_id}']"
+                page.wait_for(f'!!document.querySelector("{row}")')
+                page.evaluate(f'document.querySelector("{row}").click()')
+                page.wait_for("document.getElementById('log-text').textContent.includes('episode')")
+                page.screenshot(args.out, args.width, args.height)
+            stop.set()
+            for thread in threads:
+                thread.join(30)
             print(f"wrote {args.out} ({len(collectors) + 1} live actors, 3 deaths)", file=sys.stderr)
             for collector in collectors:
                 actorrt.kill(collector).result()

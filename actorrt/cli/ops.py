@@ -125,6 +125,13 @@ def add_dashboard_args(parser: argparse.ArgumentParser) -> None:
         default="127.0.0.1",
         help="address the dashboard listens on (default: loopback only, whatever --host is; it has no token)",
     )
+    parser.add_argument(
+        "--dashboard-logs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the dashboard shows what actors print, to whoever can reach it (default: on; "
+        "--no-dashboard-logs turns it off)",
+    )
 
 
 async def start_dashboard(args: argparse.Namespace, master: Master) -> Dashboard | None:
@@ -133,7 +140,7 @@ async def start_dashboard(args: argparse.Namespace, master: Master) -> Dashboard
         return None
     from actorrt.master.dashboard import Dashboard
 
-    dashboard = Dashboard(master, args.dashboard_port, args.dashboard_host)
+    dashboard = Dashboard(master, args.dashboard_port, args.dashboard_host, logs=args.dashboard_logs)
     try:
         await dashboard.start()
     except OSError as e:

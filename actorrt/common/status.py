@@ -135,6 +135,10 @@ def _mib(n: int | str) -> str:
     return f"{int(n) / 2**20:.0f}M"
 
 
+def _percent(value: float) -> str:
+    return f"{value:.0f}%"
+
+
 def _cell(text: str, width: int) -> str:
     """``text`` (chosen by a client, a worker or the user) as one cell: escaped, cut to ``width``."""
     return printable(text)[:width]
@@ -151,13 +155,15 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
         f"actors {len(st.actors)}  clients {len(st.clients)} ({connected} connected)  "
         f"waiting {st.placements_waiting}",
         "",
-        f"{'NODE':<20} {'WORKER':<14} {'ADDRESS':<16} {'SLOTS':>9} {'GPUS':>7} {'READY':>5} {'LOAD':>5}",
+        f"{'NODE':<20} {'WORKER':<14} {'ADDRESS':<16} {'SLOTS':>9} {'GPUS':>7} {'READY':>5} {'LOAD':>5} "
+        f"{'CPU':>5} {'MEM USED':>8}",
     ]
     for n in st.nodes:
         lines.append(
             f"{_cell(n['node'], 20):<20} {_cell(n['worker_id'], 14):<14} {_cell(n['node_ip'], 16):<16} "
             f"{n['cpus_used']:>4}/{n['cpus']:<4} {n['gpus_used']:>3}/{n['gpus']:<3} "
-            f"{n['slots_ready']:>5} {n['load']:>5.2f}"
+            f"{n['slots_ready']:>5} {n['load']:>5.2f} {_percent(n.get('cpu_percent', 0.0)):>5} "
+            f"{_mib(n.get('memory_used_bytes', 0)):>8}"
         )
     if st.actors:
         by_class: dict[str, int] = {}
@@ -166,7 +172,8 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
         lines += ["", "ACTORS BY CLASS"] + [f"  {printable(k):<30} {v}" for k, v in sorted(by_class.items())]
         lines += [
             "",
-            f"{'ACTOR':<18} {'CLASS':<20} {'NAME':<14} {'NODE':<16} {'SLOT':>4} {'RSS':>7} {'HOLDERS':>7} RESTARTS",
+            f"{'ACTOR':<18} {'CLASS':<20} {'NAME':<14} {'NODE':<16} {'SLOT':>4} {'CPU':>5} {'CALLS/S':>7} {'RSS':>7} "
+            f"{'HOLDERS':>7} RESTARTS",
         ]
         for a in st.actors[:max_actors]:
             slot = "-" if a.get("restarting") else a["slot"]
@@ -178,7 +185,8 @@ def format_status(st: ClusterStatus, max_actors: int = 20) -> str:
             name = printable(a.get("name") or "-") + (" (detached)" if a.get("detached") else "")
             lines.append(
                 f"{printable(a['actor_id']):<18} {_cell(a['class_name'], 20):<20} {name[:14]:<14} "
-                f"{_cell(a['node'], 16):<16} {slot:>4} {_mib(a['rss_bytes']):>7} {a.get('holders', 0):>7} {restarted}"
+                f"{_cell(a['node'], 16):<16} {slot:>4} {_percent(a.get('cpu_percent', 0.0)):>5} "
+                f"{a.get('calls_per_s', 0.0):>7.1f} {_mib(a['rss_bytes']):>7} {a.get('holders', 0):>7} {restarted}"
             )
         if len(st.actors) > max_actors:
             lines.append(f"... and {len(st.actors) - max_actors} more (--json lists them all)")

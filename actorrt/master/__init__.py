@@ -12,6 +12,7 @@
   ``Outgoing`` (``outgoing``) turns their answers into messages on session streams; ``output``
   forwards actor output and log reads; ``status`` builds the cluster status answer;
   ``heartbeats`` sizes the heartbeat interval to the cluster; ``dashboard`` serves the web status
-  page; ``server`` (``Master``) runs the gRPC server and its periodic sweep.
+  page (``dashboard_page``: its HTML and script; ``dashboard_logs``: actors' output on it;
+  ``load_history``: its ten minutes of cluster CPU % and calls/s); ``server`` (``Master``) runs the gRPC server and its periodic sweep.
 - May import: ``common``, ``transport``; never the worker, client or host packages.
 """

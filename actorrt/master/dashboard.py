@@ -1,15 +1,16 @@
 """The master's web status page: ``actorrt start --dashboard-port N``.
 
 Serves, from the master's own event loop, ``/`` (a page that renders itself from the JSON and
-refreshes every two seconds) and ``/api/status`` (the JSON): nodes with their cpus, load, memory
-and slots used/free; actors with class, node, age, memory and their client; clients; and the
-most recent deaths with their causes. The data is what ``actorrt status`` shows (the master's
-``GetClusterStatus`` answer), plus what only the cluster table knows (each node's memory, the
-deaths it keeps) and what the dashboard measures itself: actor ages and death times, sampled
-from the table once a second, so within a second of the truth.
-
-Calls per second are not known to the master (each worker daemon counts its actors' calls, in
-its own ``/metrics``): the JSON says ``null`` and the page says why, rather than guess.
+refreshes every two seconds), ``/api/status`` (the JSON): nodes with their cpus, load, CPU %,
+memory in use and slots used/free; actors with class, node, age, CPU %, calls/s, memory and
+their client; clients; the most recent deaths with their causes; a ten-minute history of the
+cluster's CPU % and calls/s; and ``/api/actors/<id>/log?lines=N``, an actor's last lines
+(``dashboard_logs``). The data is what ``actorrt status`` shows (the master's
+``GetClusterStatus`` answer: CPU %, memory in use and calls/s as the worker daemons measured
+them, sent with their heartbeats), plus what only the cluster table knows (each node's memory,
+the deaths it keeps) and what the dashboard keeps itself: actor ages and death times, sampled
+from the table once a second, so within a second of the truth, and the history
+(``LoadHistory``, fed by the same sampler).
 
 Same posture as ``/metrics``: off unless a port is given, no token, loopback unless
 ``--dashboard-host`` says otherwise (logged). It is read-only, and on loopback it answers only
@@ -22,7 +23,10 @@ build at a time; those who ask meanwhile wait for it); it is written in ``WRITE_
 each once the last has left, so a reader that does not read holds one piece of the master's
 memory; a connection has ``CONNECTION_S`` from its accept for all of it (request and answer),
 then it is cut; at most ``MAX_CONNECTIONS`` are served at once, and one more is answered 503
-and closed. Names and causes in the JSON are escaped for the page (``common.text.printable``).
+and closed. An actor's log costs a round trip to its daemon, within those bounds and those of
+``dashboard_logs`` (lines and bytes capped, a rate per reader and overall, a few at once).
+Names and causes in the JSON, and the lines of a log, are escaped for the page
+(``common.text.printable``).
 """
 
 from __future__ import annotations
@@ -38,7 +42,18 @@ from typing import TYPE_CHECKING, Any, cast
 from actorrt.common.lifecycle import Service
 from actorrt.common.status import ClusterStatus
 from actorrt.common.text import printable
+from actorrt.master.dashboard_logs import (
+    LOG_TIMEOUT_S,
+    TAIL_BYTES,
+    LogGate,
+    LogRequest,
+    http_code,
+    log_json,
+    parse_log_request,
+)
 from actorrt.master.dashboard_page import PAGE_CSS, PAGE_HTML, PAGE_JS
+from actorrt.master.load_history import LoadHistory, cluster_load
+from actorrt.master.output import LogReadError
 from actorrt.v1 import master_pb2 as pb
 
 if TYPE_CHECKING:
@@ -58,8 +73,8 @@ MAX_CONNECTIONS = 64  # served at once; one more is answered 503
 STATUS_PERIOD_S = 1.0  # /api/status is built at most this often; its readers share it
 WRITE_CHUNK = 64 * 1024  # an answer is written in pieces this large, each once the last left
 CALLS_NOTE = (
-    "calls/s: not known to the master; each worker daemon counts its actors' calls "
-    "(actorrt_actor_calls_total by class at its --metrics-port /metrics)"
+    "CPU % and calls/s: measured by each worker daemon over its last 5 s and sent with its heartbeat; "
+    "an actor's CPU % is of one core (its process tree), a node's of all its cores"
 )
 AGE_NOTE = "ages and death times are measured by the dashboard, sampling the cluster table every second"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -92,11 +107,15 @@ class Sightings:
 class Dashboard(Service):
     """The HTTP server of the status page, on the master's loop. ``url`` once started."""
 
-    def __init__(self, master: Master, port: int, host: str = "127.0.0.1") -> None:
+    def __init__(self, master: Master, port: int, host: str = "127.0.0.1", *, logs: bool = True) -> None:
+        """``logs``: serve actors' output at ``/api/actors/<id>/log`` (off: 403)."""
         self.master = master
         self.host = host
         self.port = port
+        self.logs = logs
         self.sightings = Sightings()
+        self.history = LoadHistory()
+        self.log_gate = LogGate()
         self._server: asyncio.base_events.Server | None = None
         self._sampler: asyncio.Task[None] | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
@@ -117,7 +136,7 @@ class Dashboard(Service):
         except OSError as e:
             raise OSError(f"cannot serve the dashboard on {self.host}:{self.port}: {e.strerror or e}") from e
         self.port = int(self._server.sockets[0].getsockname()[1])
-        self.sightings.sample(self.master.table, time.time())
+        self._sample()
         self._sampler = asyncio.create_task(self._sample_forever())
         log.info("dashboard at %s", self.url)
 
@@ -137,13 +156,19 @@ class Dashboard(Service):
     async def _sample_forever(self) -> None:
         while True:
             await asyncio.sleep(SAMPLE_PERIOD_S)
-            self.sightings.sample(self.master.table, time.time())
+            self._sample()
+
+    def _sample(self) -> None:
+        """Once a second: when actors came and went, and the load history (O(nodes))."""
+        now = time.time()
+        self.sightings.sample(self.master.table, now)
+        self.history.sample(self.master.table, now)
 
     # ---- the data ---------------------------------------------------------------------------
 
     async def snapshot(self) -> dict[str, Any]:
         """What ``/api/status`` returns: ``actorrt status --json``'s data, with node memory,
-        actor ages, recent deaths and notes on what is not measured."""
+        actor ages, recent deaths, the cluster's load now and over ten minutes, and notes."""
         now = time.time()
         table = self.master.table
         self.sightings.sample(table, now)
@@ -157,7 +182,6 @@ class Dashboard(Service):
             rss_by_worker[actor["worker_id"]] = rss_by_worker.get(actor["worker_id"], 0) + rss
             seen = self.sightings.first_seen.get(actor["actor_id"])
             actor["age_s"] = round(now - seen, 1) if seen is not None else None
-            actor["calls_per_s"] = None  # not known to the master: see notes
         for node in data["nodes"]:
             worker = table.workers.get(node["worker_id"])
             node["memory_bytes"] = worker.memory_bytes if worker is not None else 0
@@ -181,6 +205,10 @@ class Dashboard(Service):
                 break
         data["deaths"] = deaths
         data["deaths_kept"] = len(table.dead)
+        cpu_percent, calls_per_s = cluster_load(table)
+        data["cluster"] = {"cpu_percent": round(cpu_percent, 1), "calls_per_s": round(calls_per_s, 2)}
+        data["history"] = self.history.to_json()
+        data["actor_logs"] = self.logs
         data["generated_at"] = now
         data["refresh_s"] = 2.0
         data["notes"] = {"calls_per_s": CALLS_NOTE, "age_s": AGE_NOTE}
@@ -251,7 +279,13 @@ class Dashboard(Service):
         if method not in ("GET", "HEAD"):
             await _respond(writer, 405, "text/plain", b"GET or HEAD only\n", extra={"Allow": "GET, HEAD"})
             return
-        path = target.split("?", 1)[0]
+        path, _, query = target.partition("?")
+        log_request = parse_log_request(path, query)
+        if log_request is not None:
+            peer = writer.get_extra_info("peername")
+            who = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            await self._answer_log(writer, log_request, who, head_only=method == "HEAD")
+            return
         body: bytes
         if path == "/":
             kind, body = "text/html; charset=utf-8", _HTML
@@ -262,9 +296,44 @@ class Dashboard(Service):
         elif path == "/api/status":
             kind, body = "application/json", await self.status_body()
         else:
-            await _respond(writer, 404, "text/plain", b"not found: / and /api/status are served here\n")
+            await _respond(
+                writer, 404, "text/plain", b"not found: /, /api/status and /api/actors/ID/log are served here\n"
+            )
             return
         await _respond(writer, 200, kind, body, head_only=method == "HEAD")
+
+    async def _answer_log(
+        self, writer: asyncio.StreamWriter, request: LogRequest | str, reader: str, *, head_only: bool
+    ) -> None:
+        """``/api/actors/<id>/log``: the actor's last lines as JSON, or ``{"error": ...}`` with a
+        4xx or 5xx (``dashboard_logs``: bad input 400, logs off 403, unknown actor 404, its
+        worker gone 410, over a rate 429, too many at once 503, the daemon silent 504)."""
+        if isinstance(request, str):
+            await _respond_error(writer, 400, request)
+            return
+        if not self.logs:
+            await _respond_error(
+                writer, 403, "actor logs are off on this dashboard (actorrt start --no-dashboard-logs)"
+            )
+            return
+        refused = self.log_gate.admit(reader, time.monotonic())
+        if refused is not None:
+            code, wait = refused
+            await _respond_error(writer, code, f"too many log reads; try again in {wait}s", {"Retry-After": str(wait)})
+            return
+        try:
+            try:
+                answer = await self.master.servicer.read_actor_log(
+                    request.actor_id, TAIL_BYTES, exact=True, timeout_s=LOG_TIMEOUT_S
+                )
+            except LogReadError as e:
+                await _respond_error(writer, http_code(e.code), e.message)
+                return
+            body = json.dumps(log_json(answer, request.lines)).encode()
+            del answer
+            await _respond(writer, 200, "application/json", body, head_only=head_only)
+        finally:
+            self.log_gate.done()
 
 
 def _shown(data: dict[str, Any]) -> None:
@@ -293,10 +362,15 @@ def _loopback_name(host_header: str) -> bool:
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    410: "Gone",
     421: "Misdirected Request",
+    429: "Too Many Requests",
+    502: "Bad Gateway",
     503: "Service Unavailable",
+    504: "Gateway Timeout",
 }
 _HTML, _JS, _CSS = PAGE_HTML.encode(), PAGE_JS.encode(), PAGE_CSS.encode()
 _BUSY = f"busy: {MAX_CONNECTIONS} connections are being served; try again\n".encode()
@@ -321,6 +395,13 @@ async def _respond(
             writer.write(view[start : start + WRITE_CHUNK])
             await writer.drain()
     await writer.drain()
+
+
+async def _respond_error(
+    writer: asyncio.StreamWriter, code: int, message: str, extra: dict[str, str] | None = None
+) -> None:
+    """An API error: ``{"error": message}`` with ``code``."""
+    await _respond(writer, code, "application/json", json.dumps({"error": message}).encode(), extra=extra)
 
 
 def _head(code: int, kind: str, length: int, extra: dict[str, str] | None = None) -> bytes:

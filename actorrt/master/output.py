@@ -30,7 +30,7 @@ from actorrt.v1 import master_pb2 as pb
 if TYPE_CHECKING:
     from actorrt.master.table import ClusterTable
 
-__all__ = ["ClientOutbox", "MasterLogs"]
+__all__ = ["ClientOutbox", "LogReadError", "MasterLogs"]
 
 log = logging.getLogger("actorrt.master")
 
@@ -122,6 +122,16 @@ class ClientOutbox:
             self._append(pb.ClientNotice(actor_output=notice), notice.ByteSize())
 
 
+class LogReadError(Exception):
+    """Why an actor's log could not be read (``MasterLogs.read_actor_log``): ``code`` is the
+    gRPC status ``GetActorLog`` answers with, ``message`` says why to a person."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 class MasterLogs:
     table: ClusterTable
     _to_worker: dict[str, Any]
@@ -155,8 +165,11 @@ class MasterLogs:
 
     # ---- GetActorLog ------------------------------------------------------------------------
 
-    def _find_actor(self, wanted: str) -> tuple[str, str, str, bool, str]:
-        """(actor_id, class_name, worker_id, alive, cause) for an id or a unique id prefix."""
+    def _find_actor(self, wanted: str, exact: bool = False) -> tuple[str, str, str, bool, str]:
+        """(actor_id, class_name, worker_id, alive, cause) for an id or (unless ``exact``) a
+        unique id prefix; LookupError when none matches, ValueError when several do."""
+        if exact and wanted not in self.table.actors and wanted not in self.table.dead:
+            raise LookupError(f"no actor {wanted!r}: not alive, and not among the {len(self.table.dead)} recent dead")
         live = [a for a in self.table.actors if a.startswith(wanted)]
         dead = [a for a in self.table.dead if a.startswith(wanted) and a not in self.table.actors]
         if wanted in self.table.actors or wanted in self.table.dead:
@@ -172,23 +185,23 @@ class MasterLogs:
         d = self.table.dead[dead[0]]
         return d.actor_id, d.class_name, d.worker_id, False, d.cause
 
-    async def GetActorLog(
-        self,
-        request: pb.GetActorLogRequest,
-        context: grpc.aio.ServicerContext[pb.GetActorLogRequest, pb.GetActorLogResponse],
+    async def read_actor_log(
+        self, wanted: str, max_bytes: int, *, exact: bool = False, timeout_s: float = LOG_READ_TIMEOUT_S
     ) -> pb.GetActorLogResponse:
-        if not request.actor_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "GetActorLog needs an actor_id")
+        """The tail (at most ``max_bytes``, 0: the default; never over ``MAX_TAIL_BYTES``) of the
+        log of the live or recently dead actor ``wanted`` (an id, or unless ``exact`` a unique
+        prefix), asked of the worker daemon that hosts or hosted it: what ``actorrt logs`` and
+        the dashboard's ``/api/actors/ID/log`` answer. Master loop; raises ``LogReadError``."""
         try:
-            actor_id, class_name, worker_id, alive, cause = self._find_actor(request.actor_id)
+            actor_id, class_name, worker_id, alive, cause = self._find_actor(wanted, exact)
         except LookupError as e:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+            raise LogReadError(grpc.StatusCode.NOT_FOUND, str(e)) from None
         except ValueError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            raise LogReadError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
         worker = self.table.workers.get(worker_id)
         queue = self._to_worker.get(worker_id)
         if worker is None or queue is None:
-            await context.abort(
+            raise LogReadError(
                 grpc.StatusCode.UNAVAILABLE,
                 f"actor {actor_id} ran on worker {worker_id or '?'}, which is no longer in the cluster; "
                 f"its log stays on that node under ACTORRT_HOME/logs/actors/",
@@ -196,20 +209,19 @@ class MasterLogs:
         request_id = next(self._log_read_ids)
         fut: asyncio.Future[pb.ActorLog] = asyncio.get_running_loop().create_future()
         self._log_reads[request_id] = fut
-        max_bytes = min(request.max_bytes or DEFAULT_TAIL_BYTES, MAX_TAIL_BYTES)
+        max_bytes = min(max_bytes or DEFAULT_TAIL_BYTES, MAX_TAIL_BYTES)
         queue.put_nowait(
             pb.WorkerCommand(
                 read_actor_log=pb.ReadActorLog(request_id=request_id, actor_id=actor_id, max_bytes=max_bytes)
             )
         )
         try:
-            async with asyncio.timeout(LOG_READ_TIMEOUT_S):
+            async with asyncio.timeout(timeout_s):
                 answer = await fut
         except TimeoutError:
-            await context.abort(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"worker {worker_id} did not send the log within {LOG_READ_TIMEOUT_S:g}s",
-            )
+            raise LogReadError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, f"worker {worker_id} did not send the log within {timeout_s:g}s"
+            ) from None
         finally:
             self._log_reads.pop(request_id, None)
         return pb.GetActorLogResponse(
@@ -222,3 +234,15 @@ class MasterLogs:
             truncated=answer.truncated,
             cause=cause,
         )
+
+    async def GetActorLog(
+        self,
+        request: pb.GetActorLogRequest,
+        context: grpc.aio.ServicerContext[pb.GetActorLogRequest, pb.GetActorLogResponse],
+    ) -> pb.GetActorLogResponse:
+        if not request.actor_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "GetActorLog needs an actor_id")
+        try:
+            return await self.read_actor_log(request.actor_id, request.max_bytes)
+        except LogReadError as e:
+            await context.abort(e.code, e.message)

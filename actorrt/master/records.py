@@ -7,10 +7,10 @@ field is. Used on the master's loop only.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
-__all__ = ["Actor", "Ended", "Placement", "Released", "Request", "RequestKey"]
+__all__ = ["Actor", "Ended", "NodeLoad", "Placement", "Released", "Request", "RequestKey"]
 
 RequestKey = tuple[str, int]  # (client_id, request_id): a request, also resent on a new stream
 
@@ -46,6 +46,9 @@ class Actor:
     restarting: bool = False
     methods: tuple[str, ...] = ()
     attributes: tuple[str, ...] = ()
+    # As its worker's last heartbeat said (``NodeLoad``): CPU in percent of one core, calls/s.
+    cpu_percent: float = 0.0
+    calls_per_s: float = 0.0
 
     @classmethod
     def asked_for(cls, req: Request, actor_id: str, placed_at: float) -> Actor:
@@ -72,6 +75,17 @@ class Actor:
 
     def may_restart(self) -> bool:
         return self.max_restarts < 0 or self.restarts < self.max_restarts
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    """What a heartbeat says of its node's load besides the load average: the node's CPU busy
+    in percent of all its cores, its memory in use, and (CPU % of one core, calls/s) of each of
+    its actors that had any (the others had none), all measured by the worker daemon."""
+
+    cpu_percent: float
+    memory_used_bytes: int
+    actors: Mapping[str, tuple[float, float]]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from actorrt.master.heartbeats import HEARTBEATS_PER_S, Heartbeats
 from actorrt.master.metrics import MasterMetrics
 from actorrt.master.outgoing import Outgoing
 from actorrt.master.output import ClientOutbox, MasterLogs
-from actorrt.master.records import Actor, Ended, Request
+from actorrt.master.records import Actor, Ended, NodeLoad, Request
 from actorrt.master.recovery import Exit, Kept, Recovery
 from actorrt.master.references import client_id_problem, token_problem
 from actorrt.master.state import TableInvariantError
@@ -361,7 +361,13 @@ class MasterServicer(MasterLogs, pb_grpc.MasterServicer):
             async for ev in events:
                 kind = ev.WhichOneof("event")
                 if kind == "heartbeat":
-                    self.table.seen(worker_id, ev.heartbeat.load, ev.heartbeat.actor_rss_bytes)
+                    beat = ev.heartbeat
+                    usage = NodeLoad(
+                        beat.cpu_percent,
+                        beat.memory_used_bytes,
+                        {a: (load.cpu_percent, load.calls_per_s) for a, load in beat.actor_load.items()},
+                    )
+                    self.table.seen(worker_id, beat.load, beat.actor_rss_bytes, usage)
                     continue  # nothing else changed: no placement, no check
                 self.table.seen(worker_id)
                 try:

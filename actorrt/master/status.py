@@ -33,6 +33,9 @@ def cluster_status(table: ClusterTable, *, address: str, uptime_s: float) -> pb.
             load=w.load,
             pid=w.pid,
             connected=w.connected,
+            cpu_percent=w.cpu_percent,
+            memory_used_bytes=w.memory_used_bytes,
+            calls_per_s=w.calls_per_s,
         )
     node_of = {w.worker_id: w.node for w in table.workers.values()}
     add_actor = resp.actors.add
@@ -52,6 +55,8 @@ def cluster_status(table: ClusterTable, *, address: str, uptime_s: float) -> pb.
             max_restarts=a.max_restarts,
             holders=table.refs.count(a.actor_id),
             restarting=a.restarting,
+            cpu_percent=a.cpu_percent,
+            calls_per_s=a.calls_per_s,
         )
         res = row.resources
         res.num_cpus, res.num_gpus, res.max_memory_mb = a.num_cpus, a.num_gpus, a.max_memory_mb

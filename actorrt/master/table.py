@@ -32,7 +32,7 @@ from actorrt.master.clients import Clients
 from actorrt.master.deaths import DEAD_ACTORS_KEPT, DeadActor, Deaths
 from actorrt.master.names import Names
 from actorrt.master.placement_queue import PlacementQueue
-from actorrt.master.records import Actor, Ended, Placement, Released, Request, RequestKey
+from actorrt.master.records import Actor, Ended, NodeLoad, Placement, Released, Request, RequestKey
 from actorrt.master.references import References
 from actorrt.master.restarts import NOT_RESTARTED, Restarts
 from actorrt.master.state import check
@@ -91,14 +91,33 @@ class ClusterTable:
         self.restarts.worker_gone(worker_id)
         return [e for e in ended if e is not None]
 
-    def seen(self, worker_id: str, load: float | None = None, rss: Mapping[str, int] | None = None) -> None:
-        """A heartbeat (``load``, each actor's ``rss``) or another event from the worker."""
+    def seen(
+        self,
+        worker_id: str,
+        load: float | None = None,
+        rss: Mapping[str, int] | None = None,
+        usage: NodeLoad | None = None,
+    ) -> None:
+        """A heartbeat (``load``, each actor's ``rss``, the node's and its actors' ``usage``) or
+        another event from the worker. O(the worker's actors)."""
         if not self.workers.seen(worker_id, load):
             return
         for actor_id, value in (rss or {}).items():
             actor = self.actors.get(actor_id)
             if actor is not None:
                 actor.rss_bytes = value
+        if usage is not None:
+            worker = self.workers[worker_id]
+            worker.cpu_percent = round(usage.cpu_percent, 1)
+            worker.memory_used_bytes = usage.memory_used_bytes
+            total = 0.0
+            for actor_id in worker.actors:
+                actor = self.actors.get(actor_id)
+                if actor is not None:
+                    cpu, calls = usage.actors.get(actor_id, (0.0, 0.0))
+                    actor.cpu_percent, actor.calls_per_s = round(cpu, 1), round(calls, 2)
+                    total += actor.calls_per_s
+            worker.calls_per_s = round(total, 2)
 
     def excuse(self, seconds: float) -> None:
         """The master did not run for ``seconds`` (its process was stopped, or busy: an embedded

@@ -52,6 +52,11 @@ class Worker:
     held: dict[int, str] = field(default_factory=dict)  # slot -> the actor placed on it
     load: float = 0.0
     connected: bool = True
+    # As its last heartbeat said (``NodeLoad``): CPU busy in percent of all its cores, memory in
+    # use; and the sum of its actors' calls/s.
+    cpu_percent: float = 0.0
+    memory_used_bytes: int = 0
+    calls_per_s: float = 0.0
 
 
 class Workers(Records[str, Worker]):

@@ -93,7 +93,7 @@ class LiveActor(_message.Message):
     def __init__(self, actor_id: _Optional[str] = ..., slot: _Optional[int] = ..., endpoint: _Optional[str] = ..., client_id: _Optional[str] = ..., class_name: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., restarts: _Optional[int] = ..., shape: _Optional[_Union[ActorShape, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("load", "actor_rss_bytes")
+    __slots__ = ("load", "actor_rss_bytes", "cpu_percent", "memory_used_bytes", "actor_load")
     class ActorRssBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -101,11 +101,32 @@ class Heartbeat(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ActorLoadEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ActorLoad
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ActorLoad, _Mapping]] = ...) -> None: ...
     LOAD_FIELD_NUMBER: _ClassVar[int]
     ACTOR_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_LOAD_FIELD_NUMBER: _ClassVar[int]
     load: float
     actor_rss_bytes: _containers.ScalarMap[str, int]
-    def __init__(self, load: _Optional[float] = ..., actor_rss_bytes: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    cpu_percent: float
+    memory_used_bytes: int
+    actor_load: _containers.MessageMap[str, ActorLoad]
+    def __init__(self, load: _Optional[float] = ..., actor_rss_bytes: _Optional[_Mapping[str, int]] = ..., cpu_percent: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ..., actor_load: _Optional[_Mapping[str, ActorLoad]] = ...) -> None: ...
+
+class ActorLoad(_message.Message):
+    __slots__ = ("cpu_percent", "calls_per_s")
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    CALLS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    cpu_percent: float
+    calls_per_s: float
+    def __init__(self, cpu_percent: _Optional[float] = ..., calls_per_s: _Optional[float] = ...) -> None: ...
 
 class SlotReady(_message.Message):
     __slots__ = ("slot", "endpoint")
@@ -464,7 +485,7 @@ class GetClusterStatusResponse(_message.Message):
     def __init__(self, version: _Optional[int] = ..., address: _Optional[str] = ..., uptime_s: _Optional[float] = ..., nodes: _Optional[_Iterable[_Union[NodeStatus, _Mapping]]] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., clients: _Optional[_Iterable[_Union[ClientStatus, _Mapping]]] = ..., placements_waiting: _Optional[int] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("worker_id", "node", "node_ip", "cpus", "cpus_used", "gpus", "gpus_used", "slots_ready", "load", "pid", "connected")
+    __slots__ = ("worker_id", "node", "node_ip", "cpus", "cpus_used", "gpus", "gpus_used", "slots_ready", "load", "pid", "connected", "cpu_percent", "memory_used_bytes", "calls_per_s")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     NODE_IP_FIELD_NUMBER: _ClassVar[int]
@@ -476,6 +497,9 @@ class NodeStatus(_message.Message):
     LOAD_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CALLS_PER_S_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     node: str
     node_ip: str
@@ -487,10 +511,13 @@ class NodeStatus(_message.Message):
     load: float
     pid: int
     connected: bool
-    def __init__(self, worker_id: _Optional[str] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., cpus_used: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_used: _Optional[int] = ..., slots_ready: _Optional[int] = ..., load: _Optional[float] = ..., pid: _Optional[int] = ..., connected: _Optional[bool] = ...) -> None: ...
+    cpu_percent: float
+    memory_used_bytes: int
+    calls_per_s: float
+    def __init__(self, worker_id: _Optional[str] = ..., node: _Optional[str] = ..., node_ip: _Optional[str] = ..., cpus: _Optional[int] = ..., cpus_used: _Optional[int] = ..., gpus: _Optional[int] = ..., gpus_used: _Optional[int] = ..., slots_ready: _Optional[int] = ..., load: _Optional[float] = ..., pid: _Optional[int] = ..., connected: _Optional[bool] = ..., cpu_percent: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ..., calls_per_s: _Optional[float] = ...) -> None: ...
 
 class ActorStatus(_message.Message):
-    __slots__ = ("actor_id", "class_name", "worker_id", "node", "slot", "client_id", "endpoint", "rss_bytes", "resources", "name", "detached", "restarts", "max_restarts", "holders", "restarting")
+    __slots__ = ("actor_id", "class_name", "worker_id", "node", "slot", "client_id", "endpoint", "rss_bytes", "resources", "name", "detached", "restarts", "max_restarts", "holders", "restarting", "cpu_percent", "calls_per_s")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -506,6 +533,8 @@ class ActorStatus(_message.Message):
     MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
     RESTARTING_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    CALLS_PER_S_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     class_name: str
     worker_id: str
@@ -521,7 +550,9 @@ class ActorStatus(_message.Message):
     max_restarts: int
     holders: int
     restarting: bool
-    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., worker_id: _Optional[str] = ..., node: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rss_bytes: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., name: _Optional[str] = ..., detached: _Optional[bool] = ..., restarts: _Optional[int] = ..., max_restarts: _Optional[int] = ..., holders: _Optional[int] = ..., restarting: _Optional[bool] = ...) -> None: ...
+    cpu_percent: float
+    calls_per_s: float
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., worker_id: _Optional[str] = ..., node: _Optional[str] = ..., slot: _Optional[int] = ..., client_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rss_bytes: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., name: _Optional[str] = ..., detached: _Optional[bool] = ..., restarts: _Optional[int] = ..., max_restarts: _Optional[int] = ..., holders: _Optional[int] = ..., restarting: _Optional[bool] = ..., cpu_percent: _Optional[float] = ..., calls_per_s: _Optional[float] = ...) -> None: ...
 
 class ClientStatus(_message.Message):
     __slots__ = ("client_id", "hostname", "pid", "actors", "connected")

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from pathlib import Path
 
 import grpc
@@ -32,11 +33,16 @@ from actorrt.v1 import master_pb2 as pb
 from actorrt.v1 import master_pb2_grpc as pb_grpc
 from actorrt.worker.host_pool import HostPool, describe_exit
 from actorrt.worker.host_runner import HostRunner
+from actorrt.worker.load import LoadMeter
 from actorrt.worker.metrics import WorkerMetrics
 from actorrt.worker.output import OutputRelay, answer_log_read
 from actorrt.worker.procs import (
+    CLOCK_TICKS,
+    ProcInfo,
     make_workdirs,
     memory_bytes,
+    memory_used_bytes,
+    node_cpu_ticks,
     process_table,
     reap_orphans,
     remove_dead_workdirs,
@@ -121,6 +127,7 @@ class WorkerDaemon(Service):
         self.echo_output = echo_output
         self.output = OutputRelay(lambda msg: self._emit(pb.WorkerEvent(actor_output=msg)), log_dir)
         self.metrics = WorkerMetrics(lambda: self.hosts.views(), metrics_registry)
+        self.meter = LoadMeter(CLOCK_TICKS)  # the heartbeat's rates: node and actors' CPU %, calls/s
         self.hosts: HostRunner = HostRunner(
             self.pool,
             emit=self._emit,
@@ -192,9 +199,9 @@ class WorkerDaemon(Service):
         await self.hosts.stop()
 
     async def _monitor_forever(self) -> None:
-        """Daemon loop: enforce memory limits often; send a heartbeat with RSS per actor every
-        interval; with ``reap_orphans``, reap the processes re-parented to us that ended (an
-        actor's orphans) as often."""
+        """Daemon loop: enforce memory limits often; send a heartbeat with the node's and each
+        actor's load every interval; with ``reap_orphans``, reap the processes re-parented to us
+        that ended (an actor's orphans) as often."""
         period = 0.2
         ticks = 0
         if self.reap_orphans:
@@ -205,12 +212,31 @@ class WorkerDaemon(Service):
             heartbeat = ticks * period >= self.heartbeat_interval_s
             if not heartbeat and not self.pool.limits_set():
                 continue
-            rss = self.hosts.measure()
+            table = process_table()
+            rss = self.hosts.measure(table)
             if heartbeat:
                 ticks = 0
-                self._emit(pb.WorkerEvent(heartbeat=pb.Heartbeat(load=os.getloadavg()[0], actor_rss_bytes=rss)))
+                self._emit(pb.WorkerEvent(heartbeat=self._heartbeat(table, rss)))
                 if self.reap_orphans:
                     reap_orphans(process_table(), self.hosts.waited())
+
+    def _heartbeat(self, table: dict[int, ProcInfo], rss: dict[str, int]) -> pb.Heartbeat:
+        """Daemon loop, after ``hosts.measure(table)``: the heartbeat: the node's load, CPU % and
+        memory in use; each actor's RSS, and the CPU % and calls/s of those that had any
+        (``LoadMeter``, over its last few seconds)."""
+        now = time.monotonic()
+        loads = self.hosts.load(self.meter, table, now)
+        return pb.Heartbeat(
+            load=os.getloadavg()[0],
+            actor_rss_bytes=rss,
+            cpu_percent=self.meter.node(now, *node_cpu_ticks()),
+            memory_used_bytes=memory_used_bytes(),
+            actor_load={
+                actor_id: pb.ActorLoad(cpu_percent=cpu, calls_per_s=calls)
+                for actor_id, (cpu, calls) in loads.items()
+                if cpu > 0 or calls > 0
+            },
+        )
 
     # ---- the session with the master -----------------------------------------------------------
 

@@ -31,6 +31,7 @@ from actorrt.transport import shm as _shm
 from actorrt.v1 import master_pb2 as pb
 from actorrt.worker import fork_server_link as _forked
 from actorrt.worker.host_pool import Effects, HostPool, HostState, Signal, describe_exit
+from actorrt.worker.load import LoadMeter
 from actorrt.worker.metrics import SlotView, WorkerMetrics, read_host_stats
 from actorrt.worker.output import LineSplitter, OutputRelay
 from actorrt.worker.procs import (
@@ -97,6 +98,7 @@ class HostRunner:
         self.pool = pool
         self._io = [_HostIO() for _ in pool.hosts]
         self._pss: dict[int, tuple[float, frozenset[int], int, int]] = {}  # host pid: (when, tree, RSS, PSS)
+        self._trees: dict[str, tuple[int, list[int]]] = {}  # actor id: (host pid, tree), as last measured
         self._emit = emit
         self.output = output
         self.metrics = metrics
@@ -412,18 +414,21 @@ class HostRunner:
         proc = self._io[index].proc
         return proc is not None and proc.returncode is None
 
-    def measure(self) -> dict[str, int]:
+    def measure(self, table: dict[int, ProcInfo] | None = None) -> dict[str, int]:
         """Daemon loop: the RSS of each live actor over its whole process tree, by actor id; an
         actor over its ``max_memory_mb`` is stopped (its processes killed). The limit is judged
         on the tree's proportional set size, read only once the RSS is over it: the RSS counts
         each page shared copy-on-write (with the fork server, between a forked pool's
-        processes) once per process that maps it."""
-        table = process_table()
+        processes) once per process that maps it. ``table``: the process table to read (one
+        read now by default); ``load`` then reads the same trees."""
+        table = process_table() if table is None else table
         rss: dict[str, int] = {}
+        self._trees = {}
         for host in [h for h in self.pool.serving() if self.running(h.index)]:
             assert host.actor is not None
             actor_id = host.actor.actor_id
             tree = process_tree(host.pid, table)
+            self._trees[actor_id] = (host.pid, tree)
             used = rss[actor_id] = sum(table[pid].rss_bytes for pid in tree)
             limit_mb = host.actor.resources.max_memory_mb
             if limit_mb and used > limit_mb * 2**20:
@@ -433,6 +438,22 @@ class HostRunner:
                 log.warning("actor %s: %s", actor_id, host.stop_cause)
             self.apply(effects)
         return rss
+
+    def load(self, meter: LoadMeter, table: dict[int, ProcInfo], now: float) -> dict[str, tuple[float, float]]:
+        """Daemon loop, after ``measure(table)``: (CPU %, calls/s) of each actor it measured, by
+        actor id, from ``meter`` fed the CPU ticks of its tree's processes in ``table`` and its
+        host's latest call count; actors no longer measured are forgotten."""
+        loads = {
+            actor_id: meter.actor(
+                actor_id,
+                now,
+                {pid: table[pid].cpu_ticks for pid in tree if pid in table},
+                self.metrics.calls(host_pid),
+            )
+            for actor_id, (host_pid, tree) in self._trees.items()
+        }
+        meter.keep(loads)
+        return loads
 
     def _proportional(self, root: int, tree: list[int], table: dict[int, ProcInfo], rss: int) -> int:
         """Daemon loop: the proportional set size of the tree of host ``root`` (whose RSS is

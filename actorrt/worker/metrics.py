@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,7 @@ class WorkerMetrics(Collector):
         self._lock = threading.Lock()
         self._classes: dict[str, _ClassTotals] = {}
         self._last: dict[int, dict[str, Any]] = {}  # host pid -> its last snapshot
+        self._arrived: dict[int, float] = {}  # host pid -> when it came (time.monotonic)
         # host pid -> why its actor ended itself, until the daemon reports that exit
         self.exit_causes: dict[int, str] = {}
         # host pid -> clients that wrote shared-memory files for it; when the host exits, the
@@ -110,6 +112,7 @@ class WorkerMetrics(Collector):
             return
         last = self._last.get(host_pid)
         self._last[host_pid] = snapshot
+        self._arrived[host_pid] = time.monotonic()
         if snapshot.get("exit_cause"):  # taken by the daemon when it reports the exit
             self.exit_causes[host_pid] = str(snapshot["exit_cause"])[:1000]
         name = str(snapshot.get("class") or "unknown")
@@ -128,8 +131,17 @@ class WorkerMetrics(Collector):
             for i, (new_count, old_count) in enumerate(zip(buckets, old, strict=True)):
                 t.buckets[i] += int(new_count) - int(old_count)
 
+    def calls(self, host_pid: int) -> tuple[float, int] | None:
+        """(when it arrived, by ``time.monotonic``; the calls it counts) of the host's latest
+        report, or None before its first. Daemon loop (the heartbeat's ``LoadMeter``)."""
+        last = self._last.get(host_pid)
+        if last is None:
+            return None
+        return self._arrived[host_pid], int(last.get("calls", 0))
+
     def host_gone(self, host_pid: int) -> None:
         self._last.pop(host_pid, None)
+        self._arrived.pop(host_pid, None)
 
     def describe(self) -> Iterable[Metric]:
         return []  # computed at scrape time; nothing to check at registration

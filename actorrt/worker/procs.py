@@ -23,12 +23,15 @@ if TYPE_CHECKING:
 from actorrt.common.procfs import pid_namespace, start_time
 
 __all__ = [
+    "CLOCK_TICKS",
     "HostProcess",
     "ProcInfo",
     "kill_group",
     "kill_pid",
     "make_workdirs",
     "memory_bytes",
+    "memory_used_bytes",
+    "node_cpu_ticks",
     "process_table",
     "process_tree",
     "proportional_bytes",
@@ -40,6 +43,7 @@ __all__ = [
 ]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # per second, in /proc's CPU times
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class ProcInfo:
     session: int
     rss_bytes: int
     zombie: bool = False
+    cpu_ticks: int = 0  # user + system CPU time so far, in CLOCK_TICKS
 
 
 def process_table() -> dict[int, ProcInfo]:
@@ -63,7 +68,13 @@ def process_table() -> dict[int, ProcInfo]:
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            table[int(name)] = ProcInfo(int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE, fields[0] == b"Z")
+            table[int(name)] = ProcInfo(
+                int(fields[1]),
+                int(fields[3]),
+                int(fields[21]) * _PAGE,
+                fields[0] == b"Z",
+                int(fields[11]) + int(fields[12]),
+            )
         except (OSError, IndexError, ValueError):
             continue  # it just ended
     return table
@@ -130,6 +141,36 @@ def memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (OSError, ValueError):
         return 0
+
+
+def memory_used_bytes() -> int:
+    """The node's memory in use, ``MemTotal - MemAvailable`` of ``/proc/meminfo`` (what ``free``
+    calls used, page cache that can be dropped not counted); 0 where it cannot be read."""
+    fields: dict[bytes, int] = {}
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                name, _, rest = line.partition(b":")
+                if name in (b"MemTotal", b"MemAvailable"):
+                    fields[name] = int(rest.split()[0]) * 1024
+    except (OSError, IndexError, ValueError):
+        return 0
+    return max(0, fields.get(b"MemTotal", 0) - fields.get(b"MemAvailable", fields.get(b"MemTotal", 0)))
+
+
+def node_cpu_ticks() -> tuple[int, int]:
+    """(busy, total) CPU time of the node's cores so far, in ``CLOCK_TICKS``, from the ``cpu``
+    line of ``/proc/stat`` (busy: all but idle and iowait); (0, 0) where it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            first = f.readline().split()
+        ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return 0, 0
+    if first[:1] != [b"cpu"] or len(ticks) < 5:
+        return 0, 0
+    total = sum(ticks)
+    return total - ticks[3] - ticks[4], total
 
 
 class HostProcess(Protocol):

@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import struct
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +21,9 @@ import pytest
 
 import actorrt
 from actorrt.master.dashboard import CONNECTION_S, MAX_CONNECTIONS, Sightings
-from actorrt.master.records import Actor
+from actorrt.master.dashboard_logs import DEFAULT_LINES, MAX_LINES, LogGate, LogRequest, log_json, parse_log_request
+from actorrt.master.load_history import LoadHistory
+from actorrt.master.records import Actor, NodeLoad
 from actorrt.master.table import ClusterTable
 from actorrt.transport import rpc as _rpc
 from actorrt.v1 import common_pb2, master_pb2, master_pb2_grpc
@@ -64,7 +67,7 @@ def _status(url: str) -> dict[str, Any]:
     return data
 
 
-def test_api_status_has_nodes_actors_deaths_and_says_what_it_does_not_know(
+def test_api_status_has_nodes_actors_deaths_and_notes(
     dashboard: tuple[ProcCluster, str],
 ) -> None:
     cluster, url = dashboard
@@ -83,7 +86,7 @@ def test_api_status_has_nodes_actors_deaths_and_says_what_it_does_not_know(
         row = _status(url)["actors"][0]
         assert row["actor_id"] == t.actor_id and row["class_name"] == "Ticker"
         assert row["age_s"] is not None and 0 <= row["age_s"] < 60
-        assert row["calls_per_s"] is None  # not known to the master: said, not faked
+        assert row["calls_per_s"] >= 0 and row["cpu_percent"] >= 0  # measured by its daemon
         assert [c["actors"] for c in _status(url)["clients"]] == [1]
         node = next(n for n in _status(url)["nodes"] if n["worker_id"] == row["worker_id"])
         assert node["cpus_used"] == 1 and node["cpus_free"] == 0 and node["actors_rss_bytes"] > 0
@@ -147,8 +150,8 @@ def test_the_page_shows_an_actor_come_and_go_in_a_real_browser(
             cells = page.evaluate(
                 f"[...document.querySelector('#actors tr[data-actor-id=\"{t.actor_id}\"]').cells].map(c => c.textContent)"
             )
-            assert cells[1] == "Ticker" and cells[7] == "n/a" and cells[8] == "1"  # the driver holds it
-            assert page.evaluate("document.getElementById('notes').textContent").count("not known to the master")
+            assert cells[1] == "Ticker" and cells[9] == "1"  # the driver holds it
+            assert "measured by each worker daemon" in page.evaluate("document.getElementById('notes').textContent")
             page.screenshot(tmp_path / "dashboard.png", 1280, 900)
             actorrt.kill(t).result()
             page.wait_for(f"!{actor_rows}.includes('{t.actor_id}')")
@@ -157,6 +160,217 @@ def test_the_page_shows_an_actor_come_and_go_in_a_real_browser(
         assert page.evaluate("window.loadedOnce") is True
     png = (tmp_path / "dashboard.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack("!II", png[16:24]) == (1280, 900)
+
+
+# ---- live load, history, actors' output ---------------------------------------------------------
+
+
+@actorrt.remote_class
+class Chatty:
+    def work(self, n: int) -> int:
+        """Spins 10 ms (CPU time), then says so."""
+        started = time.perf_counter()
+        while time.perf_counter() - started < 0.01:
+            pass
+        print(f"step {n} done", flush=True)
+        return n
+
+    def say(self, count: int, text: str = "line") -> None:
+        for n in range(1, count + 1):
+            print(f"{text} {n}", flush=True)
+
+
+@contextlib.contextmanager
+def _kept_busy(actor: Any) -> Iterator[None]:
+    """``actor.work`` called back to back on a thread while the block runs."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        n = 0
+        while not stop.is_set():
+            actor.work(n).result(30)
+            n += 1
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def _cells(page: Any, selector: str) -> list[str]:
+    cells: list[str] = page.evaluate(
+        f"[...(document.querySelector('{selector}')?.cells ?? [])].map(c => c.textContent)"
+    )
+    return cells
+
+
+def _number(text: str) -> float:
+    """The number a cell starts with ("12.5%", "3.20", "512 MiB / 15.6 GiB")."""
+    return float(text.split()[0].rstrip("%") or 0)
+
+
+@pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is not installed")
+def test_the_page_shows_live_load_its_history_and_a_clicked_actors_output(
+    dashboard: tuple[ProcCluster, str], tmp_path: Path
+) -> None:
+    """A busy actor's CPU % and calls/s, its node's CPU % and memory in use, the history line,
+    and (a click on the actor) its last printed lines: in the JSON and on the page."""
+    cluster, url = dashboard
+    with cluster.connect(), Chromium(tmp_path / "chromium") as browser:
+        busy = Chatty.remote().result()
+        idle = Chatty.remote().result()
+        idle.say(3, "idle").result()
+        page = browser.page()
+        page.navigate(url + "/")
+        with _kept_busy(busy):
+            row = f'#actors tr[data-actor-id="{busy.actor_id}"]'
+            # actor: 0 id, 1 class, 2 name, 3 node, 4 age, 5 CPU, 6 calls/s, 7 memory
+            assert page.wait_for(
+                f"(c => c && parseFloat(c[5].textContent) > 0 && parseFloat(c[6].textContent) > 0)"
+                f"(document.querySelector('{row}')?.cells)"
+            )
+            st = _status(url)
+            actor = next(a for a in st["actors"] if a["actor_id"] == busy.actor_id)
+            assert actor["cpu_percent"] > 0 and actor["calls_per_s"] > 0, actor
+            node = next(n for n in st["nodes"] if n["worker_id"] == actor["worker_id"])
+            assert node["cpu_percent"] > 0 and int(node["memory_used_bytes"]) > 0, node
+            assert node["calls_per_s"] >= actor["calls_per_s"] and st["cluster"]["calls_per_s"] > 0
+            # node: 6 CPU, 8 memory used / node memory
+            cells = _cells(page, f'#nodes tr[data-worker-id="{actor["worker_id"]}"]')
+            assert _number(cells[6]) > 0 and _number(cells[8]) > 0, cells
+            assert cells[8].split(" / ")[1].endswith(("MiB", "GiB")), cells
+
+            # the history: one point per 10 s; wait for one whose period saw the calls
+            assert wait_until(lambda: any(p["calls_per_s"] > 0 for p in _status(url)["history"]["points"]), 30)
+            assert page.wait_for(
+                "document.querySelector('#history-calls polyline').getAttribute('points').trim().split(' ').length >= 2"
+                " && document.querySelector('#history-cpu polyline').getAttribute('points').trim().split(' ').length >= 2",
+                timeout=30,
+            )
+
+            # a click on the actor shows its last lines
+            assert page.evaluate("document.getElementById('log-box').hidden") is True
+            page.evaluate(f"document.querySelector('{row}').cells[1].click()")
+            shown = page.wait_for("(t => t.includes(' done') && t)(document.getElementById('log-text').textContent)")
+            last = [line for line in shown.splitlines() if line.startswith("step ")]
+            assert last and all(line.endswith(" done") for line in last), shown
+            assert busy.actor_id in page.evaluate("document.getElementById('log-title').textContent")
+            page.screenshot(tmp_path / "dashboard.png", 1280, 900)
+        # another click: the idle one's three lines, all of them
+        page.evaluate(f"document.querySelector('#actors tr[data-actor-id=\"{idle.actor_id}\"]').click()")
+        assert page.wait_for("document.getElementById('log-text').textContent") and page.wait_for(
+            "document.getElementById('log-text').textContent == 'idle 1\\nidle 2\\nidle 3'"
+        )
+        assert "all 3 lines" in page.evaluate("document.getElementById('log-state').textContent")
+        actorrt.kill(busy).result()
+        actorrt.kill(idle).result()
+
+
+def test_api_actor_log_returns_the_last_lines_and_refuses_bad_input(dashboard: tuple[ProcCluster, str]) -> None:
+    cluster, url = dashboard
+    with cluster.connect():
+        chatty = Chatty.remote().result()
+        chatty.say(50).result()
+        log = f"{url}/api/actors/{chatty.actor_id}/log"
+        assert wait_until(lambda: len(json.loads(_get(log + "?lines=1000")[2])["lines"]) == 50, 10)
+        code, headers, body = _get(log + "?lines=5")
+        assert code == 200 and headers["Content-Type"] == "application/json"
+        answer = json.loads(body)
+        assert answer["lines"] == [f"line {n}" for n in range(46, 51)] and answer["more"] is True
+        assert answer["actor_id"] == chatty.actor_id and answer["class_name"] == "Chatty" and answer["alive"]
+        assert json.loads(_get(log)[2])["lines"] == [f"line {n}" for n in range(1, 51)]  # 100 by default: all
+        chatty.say(1, "\x1b]0;retitled\x07<b>bold</b>").result()  # escaped text, never markup
+        assert wait_until(
+            lambda: json.loads(_get(log + "?lines=1")[2])["lines"] == ["\\x1b]0;retitled\\x07<b>bold</b> 1"], 10
+        )
+        for bad in ("?lines=0", "?lines=1001", "?lines=-1", "?lines=abc", "?lines=", "?lines=5&lines=6", "?n=5"):
+            code, _, body = _get(log + bad)
+            assert code == 400 and json.loads(body)["error"], (bad, code, body)
+        assert "from 1 to 1000" in json.loads(_get(log + "?lines=1001")[2])["error"]
+        code, _, body = _get(f"{url}/api/actors/{'0' * 16}/log")
+        assert code == 404 and "no actor" in json.loads(body)["error"]
+        assert _get(f"{url}/api/actors/{'x' * 65}/log")[0] == 400
+        assert _get(f"{url}/api/actors/a%2F..%2Fb/log")[0] == 400
+        actorrt.kill(chatty).result()
+        # a dead actor's log is still there
+        assert wait_until(lambda: json.loads(_get(log + "?lines=2")[2]).get("alive") is False, 10)
+        # one reader asking too often: refused with a wait, not served
+        codes = [_get(log + "?lines=1") for _ in range(30)]
+        refused = [(code, headers) for code, headers, _ in codes if code != 200]
+        assert refused and all(code == 429 and int(headers["Retry-After"]) >= 1 for code, headers in refused)
+
+
+def test_no_dashboard_logs_turns_actor_output_off(tmp_path: Path) -> None:
+    port = free_port()
+    cluster = ProcCluster(tmp_path / "home").start(
+        workers=0, master_args=("--dashboard-port", str(port), "--no-dashboard-logs")
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert _status(url)["actor_logs"] is False
+        code, _, body = _get(f"{url}/api/actors/{'0' * 16}/log?lines=5")
+        assert code == 403 and "--no-dashboard-logs" in json.loads(body)["error"]
+    finally:
+        cluster.stop()
+
+
+def test_a_heartbeat_sets_its_nodes_and_actors_load() -> None:
+    table = ClusterTable()
+    worker = table.workers.join(node="n1", node_ip="127.0.0.1", cpus=2, gpus=0).worker_id
+    for actor_id in ("a1", "a2"):
+        actor = Actor(actor_id, worker, 0, "e", "c1", "Ticker", 1, ())
+        table.actors[actor_id] = actor
+        table.workers[worker].actors.add(actor_id)
+    table.seen(worker, 0.5, {}, NodeLoad(42.04, 123, {"a1": (97.33, 12.345), "a2": (1.0, 0.5)}))
+    table.seen(worker, 0.5, {}, NodeLoad(40.0, 456, {"a1": (97.33, 12.345)}))  # a2 idle: not listed
+    w = table.workers[worker]
+    assert (w.cpu_percent, w.memory_used_bytes, w.calls_per_s) == (40.0, 456, 12.35)
+    assert (table.actors["a1"].cpu_percent, table.actors["a1"].calls_per_s) == (97.3, 12.35)
+    assert (table.actors["a2"].cpu_percent, table.actors["a2"].calls_per_s) == (0.0, 0.0)
+    history = LoadHistory(period_s=10, points=3)
+    for t in range(0, 50):
+        history.sample(table, 1000.0 + t)
+    assert [p[0] for p in history.points] == [1020.0, 1030.0, 1040.0]  # the newest 3 of 10 s each
+    assert all(p[1:] == pytest.approx((40.0, 12.35)) for p in history.points)  # weighted by cpus; summed
+
+
+def test_log_requests_are_parsed_bounded_and_escaped() -> None:
+    assert parse_log_request("/api/status", "") is None
+    assert parse_log_request("/api/actors/ab12/log", "") == LogRequest("ab12", DEFAULT_LINES)
+    assert parse_log_request("/api/actors/ab12/log", "lines=7") == LogRequest("ab12", 7)
+    for query in ("lines=0", f"lines={MAX_LINES + 1}", "lines=9" * 3, "lines=1e3", "x=1", "lines=1&lines=2"):
+        assert isinstance(parse_log_request("/api/actors/ab12/log", query), str), query
+    for actor_id in ("", "a.b", "%2e%2e", "x" * 65, "a%00"):
+        assert isinstance(parse_log_request(f"/api/actors/{actor_id}/log", ""), str), actor_id
+    tail = master_pb2.GetActorLogResponse(
+        actor_id="ab12", class_name="C", alive=True, data=b"tail of a cut line\nb\x1b[2J\nc\n", truncated=True
+    )
+    assert log_json(tail, 5)["lines"] == ["b\\x1b[2J", "c"] and log_json(tail, 5)["more"] is True
+    whole = master_pb2.GetActorLogResponse(actor_id="ab12", data=b"a\nb\nc")
+    assert log_json(whole, 2)["lines"] == ["b", "c"] and log_json(whole, 3) == {**log_json(whole, 3), "more": False}
+    assert len(log_json(master_pb2.GetActorLogResponse(data=b"x" * 10_000), 1)["lines"][0]) < 4200
+
+
+def test_log_gate_limits_each_reader_all_readers_and_answers_at_once() -> None:
+    gate = LogGate(reader_rate=(2.0, 3), overall_rate=(4.0, 5), at_once=2)
+    assert gate.admit("r1", 0.0) is None and gate.admit("r1", 0.0) is None
+    assert gate.admit("r1", 0.0) == (503, 1)  # two answers under way
+    gate.done()
+    gate.done()
+    assert gate.admit("r1", 0.0) is None
+    gate.done()
+    assert gate.admit("r1", 0.0) == (429, 1)  # its burst of 3 is spent; 2 a second come back
+    assert gate.admit("r2", 0.0) is None
+    gate.done()
+    assert gate.admit("r3", 0.0) is None
+    gate.done()
+    assert gate.admit("r4", 0.0) == (429, 1)  # all readers' burst of 5 is spent
+    assert gate.admit("r1", 0.5) is None  # half a second: one more for r1 (and overall)
+    gate.done()
+    assert gate.in_use == 0
 
 
 # ---- many actors, slow readers ------------------------------------------------------------------
