@@ -40,6 +40,7 @@ _GYM = "actorrt.compat.parl._gym"
 _lock = threading.Lock()
 _installed = False
 _quiet = False
+_parl = True  # `parl` is this package (False: PARL's own, with this remote layer: bench/parl_side_by_side.py)
 _said: set[str] = set()
 
 
@@ -91,12 +92,13 @@ class _Aliases(importlib.abc.MetaPathFinder):
     """First on ``sys.meta_path``: ``parl[.X]`` -> ``actorrt.compat.parl[.X]``; with ``gym``
     mapped, ``gym`` -> ``_gym`` and ``gym.X`` -> ``gymnasium.X``."""
 
-    def __init__(self, gym: bool) -> None:
+    def __init__(self, parl: bool, gym: bool) -> None:
+        self.parl = parl
         self.gym = gym
 
     def target(self, fullname: str) -> str | None:
         top, _, rest = fullname.partition(".")
-        if top == "parl":
+        if top == "parl" and self.parl:
             return f"{_PARL}.{rest}" if rest else _PARL
         if top == "gym" and self.gym:
             return f"gymnasium.{rest}" if rest else _GYM
@@ -222,31 +224,37 @@ def _none_shape(name: str, make: Callable[..., Any]) -> Callable[..., Any]:
 # ---- installing --------------------------------------------------------------------------------
 
 
-def install(quiet: bool = False) -> None:
-    """Install the hooks in this process, once. ``quiet``: say nothing (an actor host)."""
-    global _installed, _quiet
+def install(quiet: bool = False, parl: bool = True) -> None:
+    """Install the hooks in this process, once. ``quiet``: say nothing (an actor host).
+    ``parl=False``: leave ``parl`` to what the import system finds (PARL's own package)."""
+    global _installed, _quiet, _parl
     with _lock:
         if _installed:
             return
         _installed = True
         _quiet = quiet
+        _parl = parl
     gym = importlib.util.find_spec("gym") is None and importlib.util.find_spec("gymnasium") is not None
-    sys.meta_path.insert(0, _Aliases(gym=gym))
-    sys.meta_path.append(_NotHere())
+    sys.meta_path.insert(0, _Aliases(parl=parl, gym=gym))
+    if parl:
+        sys.meta_path.append(_NotHere())
     _restore_numpy_aliases()
 
 
 class HostHooks:
     """The value of ``HOOKS_ATTR`` on a remote class: unpickled (with the class, in an actor
-    host), it installs the hooks there, before the object is constructed."""
+    host), it installs this process's hooks there, before the object is constructed."""
 
-    def __reduce__(self) -> tuple[Callable[[], HostHooks], tuple[()]]:
-        return install_in_host, ()
+    def __init__(self) -> None:
+        self.parl = _parl
+
+    def __reduce__(self) -> tuple[Callable[[bool], HostHooks], tuple[bool]]:
+        return install_in_host, (self.parl,)
 
     def __repr__(self) -> str:
         return "<the actorrt.compat.parl runner's hooks>"
 
 
-def install_in_host() -> HostHooks:
-    install(quiet=True)
+def install_in_host(parl: bool = True) -> HostHooks:
+    install(quiet=True, parl=parl)
     return HostHooks()
