@@ -196,9 +196,7 @@ def run_one(script: str, way: str, args: argparse.Namespace) -> dict[str, Any]:
                 status = proc.wait()
         finally:
             if address is not None:
-                subprocess.run(
-                    [sys.executable, "-m", "actorrt", "stop", "--address", address], env=env, capture_output=True
-                )
+                subprocess.run([sys.executable, "-m", "actorrt", "stop"], env=env, capture_output=True)  # its home's
         out = {
             "bench": "parl_side_by_side",
             "script": script,
