@@ -236,6 +236,15 @@ def test_small_helpers() -> None:
 
 # ---- logger and summary, in a script's process -------------------------------------------------
 
+
+def run_script(folder: Path, name: str, source: str) -> subprocess.CompletedProcess[str]:
+    """``source`` as ``folder/name``, run through the runner there."""
+    (folder / name).write_text(textwrap.dedent(source))
+    return subprocess.run(
+        [sys.executable, "-m", "actorrt.compat.parl", name], capture_output=True, text=True, cwd=folder, timeout=120
+    )
+
+
 LOGGING = """
 import json, os, sys
 from parl.utils import logger, summary
@@ -260,14 +269,7 @@ print(json.dumps({"dir": logger.get_dir(), "files": sorted(os.listdir("logs")), 
 def test_logger_prints_parls_lines_and_summary_writes_tensorboard_scalars(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "stale.txt").write_text("set_dir empties the folder")
-    (tmp_path / "train.py").write_text(textwrap.dedent(LOGGING))
-    out = subprocess.run(
-        [sys.executable, "-m", "actorrt.compat.parl", "train.py"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    out = run_script(tmp_path, "train.py", LOGGING)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     stamp = r"\[\d\d-\d\d \d\d:\d\d:\d\d MainThread @"
@@ -284,15 +286,7 @@ def test_logger_prints_parls_lines_and_summary_writes_tensorboard_scalars(tmp_pa
 def test_summary_without_a_directory_uses_train_log_of_the_script(tmp_path: Path) -> None:
     (tmp_path / "train_log" / "es_train").mkdir(parents=True)
     (tmp_path / "train_log" / "es_train" / "old").write_text("emptied, as PARL does")
-    (tmp_path / "es_train.py").write_text("from parl.utils import summary\nsummary.add_scalar('x', 1, 0)\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "actorrt.compat.parl", "es_train.py"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env=dict(os.environ),
-    )
+    out = run_script(tmp_path, "es_train.py", "from parl.utils import summary\nsummary.add_scalar('x', 1, 0)\n")
     assert out.returncode == 0, out.stderr
     files = os.listdir(tmp_path / "train_log" / "es_train")
     assert "old" not in files and "log.log" in files and any(f.startswith("events.out.tfevents") for f in files)

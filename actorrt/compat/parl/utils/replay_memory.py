@@ -16,6 +16,21 @@ __all__ = ["ReplayMemory"]
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+class _Field:
+    """One of PARL's arrays (``rpm.obs``, ``rpm.action``...): the replay's array underneath,
+    read and replaced (``load_from_d4rl``) through PARL's name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, memory: Any, owner: type | None = None) -> np.ndarray:
+        array: np.ndarray = getattr(memory._replay, self.name)
+        return array
+
+    def __set__(self, memory: Any, value: np.ndarray) -> None:
+        setattr(memory._replay, self.name, value)
+
+
 class ReplayMemory:
     """``ReplayMemory(max_size, obs_dim, act_dim)``: observations ``[obs_dim]`` float32; actions
     int32 scalars when ``act_dim == 0`` (discrete), else ``[act_dim]`` float32; rewards float32;
@@ -34,46 +49,12 @@ class ReplayMemory:
             action_dtype=np.int32 if discrete else np.float32,
         )
 
-    # PARL's arrays and counters, by its names
-    @property
-    def obs(self) -> np.ndarray:
-        return self._replay.obs
-
-    @obs.setter
-    def obs(self, value: np.ndarray) -> None:
-        self._replay.obs = value
-
-    @property
-    def action(self) -> np.ndarray:
-        return self._replay.actions
-
-    @action.setter
-    def action(self, value: np.ndarray) -> None:
-        self._replay.actions = value
-
-    @property
-    def reward(self) -> np.ndarray:
-        return self._replay.rewards
-
-    @reward.setter
-    def reward(self, value: np.ndarray) -> None:
-        self._replay.rewards = value
-
-    @property
-    def next_obs(self) -> np.ndarray:
-        return self._replay.next_obs
-
-    @next_obs.setter
-    def next_obs(self, value: np.ndarray) -> None:
-        self._replay.next_obs = value
-
-    @property
-    def terminal(self) -> np.ndarray:
-        return self._replay.terminated
-
-    @terminal.setter
-    def terminal(self, value: np.ndarray) -> None:
-        self._replay.terminated = value
+    # PARL's arrays, by its names
+    obs = _Field("obs")
+    action = _Field("actions")
+    reward = _Field("rewards")
+    next_obs = _Field("next_obs")
+    terminal = _Field("terminated")
 
     @property
     def _curr_size(self) -> int:

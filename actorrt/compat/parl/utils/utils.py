@@ -8,20 +8,7 @@ import importlib.util
 import sys
 from typing import Any
 
-__all__ = [
-    "MAX_INT32",
-    "_HAS_FLUID",
-    "_HAS_PADDLE",
-    "_HAS_TORCH",
-    "_IS_MAC",
-    "_IS_WINDOWS",
-    "check_model_method",
-    "has_func",
-    "isnotebook",
-    "to_byte",
-    "to_str",
-]
-
+# Every name here is PARL's; the package re-exports them all (its __all__).
 MAX_INT32 = 0x7FFFFFFF
 _HAS_FLUID = False
 _HAS_PADDLE = False
