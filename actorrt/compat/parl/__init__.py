@@ -16,11 +16,16 @@ script stays as it is.
 
 What PARL programs use, with PARL's semantics: ``remote_class`` (``wait``, ``max_memory``,
 ``n_gpu``), ``connect(master_address, distributed_files=[])``, ``disconnect()``,
-``get_global_client()``, ``FutureObject`` and PARL's errors in ``exceptions``. The mapping to
+``get_global_client()``, ``FutureObject`` and PARL's errors in ``exceptions``; ``utils`` and
+``env`` (imported when first used: they need torch and gymnasium). ``python -m
+actorrt.compat.parl SCRIPT.py`` runs a PARL script unchanged (``_runner``). The mapping to
 actorrt, and what differs, is in docs/parl.md.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from actorrt.compat.parl import exceptions
 from actorrt.compat.parl._client import GlobalClient, connect, disconnect, get_global_client
@@ -37,3 +42,15 @@ __all__ = [
     "get_global_client",
     "remote_class",
 ]
+
+_SUBMODULES = ("utils", "env")  # imported when first used (torch, gymnasium): never by actorrt itself
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from actorrt.compat.parl._hooks import unknown_name
+
+    raise AttributeError(unknown_name(f"parl.{name}"))
