@@ -18,9 +18,14 @@ What PARL programs use, with PARL's semantics: ``remote_class`` (``wait``, ``max
 ``n_gpu``), ``connect(master_address, distributed_files=[])``, ``disconnect()``,
 ``get_global_client()``, ``FutureObject`` and PARL's errors in ``exceptions``. The mapping to
 actorrt, and what differs, is in docs/parl.md.
+
+PARL's torch API (``Model``, ``Algorithm``, ``Agent``, ``algorithms``) is here too, imported the
+first time a script asks for it (it needs torch and ``rl``; the rest of this package does not).
 """
 
 from __future__ import annotations
+
+import importlib
 
 from actorrt.compat.parl import exceptions
 from actorrt.compat.parl._client import GlobalClient, connect, disconnect, get_global_client
@@ -37,3 +42,19 @@ __all__ = [
     "get_global_client",
     "remote_class",
 ]
+
+# Names imported when first used (they import torch): name -> the module that has it.
+_LAZY = {
+    "Model": "actorrt.compat.parl.core.torch.model",
+    "Algorithm": "actorrt.compat.parl.core.torch.algorithm",
+    "Agent": "actorrt.compat.parl.core.torch.agent",
+    "algorithms": "actorrt.compat.parl.algorithms",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"parl.{name} is not part of actorrt.compat.parl (see docs/parl.md for what it carries)")
+    value = importlib.import_module(module)
+    return value if module.endswith("." + name) else getattr(value, name)
