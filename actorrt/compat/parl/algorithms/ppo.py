@@ -85,8 +85,13 @@ class PPO(Algorithm):
         if self.continuous_action:
             mean, std = method(self.model, "policy")(obs)
             log_std = std.log()
-            action, log_prob = distributions.gaussian_sample(mean, log_std)
-            return value, action, log_prob, distributions.gaussian_entropy(log_std)
+            action = distributions.gaussian_sample(mean, log_std)[0].detach()  # a draw: no gradient, as PARL's
+            return (
+                value,
+                action,
+                distributions.gaussian_log_prob(mean, log_std, action),
+                distributions.gaussian_entropy(log_std),
+            )
         logits = method(self.model, "policy")(obs)
         action, log_prob = distributions.categorical_sample(logits)
         return value, action, log_prob, distributions.categorical_entropy(logits)
