@@ -2,10 +2,14 @@
 (``python -m actorrt.compat.parl SCRIPT.py``) is merged: ``python parl_shim.py SCRIPT.py ARGS``.
 
 It maps ``parl`` (and ``parl.*``) onto ``actorrt.compat.parl``, and puts small stand-ins for what
-the runner's side brings (``gym`` as gymnasium with the old step/reset API, ``parl.utils``'s
-``logger``, ``summary`` and ``ReplayMemory``, ``parl.env``'s ``CompatWrapper`` and
+the runner's side brings (``gym`` as gymnasium with old gym's attribute-forwarding ``Wrapper``,
+``parl.utils``'s ``logger``, ``summary`` and ``ReplayMemory``, ``parl.env``'s ``CompatWrapper`` and
 ``ActionMappingWrapper``) where the compat layer does not have them yet. Test-only: nothing of
 it is what a user runs.
+
+``python parl_shim.py --parl-source DIR SCRIPT.py ARGS`` runs the script on PARL's own package
+from ``DIR`` instead (with ``PARL_BACKEND=torch``), only ``gym`` mapped: the other side of
+``bench/parl_side_by_side.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import logging
+import os
 import runpy
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -141,8 +147,24 @@ class ActionMappingWrapper(_Wrapper):
         return self.env.step(np.clip(low + (np.asarray(action) + 1.0) * 0.5 * (high - low), low, high))
 
 
-def _gym_make(name: str, **kwargs: Any) -> Any:
-    return gymnasium.make(name.replace("CartPole-v0", "CartPole-v1"), **kwargs)
+class _GymWrapper(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """Old gym's ``Wrapper``: what it does not have is the wrapped environment's (``seed``,
+    ``_max_episode_steps``), as PARL's own wrappers expect."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+def _install_gym() -> None:
+    if "gym" in sys.modules or importlib.util.find_spec("gym") is not None:
+        return
+    gym = types.ModuleType("gym")
+    gym.__dict__.update({k: v for k, v in vars(gymnasium).items() if not k.startswith("__")})
+    gym.__dict__.update(Wrapper=_GymWrapper, __version__=gymnasium.__version__)
+    sys.modules["gym"] = gym
+    sys.modules["gym.spaces"] = gymnasium.spaces
 
 
 def install() -> None:
@@ -156,16 +178,18 @@ def install() -> None:
     env_module = importlib.import_module("parl.env")
     for name, value in (("CompatWrapper", CompatWrapper), ("ActionMappingWrapper", ActionMappingWrapper)):
         env_module.__dict__.setdefault(name, value)
-    if "gym" not in sys.modules and importlib.util.find_spec("gym") is None:
-        gym = types.ModuleType("gym")
-        gym.__dict__.update(spaces=gymnasium.spaces, make=_gym_make)
-        sys.modules["gym"] = gym
-        sys.modules["gym.spaces"] = gymnasium.spaces
+    _install_gym()
 
 
 if __name__ == "__main__":
-    install()
-    script = sys.argv[1]
-    sys.argv = sys.argv[1:]
-    sys.path.insert(0, str(__import__("pathlib").Path(script).resolve().parent))
-    runpy.run_path(script, run_name="__main__")
+    args = sys.argv[1:]
+    if args[0] == "--parl-source":
+        os.environ["PARL_BACKEND"] = "torch"
+        sys.path.insert(0, args[1])
+        _install_gym()
+        args = args[2:]
+    else:
+        install()
+    sys.argv = args
+    sys.path.insert(0, str(Path(args[0]).resolve().parent))
+    runpy.run_path(args[0], run_name="__main__")
