@@ -14,18 +14,5 @@ from rl.algorithms.ppo import PPO
 from rl.algorithms.sac import SAC
 from rl.algorithms.td3 import TD3
 
-__all__ = [
-    "A2C",
-    "CMAES",
-    "DDPG",
-    "DQN",
-    "ES",
-    "IMPALA",
-    "MADDPG",
-    "OAC",
-    "PPO",
-    "SAC",
-    "TD3",
-    "NoiseTable",
-    "PolicyGradient",
-]
+__all__ = ["A2C", "CMAES", "DDPG", "DQN", "ES", "IMPALA", "PPO", "SAC", "TD3", "NoiseTable", "PolicyGradient"]
+__all__ += ["MADDPG", "OAC"]

@@ -22,6 +22,8 @@ the variance (two draws are added).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from rl import ops
@@ -33,33 +35,23 @@ __all__ = ["OAC"]
 
 
 class OAC(SAC):
-    """SAC that explores optimistically (the paper's defaults for ``beta_ub`` and ``delta``).
-    The arguments before them are :class:`rl.SAC`'s."""
+    """SAC that explores optimistically (the paper's defaults for ``beta_ub`` and ``delta``); the
+    other keyword arguments are :class:`rl.SAC`'s."""
 
     def __init__(
         self,
         actor: SquashedGaussianActor,
         critic: TwinQCritic,
-        actor_lr: float = 3e-4,
-        critic_lr: float = 3e-4,
-        alpha_lr: float = 3e-4,
-        gamma: float = 0.99,
-        tau: float = 0.005,
-        alpha: float = 1.0,
-        autotune_alpha: bool = True,
-        target_entropy: float | None = None,
         beta_ub: float = 4.66,
         delta: float = 23.53,
         shift_from: str = "mean",
-        fused: bool | None = None,
+        **sac: Any,
     ) -> None:
         if not delta >= 0:
             raise ValueError(f"delta (the KL bound of the shift) must be >= 0, got {delta}")
         if shift_from not in ("mean", "sample"):
             raise ValueError(f"shift_from must be 'mean' (the paper) or 'sample' (PARL's), got {shift_from!r}")
-        super().__init__(
-            actor, critic, actor_lr, critic_lr, alpha_lr, gamma, tau, alpha, autotune_alpha, target_entropy, fused
-        )
+        super().__init__(actor, critic, **sac)
         self.beta_ub = float(beta_ub)
         self.delta = float(delta)
         self.shift_from = shift_from

@@ -15,18 +15,6 @@ from actorrt.compat.parl.core.torch import Model
 OBS, ACT = 4, 3
 
 
-class Probs(Model):
-    """PolicyGradient's: ``model(obs)`` is the action probabilities."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(OBS, 8)
-        self.fc2 = nn.Linear(8, ACT)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return functional.softmax(self.fc2(torch.tanh(self.fc1(x))), dim=-1)
-
-
 class QValues(Model):
     """DQN's: ``model(obs)`` is the Q-values."""
 
@@ -37,6 +25,13 @@ class QValues(Model):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(functional.relu(self.fc1(x)))
+
+
+class Probs(QValues):
+    """PolicyGradient's: ``model(obs)`` is the action probabilities."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return functional.softmax(super().forward(x), dim=-1)
 
 
 class Logits(Model):

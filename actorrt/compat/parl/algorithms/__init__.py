@@ -21,7 +21,7 @@ __all__ = ["A2C", "DDPG", "DDQN", "DQN", "MADDPG", "OAC", "PPO", "SAC", "TD3", "
 _LEFT_OUT = {
     "QMIX": "it needs StarCraft II (SMAC)",
     "COMA": "it needs StarCraft II (SMAC)",
-    "MAPPO": "its benchmark needs PettingZoo 1.17's MPE wrapper and a recurrent policy not carried here",
+    "MAPPO": "its benchmark needs OpenAI's multiagent-particle-envs (the 'multiagent' package, on gym 0.10), not on PyPI",
     "CQL": "it needs the D4RL data sets",
     "IQL": "it needs the D4RL data sets",
     "DT": "it needs the D4RL data sets",
@@ -29,9 +29,5 @@ _LEFT_OUT = {
 
 
 def __getattr__(name: str) -> object:
-    reason = _LEFT_OUT.get(name)
-    if reason is not None:
-        raise AttributeError(
-            f"parl.algorithms.{name} is not carried by actorrt.compat.parl: {reason} (see docs/parl.md)"
-        )
-    raise AttributeError(f"parl.algorithms has no {name!r}: it has {', '.join(__all__)} (see docs/parl.md)")
+    why = f"is not carried: {_LEFT_OUT[name]}" if name in _LEFT_OUT else f"is none of {', '.join(__all__)}"
+    raise AttributeError(f"parl.algorithms.{name} {why} (see docs/parl.md)")

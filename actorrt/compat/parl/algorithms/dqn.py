@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 import torch
+from torch import Tensor
 
 import rl
 from actorrt.compat.parl.algorithms._views import number, require_methods
@@ -42,14 +43,7 @@ class DQN(Algorithm):
         """The Q-values ``model(obs)``."""
         return cast(torch.Tensor, self.model(obs))
 
-    def learn(
-        self,
-        obs: torch.Tensor,
-        action: torch.Tensor,
-        reward: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminal: torch.Tensor,
-    ) -> float:
+    def learn(self, obs: Tensor, action: Tensor, reward: Tensor, next_obs: Tensor, terminal: Tensor) -> float:
         """One step on ``mean (Q(s, a) - y)^2`` (``action``, ``reward``, ``terminal``: ``[B, 1]``); returns that loss."""
         batch = Transition(obs, action.reshape(-1), reward.reshape(-1), next_obs, terminal.reshape(-1).bool())
         return self.rl_algorithm.learn(batch)["td_loss"]

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 import rl
-from actorrt.compat.parl.algorithms._off_policy import OffPolicyFace
-from actorrt.compat.parl.algorithms._views import CriticView, PolicyView, soft_update_all
+from actorrt.compat.parl.algorithms._off_policy import OffPolicyFace, Opt
+from actorrt.compat.parl.algorithms._views import CriticView, PolicyView
 from actorrt.compat.parl.core.torch.model import Model
 from rl.algorithms.maddpg import AgentBatch
 
@@ -24,15 +24,17 @@ class MADDPG(OffPolicyFace):
     action space is a Box); ``model.value(obs_n, act_n)``: ``Q [B]`` from the lists of every
     agent's observations and actions."""
 
+    rl_algorithm: rl.MADDPG
+
     def __init__(
         self,
         model: Model,
         agent_index: int | None = None,
         act_space: list[Any] | None = None,
-        gamma: float | None = None,
-        tau: float | None = None,
-        actor_lr: float | None = None,
-        critic_lr: float | None = None,
+        gamma: Opt = None,
+        tau: Opt = None,
+        actor_lr: Opt = None,
+        critic_lr: Opt = None,
     ) -> None:
         super().__init__(model, gamma, tau, actor_lr, critic_lr)
         if not isinstance(agent_index, int) or isinstance(agent_index, bool):
@@ -44,21 +46,14 @@ class MADDPG(OffPolicyFace):
         self.continuous_actions = (
             len(act_space) > 0 and hasattr(act_space[0], "high") and not hasattr(act_space[0], "num_discrete_space")
         )
-        self.rl_algorithm = rl.MADDPG(
-            PolicyView(model),
-            CriticView(model),
-            agent_index,
-            continuous=self.continuous_actions,
-            actor_lr=self.actor_lr,
-            critic_lr=self.critic_lr,
-            gamma=self.gamma,
-            tau=self.tau,
-            actor_first=True,
-        )
-        self._share_target(self.rl_algorithm.target_critic)
+        actor = PolicyView(model)
+        critic = CriticView(model)
+        settings = (self.actor_lr, self.critic_lr, self.gamma, self.tau)
+        maddpg = rl.MADDPG(
+            actor, critic, agent_index, self.continuous_actions, *settings, actor_first=True
+        )  # PARL's order
+        self._adopt(actor, maddpg)
         self.sync_target(0.0)
-        self.actor_optimizer = self.rl_algorithm.actor_optimizer
-        self.critic_optimizer = self.rl_algorithm.critic_optimizer
 
     def predict(self, obs: torch.Tensor) -> torch.Tensor:
         """``softmax(logits)`` or ``tanh(mean)``, ``[B, act]``."""
@@ -80,7 +75,3 @@ class MADDPG(OffPolicyFace):
         """The actor's step, the critic's (onto ``target_q``), then the targets; returns the critic's loss."""
         stats = self.rl_algorithm.learn(AgentBatch(list(obs_n), list(act_n), target_q))
         return torch.tensor(stats["critic_loss"])
-
-    def sync_target(self, decay: float | None = None) -> None:
-        """Every parameter of the target model to ``decay * target + (1 - decay) * model`` (default ``1 - tau``)."""
-        soft_update_all(self.model, self.target_model, 1.0 - self.tau if decay is None else decay)

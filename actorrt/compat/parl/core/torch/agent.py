@@ -10,13 +10,13 @@ import numpy as np
 import torch
 
 import rl
-from actorrt.compat.parl.core.torch.algorithm import Algorithm
+from actorrt.compat.parl.core.torch.algorithm import Algorithm, Interface
 from rl.agent import save_checkpoint
 
 __all__ = ["Agent"]
 
 
-class Agent:
+class Agent(Interface):
     """PARL's base class of an agent: ``self.alg`` is its algorithm; ``learn``, ``predict`` and
     ``sample`` are the subclass's. Creating one sets torch's threads to ``RL_TORCH_THREADS``
     (default 1), as importing PARL's did (``torch.set_num_threads(1)``)."""
@@ -35,18 +35,6 @@ class Agent:
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Load weights from :meth:`get_weights`."""
         self.alg.set_weights(weights)
-
-    def learn(self, *args: Any, **kwargs: Any) -> Any:
-        """Numpy in, the algorithm's update, numpy out."""
-        raise NotImplementedError(f"{type(self).__name__} defines no learn")
-
-    def predict(self, *args: Any, **kwargs: Any) -> Any:
-        """The action to evaluate with."""
-        raise NotImplementedError(f"{type(self).__name__} defines no predict")
-
-    def sample(self, *args: Any, **kwargs: Any) -> Any:
-        """An exploratory action."""
-        raise NotImplementedError(f"{type(self).__name__} defines no sample")
 
     def save(self, save_path: str, model: torch.nn.Module | None = None) -> None:
         """Write ``model``'s ``state_dict`` (default: the algorithm's model) to ``save_path``,

@@ -9,10 +9,26 @@ import numpy as np
 
 from actorrt.compat.parl.core.torch.model import Model
 
-__all__ = ["Algorithm"]
+__all__ = ["Algorithm", "Interface"]
 
 
-class Algorithm:
+class Interface:
+    """What an algorithm and an agent define: ``learn``, ``predict``, ``sample`` (the subclass's)."""
+
+    def learn(self, *args: Any, **kwargs: Any) -> Any:
+        """The update (an algorithm: losses and optimiser steps; an agent: numpy in, the update, numpy out)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no learn")
+
+    def predict(self, *args: Any, **kwargs: Any) -> Any:
+        """The evaluation output (a greedy action, Q-values, probabilities)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no predict")
+
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
+        """An exploratory action."""
+        raise NotImplementedError(f"{type(self).__name__} defines no sample")
+
+
+class Algorithm(Interface):
     """PARL's base class of an algorithm. ``get_weights``/``set_weights`` exchange the weights
     of ``self.model`` (only: target networks stay behind, as in PARL); ``learn``, ``predict`` and
     ``sample`` are the subclass's."""
@@ -31,15 +47,3 @@ class Algorithm:
     def set_weights(self, params: dict[str, np.ndarray]) -> None:
         """Load weights from :meth:`get_weights` into ``self.model``."""
         self.model.set_weights(params)
-
-    def learn(self, *args: Any, **kwargs: Any) -> Any:
-        """The update: losses and optimiser steps."""
-        raise NotImplementedError(f"{type(self).__name__} defines no learn")
-
-    def predict(self, *args: Any, **kwargs: Any) -> Any:
-        """The evaluation output (a greedy action, Q-values, probabilities)."""
-        raise NotImplementedError(f"{type(self).__name__} defines no predict")
-
-    def sample(self, *args: Any, **kwargs: Any) -> Any:
-        """An exploratory action."""
-        raise NotImplementedError(f"{type(self).__name__} defines no sample")
