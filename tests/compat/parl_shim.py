@@ -9,7 +9,7 @@ it is what a user runs.
 
 ``python parl_shim.py --parl-source DIR SCRIPT.py ARGS`` runs the script on PARL's own package
 from ``DIR`` instead (with ``PARL_BACKEND=torch``), only ``gym`` mapped: the other side of
-``bench/parl_side_by_side.py``.
+``bench/parl_torch_side_by_side.py``.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ actorrt.compat.parl``) is merged. Each run is a fresh process at nice 19 with on
 ``--parallel`` runs the two sides of a seed at once, one per core (``taskset``), as
 bench/README_rl.md's comparisons do. JSON lines: one per evaluation, one per finished run.
 
-    python bench/parl_side_by_side.py --print                                     # the commands only
-    python bench/parl_side_by_side.py --algos sac,td3,ddpg,oac --seeds 0,1,2 --steps 300000 --parallel
-    python bench/parl_side_by_side.py --algos quickstart --seeds 0,1,2,3,4 --parallel
-    python bench/parl_side_by_side.py --quick                                     # smoke: Pendulum, a few seconds
+    python bench/parl_torch_side_by_side.py --print                                     # the commands only
+    python bench/parl_torch_side_by_side.py --algos sac,td3,ddpg,oac --seeds 0,1,2 --steps 300000 --parallel
+    python bench/parl_torch_side_by_side.py --algos quickstart --seeds 0,1,2,3,4 --parallel
+    python bench/parl_torch_side_by_side.py --quick                                     # smoke: Pendulum, a few seconds
 """
 
 from __future__ import annotations
