@@ -106,6 +106,8 @@ def _is_local(top: str) -> bool:
     spec = getattr(module, "__spec__", None)
     if module is None or spec is None:
         return False
+    if getattr(module, "__name__", top) != top:
+        return False  # an alias (sys.modules["parl"] is actorrt.compat.parl): judged under its own name
     origin = spec.origin if spec.has_location else None
     if origin is None and spec.submodule_search_locations:
         origin = next(iter(spec.submodule_search_locations), None)

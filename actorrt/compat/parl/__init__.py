@@ -16,7 +16,9 @@ script stays as it is.
 
 What PARL programs use, with PARL's semantics: ``remote_class`` (``wait``, ``max_memory``,
 ``n_gpu``), ``connect(master_address, distributed_files=[])``, ``disconnect()``,
-``get_global_client()``, ``FutureObject`` and PARL's errors in ``exceptions``. The mapping to
+``get_global_client()``, ``FutureObject`` and PARL's errors in ``exceptions``; ``utils`` and
+``env`` (imported when first used: they need torch and gymnasium). ``python -m
+actorrt.compat.parl SCRIPT.py`` runs a PARL script unchanged (``_runner``). The mapping to
 actorrt, and what differs, is in docs/parl.md.
 
 PARL's torch API (``Model``, ``Algorithm``, ``Agent``, ``algorithms``) is here too, imported the
@@ -26,6 +28,7 @@ first time a script asks for it (it needs torch and ``rl``; the rest of this pac
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from actorrt.compat.parl import exceptions
 from actorrt.compat.parl._client import GlobalClient, connect, disconnect, get_global_client
@@ -43,18 +46,21 @@ __all__ = [
     "remote_class",
 ]
 
-# Names imported when first used (they import torch): name -> the module that has it.
-_LAZY = {
+_SUBMODULES = ("utils", "env", "algorithms")  # imported when first used (torch, gymnasium): never by actorrt itself
+_TORCH_API = {  # PARL's torch backend: name -> its module (imported when first used: torch, rl)
     "Model": "actorrt.compat.parl.core.torch.model",
     "Algorithm": "actorrt.compat.parl.core.torch.algorithm",
     "Agent": "actorrt.compat.parl.core.torch.agent",
-    "algorithms": "actorrt.compat.parl.algorithms",
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"parl.{name} is not part of actorrt.compat.parl (see docs/parl.md for what it carries)")
-    value = importlib.import_module(module)
-    return value if module.endswith("." + name) else getattr(value, name)
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _TORCH_API:
+        return getattr(importlib.import_module(_TORCH_API[name]), name)
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from actorrt.compat.parl._hooks import unknown_name
+
+    raise AttributeError(unknown_name(f"parl.{name}"))

@@ -40,6 +40,7 @@ from actorrt.client.handle import member_kinds
 from actorrt.client.options import MAX_MEMORY_MB
 from actorrt.common.errors import ActorDiedError, ClusterConnectionError, PlacementError, SerializationError
 from actorrt.common.errors import RemoteError as ActorRemoteError
+from actorrt.compat.parl import _hooks
 from actorrt.compat.parl._backend import memory_limit_mb
 from actorrt.compat.parl._client import GlobalClient, get_global_client
 from actorrt.compat.parl._future import FutureObject, failed
@@ -394,6 +395,8 @@ def _make(cls: type, wait: bool, max_memory: float | None, n_gpu: int) -> type:
     if isinstance(n_gpu, bool) or not isinstance(n_gpu, int) or n_gpu < 0:
         raise ValueError(f"remote_class: n_gpu must be an int >= 0, got {n_gpu!r}")
     spec = _Spec(cls, bool(wait), max_memory, n_gpu, _method_names(cls), hasattr(cls, "__getattr__"))
+    if _hooks.installed():  # a script the runner runs: its hooks go to the object's host with the class
+        setattr(cls, _hooks.HOOKS_ATTR, _hooks.HostHooks())
     namespace = {
         "__slots__": (),
         "__module__": cls.__module__,
