@@ -1,25 +1,23 @@
-"""PARL's own torch training scripts, unchanged, on PARL's own code and on ours, side by side:
-SAC, TD3, DDPG and OAC (``benchmark/torch/<algo>/train.py``: the evaluation return every
-``--test_every_steps`` on HalfCheetah-v4) and QuickStart (the test reward after its 1,000
-episodes). The same script, the same environments (gymnasium's, through one ``gym`` mapping);
-only the ``parl`` package differs:
+"""PARL's own off-policy torch training scripts, unchanged, on PARL's own code and on ours, side
+by side: SAC, TD3, DDPG and OAC (``benchmark/torch/<algo>/train.py``), the evaluation return the
+script logs every ``--test_every`` env steps up to ``--steps``, on HalfCheetah-v4 by default.
+The same script, the same environments (gymnasium's, through the runner's ``gym``); only the
+training code differs:
 
-- ``parl``: PARL 2.2.1's source (``--parl-src``, default ``/work/parl-src``) with
-  ``PARL_BACKEND=torch``; its pure-Python dependencies (not grpcio, which is why PARL does not
-  install on Python 3.11) in ``--parl-deps``:
-  ``pip install --no-deps --target /work/parl-deps termcolor six pyzmq psutil tensorboardX pynvml nvidia-ml-py "setuptools<81"``
-  (its old generated protobuf modules load with ``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python``);
-- ``ours``: ``actorrt.compat.parl`` (``rl`` underneath).
+- ``parl``: PARL 2.2.1's own package from a PARL checkout (``--parl-src``, default
+  ``$PARL_SRC`` or ``/work/parl-src``), through ``bench/parl_side_by_side.py --launch-parl``
+  (its remote layer swapped for this one's; PARL itself does not install on Python 3.11). It
+  needs PARL's pure-Python dependencies: ``pip install -e '.[parl-bench]'``;
+- ``ours``: ``python -m actorrt.compat.parl train.py`` (``parl.algorithms`` on ``rl``).
 
-Both go through ``tests/compat/parl_shim.py`` until the runner (``python -m
-actorrt.compat.parl``) is merged. Each run is a fresh process at nice 19 with one torch thread;
-``--parallel`` runs the two sides of a seed at once, one per core (``taskset``), as
-bench/README_rl.md's comparisons do. JSON lines: one per evaluation, one per finished run.
+QuickStart's test reward after its 1,000 episodes is ``bench/parl_side_by_side.py quickstart``.
+Each run is a fresh process at nice 19 with one torch thread; ``--parallel`` runs the two sides
+of a seed at once, one per core (``taskset``), as bench/README_rl.md's comparisons do. JSON
+lines: one per evaluation, one per finished run. Not for CI: time them on an idle machine.
 
-    python bench/parl_torch_side_by_side.py --print                                     # the commands only
-    python bench/parl_torch_side_by_side.py --algos sac,td3,ddpg,oac --seeds 0,1,2 --steps 300000 --parallel
-    python bench/parl_torch_side_by_side.py --algos quickstart --seeds 0,1,2,3,4 --parallel
-    python bench/parl_torch_side_by_side.py --quick                                     # smoke: Pendulum, a few seconds
+    python bench/parl_torch_side_by_side.py --print                              # the commands only
+    python bench/parl_torch_side_by_side.py --seeds 0,1,2 --steps 300000 --parallel
+    python bench/parl_torch_side_by_side.py --quick                              # smoke: SAC on Pendulum, seconds
 """
 
 from __future__ import annotations
@@ -38,31 +36,25 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIM = ROOT / "tests" / "compat" / "parl_shim.py"
 SIDES = ("parl", "ours")
+ALGOS = ("sac", "td3", "ddpg", "oac")
 # The evaluation lines of the scripts: SAC, DDPG, OAC ("Evaluation over: 5 episodes, Reward: R"),
-# TD3 ("Steps N, Evaluate reward: R"), QuickStart ("Test reward: R").
-_EVAL = re.compile(r"(?:Evaluation over: \d+ episodes, Reward: |Evaluate reward: |Test reward: )(-?[\d.]+(?:e-?\d+)?)")
+# TD3 ("Steps N, Evaluate reward: R").
+_EVAL = re.compile(r"(?:Evaluation over: \d+ episodes, Reward: |Evaluate reward: )(-?[\d.]+(?:e-?\d+)?)")
 _STEPS = re.compile(r"(?:Total Steps: |Steps:? )(\d+)")
 
 
 def command(algo: str, side: str, seed: int, args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of one run."""
-    bench = Path(args.parl_src) / "benchmark" / "torch"
+    script = Path(args.parl_src) / "benchmark" / "torch" / algo / "train.py"
     env = {**os.environ, "RL_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     if side == "parl":
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), args.parl_deps])
-        env["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
-        runner = [sys.executable, str(SHIM), "--parl-source", args.parl_src]
+        runner = [sys.executable, str(ROOT / "bench" / "parl_side_by_side.py"), "--launch-parl", args.parl_src]
     else:
-        env["PYTHONPATH"] = str(ROOT)
-        runner = [sys.executable, str(SHIM)]
-    if algo == "quickstart":
-        script, script_args = bench / "QuickStart" / "train.py", []
-    else:
-        script = bench / algo / "train.py"
-        script_args = ["--env", args.env, "--seed", str(seed), "--train_total_steps", str(args.steps)]
-        script_args += ["--test_every_steps", str(args.test_every)]
+        runner = [sys.executable, "-m", "actorrt.compat.parl"]
+    script_args = ["--env", args.env, "--seed", str(seed), "--train_total_steps", str(args.steps)]
+    script_args += ["--test_every_steps", str(args.test_every)]
     return ["nice", "-n", "19", *runner, str(script), *script_args], env
 
 
@@ -86,11 +78,11 @@ def follow(proc: subprocess.Popen[str], algo: str, side: str, seed: int, env_nam
             steps = int(m.group(1))
         if m := _EVAL.search(line):
             evals.append(float(m.group(1)))
-            row = {"bench": "parl_side_by_side", "algo": algo, "side": side, "seed": seed, "env": env_name}
+            row = {"bench": "parl_torch_side_by_side", "algo": algo, "side": side, "seed": seed, "env": env_name}
             row |= {"steps": steps, "eval_return": evals[-1], "wall_s": round(time.perf_counter() - start, 1)}
             print(json.dumps(row), flush=True)
     code = proc.wait()
-    summary = {"bench": "parl_side_by_side_run", "algo": algo, "side": side, "seed": seed, "env": env_name}
+    summary = {"bench": "parl_torch_side_by_side_run", "algo": algo, "side": side, "seed": seed, "env": env_name}
     summary |= {"returncode": code, "final_eval_return": evals[-1] if evals else None, "evaluations": len(evals)}
     summary |= {"wall_s": round(time.perf_counter() - start, 1)}
     if code != 0:
@@ -101,14 +93,13 @@ def follow(proc: subprocess.Popen[str], algo: str, side: str, seed: int, env_nam
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algos", default="sac,td3,ddpg,oac,quickstart")
+    parser.add_argument("--algos", default=",".join(ALGOS))
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--sides", default=",".join(SIDES))
     parser.add_argument("--env", default="HalfCheetah-v4")
     parser.add_argument("--steps", type=int, default=300_000, help="env steps of each MuJoCo run")
     parser.add_argument("--test_every", type=int, default=10_000, help="env steps between evaluations")
     parser.add_argument("--parl-src", default=os.environ.get("PARL_SRC", "/work/parl-src"))
-    parser.add_argument("--parl-deps", default="/work/parl-deps")
     parser.add_argument("--parallel", action="store_true", help="both sides of a seed at once, one per core")
     parser.add_argument("--print", action="store_true", help="print the commands and exit")
     parser.add_argument("--quick", action="store_true", help="SAC on Pendulum-v1 past its warm-up: a smoke test")
@@ -121,12 +112,13 @@ def main() -> None:
             for seed in seeds:
                 for side in sides:
                     cmd, env = command(algo, side, seed, args)
-                    extra = {k: env[k] for k in ("PYTHONPATH", "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION") if k in env}
-                    print(" ".join(f"{k}={shlex.quote(v)}" for k, v in extra.items()), shlex.join(cmd))
+                    print(f"PYTHONPATH={shlex.quote(env['PYTHONPATH'])}", shlex.join(cmd))
         return
     failed = False
     for algo in algos:
-        env_name = "CartPole-v0" if algo == "quickstart" else args.env
+        if algo not in ALGOS:
+            parser.error(f"--algos: {algo!r} is not one of {', '.join(ALGOS)} (QuickStart: bench/parl_side_by_side.py)")
+        env_name = args.env
         for seed in seeds:
             if args.parallel:  # one reader thread per run: neither blocks on a full pipe
                 procs = [(side, run(algo, side, seed, args, core)) for core, side in enumerate(sides)]
