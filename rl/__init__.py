@@ -7,13 +7,13 @@
 - :class:`UniformReplay` / :class:`PrioritizedReplay` (off-policy replay), :class:`HerReplay`,
 - :class:`NormalizingAgent` (observation and reward normalisation that travels with the weights),
 - :mod:`rl.ops` (``vtrace``, ``gae``, off-policy targets), :mod:`rl.algorithms` (PolicyGradient,
-  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC, ES, CMAES).
+  DQN, A2C, PPO, IMPALA, DDPG, TD3, SAC, OAC, MADDPG, ES, CMAES).
 """
 
 from rl import ops
 from rl.agent import Agent, AgentStep
 from rl.algorithm import Algorithm, PolicyStep
-from rl.algorithms import A2C, CMAES, DDPG, DQN, ES, IMPALA, PPO, SAC, TD3, NoiseTable, PolicyGradient
+from rl.algorithms import A2C, CMAES, DDPG, DQN, ES, IMPALA, MADDPG, OAC, PPO, SAC, TD3, NoiseTable, PolicyGradient
 from rl.collector import Collector, CollectorConfig
 from rl.config import parse_config, use_torch_threads, user_errors
 from rl.her import HerReplay
@@ -22,7 +22,9 @@ from rl.model import Model
 from rl.networks import (
     ActorCritic,
     ActorCriticModel,
+    CentralisedCritic,
     DeterministicActor,
+    MADDPGActor,
     MLPPolicy,
     QCritic,
     QNetwork,
@@ -49,6 +51,8 @@ __all__ = [
     "DQN",
     "ES",
     "IMPALA",
+    "MADDPG",
+    "OAC",
     "PPO",
     "SAC",
     "TD3",
@@ -57,10 +61,12 @@ __all__ = [
     "Agent",
     "AgentStep",
     "Algorithm",
+    "CentralisedCritic",
     "Collector",
     "CollectorConfig",
     "DeterministicActor",
     "HerReplay",
+    "MADDPGActor",
     "MLPPolicy",
     "Model",
     "NoiseTable",

@@ -22,7 +22,9 @@ from rl.precision import OutputLinear
 __all__ = [
     "ActorCritic",
     "ActorCriticModel",
+    "CentralisedCritic",
     "DeterministicActor",
+    "MADDPGActor",
     "MLPPolicy",
     "QCritic",
     "QNetwork",
@@ -384,6 +386,36 @@ class TwinQCritic(Model):
         """``(Q1(obs, action), Q2(obs, action))``, each ``[B]``."""
         q1, q2 = self.nets(torch.cat([obs, action], dim=-1))
         return q1.squeeze(-1), q2.squeeze(-1)
+
+
+class MADDPGActor(Model):
+    """An agent's policy in MADDPG, on its own observation: the logits of a discrete action
+    ``[B, act]`` (relaxed by the Gumbel-softmax), or ``(mean, log_std)`` of a continuous one
+    squashed by a tanh (:meth:`rl.MADDPG.sample`). ReLU MLP, 64 x 64 as in the paper."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (64, 64), continuous: bool = False) -> None:
+        super().__init__()
+        self.continuous = continuous
+        self.net = mlp(obs_dim, hidden, 2 * act_dim if continuous else act_dim, nn.ReLU)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        out = self.net(obs)
+        if self.continuous:
+            mean, log_std = out.chunk(2, dim=-1)
+            return mean, log_std
+        return out
+
+
+class CentralisedCritic(Model):
+    """MADDPG's critic ``Q_i(x, a_1, ..., a_N)``: a ReLU MLP over every agent's observation and
+    action, one value per row ``[B]``."""
+
+    def __init__(self, in_dim: int, hidden: Sequence[int] = (64, 64)) -> None:
+        super().__init__()
+        self.net = mlp(in_dim, hidden, 1, nn.ReLU)
+
+    def forward(self, obs: Sequence[torch.Tensor], actions: Sequence[torch.Tensor]) -> torch.Tensor:
+        return self.net(torch.cat([*obs, *actions], dim=-1)).squeeze(-1)
 
 
 class MLPPolicy(Model):

@@ -33,6 +33,9 @@ __all__ = [
     "discounted_returns",
     "es_gradient",
     "gae",
+    "gumbel_softmax_sample",
+    "optimistic_shift",
+    "q_upper_bound",
     "smoothed_target_action",
     "soft_update_",
     "tanh_gaussian_log_prob",
@@ -201,6 +204,30 @@ def tanh_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.T
     log_mu = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
     log_det = (2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))).sum(-1)
     return log_mu - log_det
+
+
+def q_upper_bound(q1: torch.Tensor, q2: torch.Tensor, beta_ub: float) -> torch.Tensor:
+    """OAC's upper bound of Q from two critics (Ciosek et al. 2019, eq. 4-5):
+    ``Q_UB = mu_Q + beta_UB sigma_Q``, ``mu_Q = (Q1 + Q2) / 2``, ``sigma_Q = |Q1 - Q2| / 2``. Differentiable."""
+    return (q1 + q2) / 2.0 + beta_ub * (q1 - q2).abs() / 2.0
+
+
+def optimistic_shift(grad: torch.Tensor, variance: torch.Tensor, delta: float, eps: float = 1e-5) -> torch.Tensor:
+    """OAC's shift of the exploration mean (Ciosek et al. 2019, Proposition 1, eq. 12):
+    ``mu_E - mu_T = sqrt(2 delta) Sigma g / ||g||_Sigma``, ``||g||_Sigma = sqrt(g^T Sigma g)``, for
+    a diagonal ``Sigma`` (``variance``, ``[B, act]``) and the gradient ``g`` of ``Q_UB`` at ``mu_T``,
+    row by row; ``eps`` is added to the norm (a flat ``Q_UB`` gives no shift rather than NaN).
+    The shifted Gaussian is the one of largest linearised ``Q_UB`` whose KL divergence from
+    ``N(mu_T, Sigma)`` is ``delta``."""
+    norm = (grad.pow(2) * variance).sum(-1, keepdim=True).sqrt() + eps
+    return math.sqrt(2.0 * delta) * variance * grad / norm
+
+
+def gumbel_softmax_sample(logits: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """A relaxed one-hot action ``softmax(l + g)``, ``g = -log(-log u)`` Gumbel noise from the
+    uniform draw ``u`` (Jang et al. 2017; MADDPG's discrete actions, Lowe et al. 2017, §4.2 and
+    the authors' code). Differentiable in ``logits``."""
+    return torch.softmax(logits - torch.log(-torch.log(uniform)), dim=-1)
 
 
 def soft_update_(

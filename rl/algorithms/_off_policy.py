@@ -22,14 +22,29 @@ from rl.networks import DeterministicActor, QCritic, SquashedGaussianActor, Twin
 from rl.precision import warn_if_slow_bfloat16
 from rl.replay import ReplayBatch
 
-__all__ = ["DeterministicOffPolicy", "OffPolicyAlgorithm", "check_non_negative", "check_tau", "frozen_copy"]
+__all__ = [
+    "DeterministicOffPolicy",
+    "OffPolicyAlgorithm",
+    "check_non_negative",
+    "check_tau",
+    "frozen_copies",
+    "frozen_copy",
+]
 
 
 def frozen_copy(model: Model) -> Model:
     """A target network: a deep copy that never takes gradients."""
-    target = copy.deepcopy(model)
-    target.requires_grad_(False)
+    (target,) = frozen_copies(model)
     return target
+
+
+def frozen_copies(*models: Model) -> tuple[Model, ...]:
+    """Target networks of several models, copied together: parts the models share (an actor and
+    a critic that are two views of one network) are shared by their copies too."""
+    targets = copy.deepcopy(models)
+    for target in targets:
+        target.requires_grad_(False)
+    return targets
 
 
 def check_tau(tau: float) -> float:
@@ -222,8 +237,7 @@ class DeterministicOffPolicy(OffPolicyAlgorithm):
     ) -> None:
         super().__init__(actor, fused, autocast, compile)
         self.critic = critic
-        self.target_actor = frozen_copy(actor)
-        self.target_critic = frozen_copy(critic)
+        self.target_actor, self.target_critic = frozen_copies(actor, critic)
         self.gamma = check_gamma(gamma)
         self.tau = check_tau(tau)
         self.exploration_noise = check_non_negative("exploration_noise", exploration_noise)

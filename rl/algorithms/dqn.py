@@ -14,7 +14,8 @@ that the many bootstrapped transitions push up, and Q grows past ``1 / (1 - gamm
 45 with the squared error).
 
 ``theta^-`` follows ``theta`` every ``target_update_interval`` updates, hard (``tau = 1``) or
-softly (``theta^- <- (1 - tau) theta^- + tau theta``). Acting is epsilon-greedy; the training
+softly (``theta^- <- (1 - tau) theta^- + tau theta``); with ``target_update_interval=None``, only
+when the caller says so (:meth:`DQN.sync_target`). Acting is epsilon-greedy; the training
 loop sets :attr:`DQN.epsilon`.
 """
 
@@ -46,7 +47,7 @@ class DQN(Algorithm):
         model: QNetwork,
         lr: float = 1e-3,
         gamma: float = 0.99,
-        target_update_interval: int = 10,
+        target_update_interval: int | None = 10,
         tau: float = 1.0,
         double_q: bool = True,
         max_grad_norm: float | None = 10.0,
@@ -56,7 +57,7 @@ class DQN(Algorithm):
     ) -> None:
         super().__init__(model, fused)
         check_tau(tau)
-        if target_update_interval < 1:
+        if target_update_interval is not None and target_update_interval < 1:
             raise ValueError(
                 f"target_update_interval must be >= 1 (updates between target updates), got {target_update_interval}"
             )
@@ -110,6 +111,10 @@ class DQN(Algorithm):
         grad_norm = self._step(loss, self.max_grad_norm)
 
         self._updates += 1
-        if self._updates % self.target_update_interval == 0:
-            self.model.sync_weights_to(self.target_model, decay=1.0 - self.tau)
+        if self.target_update_interval is not None and self._updates % self.target_update_interval == 0:
+            self.sync_target()
         return {"td_loss": loss.item(), "q_mean": float(q.detach().mean()), "grad_norm": float(grad_norm)}
+
+    def sync_target(self) -> None:
+        """``theta^-`` one step towards ``theta``: ``theta^- <- (1 - tau) theta^- + tau theta``."""
+        self.model.sync_weights_to(self.target_model, decay=1.0 - self.tau)

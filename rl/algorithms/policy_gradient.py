@@ -34,6 +34,7 @@ class PolicyGradient(ActorCriticAlgorithm):
         max_grad_norm: float | None = 0.5,
         optimizer: str = "adam",
         fused: bool | None = None,
+        optimizer_eps: float = 1e-5,
     ) -> None:
         super().__init__(model, fused)
         self.gamma = check_gamma(gamma)
@@ -41,15 +42,20 @@ class PolicyGradient(ActorCriticAlgorithm):
         self.ent_coef = ent_coef
         self.normalize_advantages = normalize_advantages
         self.max_grad_norm = max_grad_norm
-        self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
+        self.optimizer = make_optimizer(optimizer, model.parameters(), lr, optimizer_eps)
 
     def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
         """One REINFORCE step on a rollout of tensors."""
+        # 1. The return of every step, G_t.
         discounts = episode_discounts(batch.terminated, batch.truncated, self.gamma)
         rewards = bootstrapped_rewards(batch.rewards, batch.terminated, batch.truncated, batch.final_values, self.gamma)
         returns = discounted_returns(rewards, discounts, batch.bootstrap_value)
+        # 2. The gradient step.
+        return self.update(batch.obs, batch.actions, returns)
 
-        log_prob, entropy, value = self.model.evaluate(batch.obs, batch.actions)
+    def update(self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
+        """The gradient step of REINFORCE on steps whose returns ``G_t`` are known (any batch shape)."""
+        log_prob, entropy, value = self.model.evaluate(obs, actions)
         advantages = returns - value.detach()
         if self.normalize_advantages:
             advantages = normalized(advantages)

@@ -4,6 +4,9 @@
     L^CLIP     = E[ min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t) ]
     loss       = -L^CLIP + vf_coef * E[ (V(s_t) - R_t)^2 ] - ent_coef * H[pi]
 
+With ``clip_range_vf`` the value loss is clipped as in OpenAI Baselines' PPO2 (and PARL's):
+``E[ max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2) ]``, ``V_old`` the behaviour values.
+
 ``A_t`` is GAE(lambda) computed once per rollout with the behaviour values; then ``num_epochs``
 passes of ``num_minibatches`` minibatches over the flattened ``T x B`` samples (sizes differ by
 at most one where ``num_minibatches`` does not divide them; every sample is used each epoch).
@@ -46,6 +49,8 @@ class PPO(ActorCriticAlgorithm):
         optimizer: str = "adam",
         seed: int = 0,
         fused: bool | None = None,
+        clip_range_vf: float | None = None,
+        optimizer_eps: float = 1e-5,
     ) -> None:
         super().__init__(model, fused)
         if not clip_range > 0:
@@ -54,7 +59,10 @@ class PPO(ActorCriticAlgorithm):
             raise ValueError(f"num_epochs and num_minibatches must be >= 1, got {num_epochs} and {num_minibatches}")
         self.gamma = check_gamma(gamma)
         self.gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
+        if clip_range_vf is not None and not clip_range_vf > 0:
+            raise ValueError(f"clip_range_vf must be > 0 (or None: no value clipping), got {clip_range_vf}")
         self.clip_range = clip_range
+        self.clip_range_vf = clip_range_vf
         self.num_epochs = num_epochs
         self.num_minibatches = num_minibatches
         self.vf_coef = vf_coef
@@ -62,7 +70,7 @@ class PPO(ActorCriticAlgorithm):
         self.max_grad_norm = max_grad_norm
         self.normalize_advantages = normalize_advantages
         self.target_kl = target_kl
-        self.optimizer = make_optimizer(optimizer, model.parameters(), lr)
+        self.optimizer = make_optimizer(optimizer, model.parameters(), lr, optimizer_eps)
         self._generator = torch.Generator().manual_seed(seed)
 
     def learn(self, batch: Rollout[torch.Tensor]) -> dict[str, float]:
@@ -76,7 +84,7 @@ class PPO(ActorCriticAlgorithm):
         n = batch.rewards.numel()
         obs = batch.obs.reshape(n, *batch.obs.shape[2:])
         actions = batch.actions.reshape(n, *batch.actions.shape[2:])
-        old_log_prob = batch.log_probs.reshape(n)
+        old_log_prob, old_values = batch.log_probs.reshape(n), batch.values.reshape(n)
         advantages, returns = advantages.reshape(n), returns.reshape(n)
         if self.num_minibatches > n:
             raise ValueError(f"num_minibatches={self.num_minibatches} is more than the rollout's {n} samples")
@@ -96,31 +104,72 @@ class PPO(ActorCriticAlgorithm):
             epoch_kl = torch.zeros(())
             for idx in minibatches:
                 if idx is None:
-                    mb_obs, mb_actions, mb_old, adv, mb_returns = obs, actions, old_log_prob, advantages, returns
+                    step = self._minibatch_step(obs, actions, old_log_prob, advantages, returns, old_values)
                 else:
-                    mb_obs, mb_actions, mb_old = obs[idx], actions[idx], old_log_prob[idx]
-                    adv, mb_returns = advantages[idx], returns[idx]
+                    adv = advantages[idx]
                     if self.normalize_advantages:
                         adv = normalized(adv)
-                log_prob, entropy, value = self.model.evaluate(mb_obs, mb_actions)
-
-                log_ratio = log_prob - mb_old
-                ratio = log_ratio.exp()
-                surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - self.clip_range, 1.0 + self.clip_range) * adv)
-                policy_loss = -surrogate.mean()
-                value_loss = (mb_returns - value).pow(2).mean()
-                entropy_mean = entropy.mean()
-                loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
-                self._step(loss, self.max_grad_norm)
-
+                    step = self._minibatch_step(
+                        obs[idx], actions[idx], old_log_prob[idx], adv, returns[idx], old_values[idx]
+                    )
                 if track:
-                    with torch.no_grad():
-                        approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
-                        clip_fraction = ((ratio - 1).abs() > self.clip_range).float().mean()
-                        sums += torch.stack([policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction])
-                        epoch_kl = torch.maximum(epoch_kl, approx_kl)
+                    sums += step
+                    epoch_kl = torch.maximum(epoch_kl, step[3])
                     updates += 1
             if self.target_kl is not None and float(epoch_kl) > self.target_kl:
                 break
-        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        return dict(zip(names, (sums / max(updates, 1)).tolist(), strict=True))
+        return dict(zip(_STATS, (sums / max(updates, 1)).tolist(), strict=True))
+
+    def update(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        old_log_prob: torch.Tensor,
+        advantages: torch.Tensor,
+        returns: torch.Tensor,
+        old_values: torch.Tensor | None = None,
+    ) -> dict[str, float]:
+        """One gradient step on one minibatch of ``N`` samples whose advantages, value targets and
+        behaviour log-probabilities (and, with :attr:`clip_range_vf`, values) are known; the
+        advantages are normalised here where :attr:`normalize_advantages` is set."""
+        if self.normalize_advantages:
+            advantages = normalized(advantages)
+        if old_values is None:
+            if self.clip_range_vf is not None:
+                raise ValueError("clip_range_vf is set: update needs the behaviour values (old_values)")
+            old_values = torch.zeros_like(returns)
+        step = self._minibatch_step(obs, actions, old_log_prob, advantages, returns, old_values)
+        return dict(zip(_STATS, step.tolist(), strict=True))
+
+    def _minibatch_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        old_log_prob: torch.Tensor,
+        adv: torch.Tensor,
+        returns: torch.Tensor,
+        old_values: torch.Tensor,
+    ) -> torch.Tensor:
+        """Step 3 on one minibatch; returns its statistics as a tensor (no sync), in :data:`_STATS`' order."""
+        log_prob, entropy, value = self.model.evaluate(obs, actions)
+
+        log_ratio = log_prob - old_log_prob
+        ratio = log_ratio.exp()
+        surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - self.clip_range, 1.0 + self.clip_range) * adv)
+        policy_loss = -surrogate.mean()
+        value_error = (returns - value).pow(2)
+        if self.clip_range_vf is not None:
+            clipped = old_values + (value - old_values).clamp(-self.clip_range_vf, self.clip_range_vf)
+            value_error = torch.max(value_error, (returns - clipped).pow(2))
+        value_loss = value_error.mean()
+        entropy_mean = entropy.mean()
+        loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
+        self._step(loss, self.max_grad_norm)
+
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
+            clip_fraction = ((ratio - 1).abs() > self.clip_range).float().mean()
+            return torch.stack([policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction])
+
+
+_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")

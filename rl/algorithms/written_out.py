@@ -43,6 +43,8 @@ def applies(algo: OffPolicyAlgorithm, actor_type: type[nn.Module], critic_type: 
     float32 (no ``autocast``), for the networks it writes out (an actor of exactly ``actor_type``
     and a critic of exactly ``critic_type``, ReLU MLPs; a twin critic fused), nothing hooked."""
     actor, critic = algo.model, algo.critic
+    if type(actor) is not actor_type or type(critic) is not critic_type:
+        return False  # another network (a PARL model's view, say) has no .net to write out
     if isinstance(critic, TwinQCritic):
         critic_net: nn.Module = critic.nets
         fused_pair = type(critic_net) is FusedMLPPair

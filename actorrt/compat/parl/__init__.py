@@ -20,6 +20,9 @@ What PARL programs use, with PARL's semantics: ``remote_class`` (``wait``, ``max
 ``env`` (imported when first used: they need torch and gymnasium). ``python -m
 actorrt.compat.parl SCRIPT.py`` runs a PARL script unchanged (``_runner``). The mapping to
 actorrt, and what differs, is in docs/parl.md.
+
+PARL's torch API (``Model``, ``Algorithm``, ``Agent``, ``algorithms``) is here too, imported the
+first time a script asks for it (it needs torch and ``rl``; the rest of this package does not).
 """
 
 from __future__ import annotations
@@ -43,12 +46,19 @@ __all__ = [
     "remote_class",
 ]
 
-_SUBMODULES = ("utils", "env")  # imported when first used (torch, gymnasium): never by actorrt itself
+_SUBMODULES = ("utils", "env", "algorithms")  # imported when first used (torch, gymnasium): never by actorrt itself
+_TORCH_API = {  # PARL's torch backend: name -> its module (imported when first used: torch, rl)
+    "Model": "actorrt.compat.parl.core.torch.model",
+    "Algorithm": "actorrt.compat.parl.core.torch.algorithm",
+    "Agent": "actorrt.compat.parl.core.torch.agent",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _TORCH_API:
+        return getattr(importlib.import_module(_TORCH_API[name]), name)
     if name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from actorrt.compat.parl._hooks import unknown_name
