@@ -5,9 +5,8 @@ runner's names reach the actor hosts with the script's classes, and PARL's ES an
 their last line.
 
 The scripts are PARL's (Apache-2.0), read from a PARL checkout: ``PARL_SRC`` (default
-``/work/parl-src``); the tests that need them are skipped without one. ``parl.Model`` /
-``Algorithm`` / ``Agent`` and ``parl.algorithms.A2C`` come from ``tests/compat/parl_stub.py``
-while ``actorrt.compat.parl`` does not carry them (the A2C stand-in does not learn)."""
+``/work/parl-src``); the tests that need them are skipped without one (scripts of this
+project's own, written as a PARL user writes them, run everywhere: test_parl_style_scripts.py)."""
 
 from __future__ import annotations
 
@@ -28,14 +27,13 @@ ROOT = Path(__file__).resolve().parents[2]
 PARL_SRC = Path(os.environ.get("PARL_SRC", "/work/parl-src"))
 BENCHMARKS = PARL_SRC / "benchmark" / "torch"
 RUNNER = (sys.executable, "-m", "actorrt.compat.parl")
-WITH_STUB = (sys.executable, "-c", "import sys; from tests.compat.parl_stub import main; sys.exit(main(sys.argv[1:]))")
 
 
 def run_script(
     cluster: ProcCluster, command: tuple[str, ...], path: Path, *args: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """``command path args`` in the script's folder, as a user on the cluster's machine (the
-    token found in its home); ``tests`` importable for the stand-ins."""
+    token found in its home)."""
     env = dict(cluster.env, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run(
         [*command, path.name, *args], capture_output=True, text=True, cwd=path.parent, env=env, timeout=timeout
@@ -137,7 +135,7 @@ def test_parls_es_script_trains_on_the_cluster_unchanged(cluster: ProcCluster, t
     """benchmark/torch/ES (no parl.algorithms: its own ES on parl.Algorithm) to its last line:
     two steps of 2 remote actors' rollouts, each logged, with TensorBoard scalars."""
     folder = copy_benchmark("ES", tmp_path, "es_config.py", {**ES_CONFIG, "master_address": repr(cluster.address)})
-    out = run_script(cluster, WITH_STUB, folder / "train.py")
+    out = run_script(cluster, RUNNER, folder / "train.py")
     assert out.returncode == 0, out.stdout + out.stderr
     steps = [json_of(line) for line in out.stdout.splitlines() if "'sample_total_episodes'" in line]
     assert len(steps) == 2, out.stdout
@@ -173,9 +171,9 @@ A2C_CONFIG = {  # PARL's A2C on Pong, small: 2 actors of 2 envs, 5-step rollouts
 def test_parls_a2c_script_runs_on_the_cluster_unchanged(cluster: ProcCluster, tmp_path: Path) -> None:
     """benchmark/torch/a2c to its end: the learner and its 2 remote actors each build Pong in
     wrap_deepmind, VectorEnv and calc_gae in the actors; weights go out and rollouts come back
-    for a second (the A2C stand-in does not learn)."""
+    for a second ."""
     folder = copy_benchmark("a2c", tmp_path, "a2c_config.py", {**A2C_CONFIG, "master_address": repr(cluster.address)})
-    out = run_script(cluster, WITH_STUB, folder / "train.py")
+    out = run_script(cluster, RUNNER, folder / "train.py")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Creating 2 remote actors to connect." in out.stdout
     actors = {
