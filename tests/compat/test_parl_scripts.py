@@ -171,7 +171,7 @@ A2C_CONFIG = {  # PARL's A2C on Pong, small: 2 actors of 2 envs, 5-step rollouts
 def test_parls_a2c_script_runs_on_the_cluster_unchanged(cluster: ProcCluster, tmp_path: Path) -> None:
     """benchmark/torch/a2c to its end: the learner and its 2 remote actors each build Pong in
     wrap_deepmind, VectorEnv and calc_gae in the actors; weights go out and rollouts come back
-    for a second ."""
+    for a second."""
     folder = copy_benchmark("a2c", tmp_path, "a2c_config.py", {**A2C_CONFIG, "master_address": repr(cluster.address)})
     out = run_script(cluster, RUNNER, folder / "train.py")
     assert out.returncode == 0, out.stdout + out.stderr
